@@ -1,0 +1,44 @@
+# BooCode — the README's two commands: `make run` and `make test`.
+VENV    := .venv
+PY      := $(VENV)/bin/python
+HOST    ?= 127.0.0.1
+PORT    ?= 8000
+
+.PHONY: run test install test-deps lint bench clean
+
+$(VENV)/.installed: requirements.txt
+	@test -x $(PY) || "$$(scripts/find-python)" -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -r requirements.txt
+	@touch $@
+
+install: $(VENV)/.installed
+
+## Create the virtualenv, install, migrate, sync data/ files, then serve on $(HOST):$(PORT).
+run: install
+	$(PY) manage.py migrate --noinput
+	$(PY) manage.py boocode_sync
+	$(PY) manage.py ensure_admin
+	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" exec $(VENV)/bin/daphne -b $(HOST) -p $(PORT) boocode.asgi:application
+
+# What the tests need beyond Python packages: the third-party MCP server (npm) and Chromium.
+tests/node/node_modules/.installed: tests/node/package.json
+	cd tests/node && npm install --no-audit --no-fund --loglevel=error
+	@touch $@
+
+test-deps: install tests/node/node_modules/.installed
+	@test -x /usr/bin/chromium || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null)
+
+## Install what the tests need, then run the whole suite (SQLite, then the database tests on PostgreSQL).
+test: test-deps
+	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(PY) -m pytest
+	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" BOOCODE_DATABASE_URL=postgres://postgres@127.0.0.1:5432/boocode $(PY) -m pytest -m postgres
+
+lint: install
+	$(VENV)/bin/ruff check .
+
+bench: test-deps
+	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(PY) bench/tool_calls.py
+
+clean:
+	rm -rf $(VENV) tests/node/node_modules

@@ -1,0 +1,82 @@
+"""The agent tool policy: glob patterns that allow and deny tools by name.
+
+Rules (the same in the docs, the admin and the tests):
+
+- ``*`` is the only wildcard and matches any run of characters, including none. Every other
+  character is literal (``?``, ``[``, ``.`` too). Matching is anchored and case-sensitive.
+- Patterns are read left to right; a leading ``!`` denies; the last pattern that matches a tool
+  decides.
+- A tool matched by no pattern is excluded, except when every pattern is a deny: then the list
+  starts from all tools (``[!web_*]`` means "everything but web").
+- ``None`` (no ``tools:`` key) allows every tool; ``[]`` allows none.
+
+The policy is a pure function of the patterns and the tool names it is given, so callers
+evaluate it against the current registry on every turn rather than caching a resolved list.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+__all__ = ["glob_match", "is_allowed", "select", "unmatched_patterns"]
+
+
+def glob_match(pattern: str, name: str) -> bool:
+    """Whether ``name`` matches ``pattern`` as a whole, where ``*`` matches any run of characters.
+
+    A linear two-pointer scan (no regular expressions), so a pattern with many stars cannot
+    make matching slow.
+    """
+    p = n = 0
+    star = -1  # position in pattern just after the last "*" seen
+    resume = 0  # position in name where that "*" currently stops
+    while n < len(name):
+        if p < len(pattern) and pattern[p] == "*":
+            star, resume = p + 1, n
+            p += 1
+        elif p < len(pattern) and pattern[p] == name[n]:
+            p += 1
+            n += 1
+        elif star >= 0:
+            resume += 1
+            n = resume
+            p = star
+        else:
+            return False
+    while p < len(pattern) and pattern[p] == "*":
+        p += 1
+    return p == len(pattern)
+
+
+def _split(pattern: str) -> tuple[bool, str]:
+    """``(denies, glob)`` for one written pattern."""
+    if pattern.startswith("!"):
+        return True, pattern[1:]
+    return False, pattern
+
+
+def is_allowed(patterns: Sequence[str] | None, name: str) -> bool:
+    """Whether a tool called ``name`` is allowed by ``patterns`` (``None`` allows everything)."""
+    if patterns is None:
+        return True
+    if not patterns:
+        return False
+    split = [_split(pattern) for pattern in patterns]
+    allowed = all(denies for denies, _ in split)  # deny-only lists start from every tool
+    for denies, glob in split:
+        if glob_match(glob, name):
+            allowed = not denies
+    return allowed
+
+
+def select(patterns: Sequence[str] | None, names: Iterable[str]) -> list[str]:
+    """The names allowed by ``patterns``, in the order given."""
+    return [name for name in names if is_allowed(patterns, name)]
+
+
+def unmatched_patterns(patterns: Sequence[str] | None, names: Iterable[str]) -> list[str]:
+    """Patterns (as written) that match none of ``names``: likely typos or a server that is down."""
+    if not patterns:
+        return []
+    names = list(names)
+    return [pattern for pattern in patterns if not any(glob_match(_split(pattern)[1], n) for n in names)]

@@ -1,0 +1,3 @@
+"""Websocket routes of the chat."""
+
+websocket_urlpatterns: list = []

@@ -1,0 +1,175 @@
+"""BooCode settings: one module, driven by BOOCODE_* environment variables.
+
+Embedded defaults need no external service: SQLite in BOOCODE_DATA_DIR and the in-memory
+channel layer. Set BOOCODE_DATABASE_URL (PostgreSQL) and BOOCODE_REDIS_URL to scale out.
+Every variable is listed in .env.example and docs/configuration.md.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+from pathlib import Path
+
+import dj_database_url
+from django.core.exceptions import ImproperlyConfigured
+
+from boocode.env import env_bool, env_float, env_int, env_list, env_str
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+
+DATA_DIR = Path(env_str("BOOCODE_DATA_DIR", str(BASE_DIR / "data"))).resolve()
+DATA_DIR.mkdir(parents=True, exist_ok=True)
+
+DEBUG = env_bool("BOOCODE_DEBUG", False)
+
+
+def _secret_key() -> str:
+    """BOOCODE_SECRET_KEY, else a key generated once and kept in DATA_DIR/secret_key (0600)."""
+    key = env_str("BOOCODE_SECRET_KEY")
+    if key:
+        return key
+    path = DATA_DIR / "secret_key"
+    try:
+        return path.read_text().strip()
+    except FileNotFoundError:
+        key = secrets.token_urlsafe(50)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as handle:
+            handle.write(key)
+        return key
+
+
+SECRET_KEY = _secret_key()
+ALLOWED_HOSTS = env_list("BOOCODE_ALLOWED_HOSTS", ["127.0.0.1", "localhost"])
+CSRF_TRUSTED_ORIGINS = env_list("BOOCODE_CSRF_TRUSTED_ORIGINS", [])
+
+INSTALLED_APPS = [
+    "daphne",
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "channels",
+    "mcpclient",
+    "agents",
+    "boocode.chat",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "boocode.urls"
+ASGI_APPLICATION = "boocode.asgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+_database_url = env_str("BOOCODE_DATABASE_URL") or env_str("DATABASE_URL")
+if _database_url:
+    try:
+        DATABASES = {"default": dj_database_url.parse(_database_url, conn_max_age=60)}
+    except ValueError as exc:
+        raise ImproperlyConfigured(f"BOOCODE_DATABASE_URL: {exc}") from None
+else:
+    DATABASES = {
+        "default": {
+            "ENGINE": "django.db.backends.sqlite3",
+            "NAME": DATA_DIR / "boocode.sqlite3",
+            # WAL lets the chat write while the admin and commands read; the timeout rides out
+            # short write locks from another process (mcp_discover in a second shell).
+            "OPTIONS": {
+                "timeout": 20,
+                "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+                "transaction_mode": "IMMEDIATE",
+            },
+        }
+    }
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+_redis_url = env_str("BOOCODE_REDIS_URL")
+if _redis_url:
+    CHANNEL_LAYERS = {
+        "default": {"BACKEND": "channels_redis.core.RedisChannelLayer", "CONFIG": {"hosts": [_redis_url]}}
+    }
+else:
+    CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+]
+LOGIN_URL = "login"
+LOGIN_REDIRECT_URL = "chat:index"
+LOGOUT_REDIRECT_URL = "login"
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATICFILES_DIRS = [BASE_DIR / "static"]
+STATIC_ROOT = DATA_DIR / "static"
+
+SESSION_COOKIE_HTTPONLY = True
+SESSION_COOKIE_SAMESITE = "Lax"
+SESSION_COOKIE_SECURE = env_bool("BOOCODE_SECURE_COOKIES", False)
+CSRF_COOKIE_SECURE = SESSION_COOKIE_SECURE
+X_FRAME_OPTIONS = "DENY"
+SECURE_CONTENT_TYPE_NOSNIFF = True
+SECURE_REFERRER_POLICY = "same-origin"
+
+# --- MCP -----------------------------------------------------------------------------------
+MCP_CONFIG = Path(env_str("BOOCODE_MCP_CONFIG", str(DATA_DIR / "mcp.json"))).resolve()
+MCP_STDIO_COMMANDS = env_list("BOOCODE_MCP_STDIO_COMMANDS", ["npx", "uvx", "node", "docker"])
+# Start the hub (connect the enabled servers) lazily in the ASGI process. Tests turn it off.
+MCP_AUTOSTART = env_bool("BOOCODE_MCP_AUTOSTART", True)
+
+# --- Agents and native tools ----------------------------------------------------------------
+AGENTS_FILE = Path(env_str("BOOCODE_AGENTS_FILE", str(DATA_DIR / "AGENTS.md"))).resolve()
+WORKSPACE = Path(env_str("BOOCODE_WORKSPACE", str(DATA_DIR / "workspace"))).resolve()
+WORKSPACE_DENY = env_list(
+    "BOOCODE_WORKSPACE_DENY",
+    [".env", ".env.*", "*.pem", "*.key", "*.p12", "*.pfx", "id_rsa*", "id_ed25519*",
+     "*.sqlite", "*.sqlite3", "*.db", ".git", ".git/*", "secret_key"],
+)
+
+# --- LLM (OpenAI-compatible Chat Completions) -----------------------------------------------
+LLM_BASE_URL = env_str("BOOCODE_LLM_BASE_URL").rstrip("/")
+LLM_API_KEY = env_str("BOOCODE_LLM_API_KEY")
+LLM_MODEL = env_str("BOOCODE_LLM_MODEL")
+LLM_TIMEOUT = env_float("BOOCODE_LLM_TIMEOUT", 120.0, minimum=1.0)
+LLM_MAX_RETRIES = env_int("BOOCODE_LLM_MAX_RETRIES", 3, minimum=0, maximum=10)
+
+ADMIN_PASSWORD = env_str("BOOCODE_ADMIN_PASSWORD")
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "root": {"handlers": ["console"], "level": env_str("BOOCODE_LOG_LEVEL", "INFO").upper()},
+    "loggers": {"daphne": {"level": "WARNING"}, "httpx2": {"level": "WARNING"}},
+}

@@ -1,0 +1,647 @@
+"""Parse, validate and resolve ``data/mcp.json``.
+
+The file uses the ``{"mcpServers": {"<name>": {...}}}`` shape shared by Claude Desktop,
+Cursor and opencode, so entries can be copied between them. Two stages keep secrets out
+of the database and the logs:
+
+* ``load_config`` / ``parse_server`` validate the file and return ``ServerConfig`` values
+  that hold the entry *as written*: ``${VAR}`` placeholders stay unexpanded, and nothing
+  reads the environment. One invalid entry is reported in ``LoadedConfig.errors`` while the
+  others load; only whole-file problems (unreadable file, invalid JSON, wrong top-level
+  shape) raise ``ConfigError``.
+* ``resolve_server`` runs only when a server is about to be connected: it loads the
+  entry's ``envFile``, expands placeholders, checks the stdio command against the allowlist
+  and returns a ``ResolvedServer``. Its errors name the server, the key and the variable,
+  never a value.
+
+Every ``ConfigError`` message starts with the file's name and the server, e.g.
+``mcp.json: server "git": "command" is required for stdio``.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import logging
+import os
+import re
+import threading
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+logger = logging.getLogger(__name__)
+
+STDIO = "stdio"
+STREAMABLE_HTTP = "streamableHttp"
+SSE = "sse"
+HTTP_TRANSPORTS = frozenset({STREAMABLE_HTTP, SSE})
+
+# Accepted spellings of "type" -> canonical transport. "local"/"remote" are opencode's.
+_TRANSPORT_ALIASES: dict[str, str] = {
+    "stdio": STDIO,
+    "local": STDIO,
+    "streamableHttp": STREAMABLE_HTTP,
+    "streamable-http": STREAMABLE_HTTP,
+    "http": STREAMABLE_HTTP,
+    "remote": STREAMABLE_HTTP,
+    "sse": SSE,
+}
+
+SERVER_NAME_RE = re.compile(r"^[A-Za-z0-9_-]+$")
+_ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+# RFC 9110 token characters.
+_HEADER_NAME_RE = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
+# ${VAR}, ${env:VAR} and {env:VAR}; anything else (e.g. "${not a name}") stays literal.
+_PLACEHOLDER_RE = re.compile(r"\$\{(?:env:)?([A-Za-z_][A-Za-z0-9_]*)\}|\{env:([A-Za-z_][A-Za-z0-9_]*)\}")
+
+DEFAULT_TIMEOUT_MS = 60_000
+DEFAULT_INIT_TIMEOUT_MS = 30_000
+
+# Passed to stdio servers when set in the process environment and not given explicitly:
+# behind a corporate CA, npx/uvx cannot download anything without them.
+PASSTHROUGH_ENV = ("SSL_CERT_FILE", "SSL_CERT_DIR", "REQUESTS_CA_BUNDLE", "NODE_EXTRA_CA_CERTS", "PATH")
+
+_KNOWN_KEYS = frozenset(
+    {
+        "type",
+        "command",
+        "args",
+        "env",
+        "environment",
+        "envFile",
+        "cwd",
+        "url",
+        "headers",
+        "enabled",
+        "timeout",
+        "initTimeout",
+    }
+)
+
+
+class ConfigError(ValueError):
+    """An invalid mcp.json; ``str()`` is the full message, naming the file, server and key."""
+
+
+@dataclass(frozen=True)
+class ServerConfig:
+    """One validated ``mcpServers`` entry, as written (placeholders unexpanded)."""
+
+    name: str
+    transport: str
+    command: str | None = None
+    args: tuple[str, ...] = ()
+    env: dict[str, str] = field(default_factory=dict)
+    env_file: str | None = None
+    cwd: str | None = None
+    url: str | None = None
+    headers: dict[str, str] = field(default_factory=dict)
+    enabled: bool = True
+    timeout: float = DEFAULT_TIMEOUT_MS / 1000
+    init_timeout: float = DEFAULT_INIT_TIMEOUT_MS / 1000
+    raw: dict[str, Any] = field(default_factory=dict)
+    # The config file's name, for error messages raised when resolving.
+    source: str = "mcp.json"
+
+
+@dataclass(frozen=True)
+class ResolvedServer:
+    """A server ready to connect: placeholders expanded, envFile merged, allowlist checked.
+
+    Holds secrets: build it right before connecting and never log or store it. Its repr
+    leaves out every field that may contain an expanded value.
+    """
+
+    config: ServerConfig
+    command: str | None
+    args: list[str] = field(repr=False)
+    env: dict[str, str] = field(repr=False)
+    cwd: str | None
+    url: str | None = field(repr=False)
+    headers: dict[str, str] = field(repr=False)
+
+
+@dataclass
+class LoadedConfig:
+    """The result of reading mcp.json."""
+
+    path: Path
+    exists: bool
+    servers: dict[str, ServerConfig]
+    errors: dict[str, str]
+    # Every entry exactly as written, in file order, valid or not (an invalid entry may not
+    # even be an object).
+    raw_servers: dict[str, Any]
+
+
+# --- JSON ----------------------------------------------------------------------------------
+
+
+class _Document:
+    """Parsed JSON plus the duplicate keys of each object (json.loads would keep the last)."""
+
+    def __init__(self, value: Any, duplicates: dict[int, list[str]]) -> None:
+        self.value = value
+        self._duplicates = duplicates
+
+    def duplicates_of(self, obj: object) -> list[str]:
+        """Duplicate keys of ``obj`` itself."""
+        return self._duplicates.get(id(obj), [])
+
+    def first_duplicate_within(self, obj: object) -> str | None:
+        """A duplicate key anywhere inside ``obj`` (including ``obj``), or None."""
+        stack = [obj]
+        while stack:
+            current = stack.pop()
+            dups = self.duplicates_of(current)
+            if dups:
+                return dups[0]
+            if isinstance(current, dict):
+                stack.extend(current.values())
+            elif isinstance(current, list):
+                stack.extend(current)
+        return None
+
+
+def parse_json_document(text: str, *, source: str) -> _Document:
+    """Parse ``text`` strictly: NaN/Infinity refused, duplicate keys recorded.
+
+    Raises ``ConfigError`` naming ``source`` and, for syntax errors, the line and column.
+    """
+    duplicates: dict[int, list[str]] = {}
+
+    def pairs_hook(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+        obj: dict[str, Any] = {}
+        seen_twice: list[str] = []
+        for key, value in pairs:
+            if key in obj and key not in seen_twice:
+                seen_twice.append(key)
+            obj[key] = value
+        if seen_twice:
+            duplicates[id(obj)] = seen_twice
+        return obj
+
+    def refuse_constant(name: str) -> Any:
+        raise ConfigError(f"{source}: invalid JSON: {name} is not allowed")
+
+    if not text.strip():
+        raise ConfigError(f'{source}: the file is empty; expected a JSON object like {{"mcpServers": {{}}}}')
+    try:
+        value = json.loads(text, object_pairs_hook=pairs_hook, parse_constant=refuse_constant)
+    except json.JSONDecodeError as exc:
+        raise ConfigError(
+            f"{source}: invalid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}"
+        ) from None
+    return _Document(value, duplicates)
+
+
+def _json_type(value: object) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int | float):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, list):
+        return "array"
+    return "object"
+
+
+def _shown(value: object, limit: int = 60) -> str:
+    """A short JSON rendering of a bad value for an error message."""
+    text = json.dumps(value, ensure_ascii=False)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def servers_object(document: _Document, *, source: str) -> dict[str, Any]:
+    """The ``mcpServers`` object of a parsed file, or ``ConfigError`` for a wrong top-level shape."""
+    top = document.value
+    if not isinstance(top, dict):
+        raise ConfigError(
+            f'{source}: the top level must be a JSON object with a "mcpServers" key, got {_json_type(top)}'
+        )
+    for key in document.duplicates_of(top):
+        raise ConfigError(f'{source}: duplicate top-level key "{key}"')
+    if "mcpServers" not in top:
+        raise ConfigError(f'{source}: missing the "mcpServers" object (expected {{"mcpServers": {{...}}}})')
+    servers = top["mcpServers"]
+    if not isinstance(servers, dict):
+        raise ConfigError(f'{source}: "mcpServers" must be an object, got {_json_type(servers)}')
+    for name in document.duplicates_of(servers):
+        raise ConfigError(f'{source}: server "{name}" is defined more than once in "mcpServers"')
+    return servers
+
+
+# --- Validation ----------------------------------------------------------------------------
+
+
+class _EntryChecker:
+    """Typed accessors for one entry that raise ConfigError naming file, server and key."""
+
+    def __init__(self, source: str, name: str, entry: dict[str, Any]) -> None:
+        self.prefix = f'{source}: server "{name}"'
+        self.entry = entry
+
+    def fail(self, message: str) -> ConfigError:
+        return ConfigError(f"{self.prefix}: {message}")
+
+    def string(self, key: str, *, allow_empty: bool = False) -> str | None:
+        value = self.entry.get(key)
+        if value is None and key not in self.entry:
+            return None
+        if not isinstance(value, str):
+            raise self.fail(f'"{key}" must be a string, got {_json_type(value)}')
+        if not allow_empty and not value.strip():
+            raise self.fail(f'"{key}" must not be empty')
+        return value
+
+    def boolean(self, key: str, default: bool) -> bool:
+        if key not in self.entry:
+            return default
+        value = self.entry[key]
+        if not isinstance(value, bool):
+            raise self.fail(f'"{key}" must be true or false, got {_shown(value)}')
+        return value
+
+    def milliseconds(self, key: str, default: int) -> float:
+        if key not in self.entry:
+            return default / 1000
+        value = self.entry[key]
+        # JSON has one number type: accept 1500.0 but not 1.5 (or true, which is an int in Python).
+        if isinstance(value, float) and value.is_integer():
+            value = int(value)
+        if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+            raise self.fail(f'"{key}" must be a positive integer (milliseconds), got {_shown(value)}')
+        return value / 1000
+
+    def string_list(self, key: str) -> tuple[str, ...]:
+        if key not in self.entry:
+            return ()
+        value = self.entry[key]
+        if not isinstance(value, list):
+            raise self.fail(f'"{key}" must be an array of strings, got {_json_type(value)}')
+        for index, item in enumerate(value):
+            if not isinstance(item, str):
+                raise self.fail(f'"{key}[{index}]" must be a string, got {_json_type(item)}')
+        return tuple(value)
+
+    def string_map(self, key: str, *, key_re: re.Pattern[str], key_kind: str) -> dict[str, str]:
+        if key not in self.entry:
+            return {}
+        value = self.entry[key]
+        if not isinstance(value, dict):
+            raise self.fail(f'"{key}" must be an object of strings, got {_json_type(value)}')
+        for item_key, item in value.items():
+            if not key_re.match(item_key):
+                raise self.fail(f'"{key}" has an invalid {key_kind} {_shown(item_key)}')
+            if not isinstance(item, str):
+                raise self.fail(f'"{key}.{item_key}" must be a string, got {_json_type(item)}')
+        return dict(value)
+
+
+def _transport_of(check: _EntryChecker) -> str:
+    entry = check.entry
+    if "type" in entry:
+        kind = entry["type"]
+        if not isinstance(kind, str):
+            raise check.fail(f'"type" must be a string, got {_json_type(kind)}')
+        if kind not in _TRANSPORT_ALIASES:
+            raise check.fail(f'"type" must be "stdio", "streamableHttp" or "sse", got {_shown(kind)}')
+        return _TRANSPORT_ALIASES[kind]
+    has_command, has_url = "command" in entry, "url" in entry
+    if has_command and has_url:
+        raise check.fail('conflicting "command" and "url": set "type" or keep only one of them')
+    if has_command:
+        return STDIO
+    if has_url:
+        return STREAMABLE_HTTP
+    raise check.fail('"command" (for stdio) or "url" (for streamableHttp/sse) is required')
+
+
+def _check_url(check: _EntryChecker, url: str, *, expanded: bool) -> None:
+    """http(s) with a host. Before expansion, a placeholder may stand for the scheme or host."""
+    if not expanded:
+        scheme_and_host = url
+        if "://" in url:
+            host_start = url.index("://") + 3
+            host_end = min((i for i in (url.find(c, host_start) for c in "/?#") if i != -1), default=len(url))
+            scheme_and_host = url[:host_end]
+        if _PLACEHOLDER_RE.search(scheme_and_host):
+            return
+    try:
+        parts = urlsplit(url)
+        has_host = bool(parts.hostname)
+    except ValueError:
+        parts, has_host = None, False
+    if parts is None or parts.scheme.lower() not in ("http", "https") or not has_host:
+        shown = _shown(check.entry.get("url"))
+        after = " after expansion" if expanded else ""
+        raise check.fail(f'"url" must be an http:// or https:// URL with a host{after}, got {shown}')
+
+
+def parse_server(name: str, entry: object, *, source: str = "mcp.json") -> ServerConfig:
+    """Validate one ``mcpServers`` entry. Raises ``ConfigError``.
+
+    Unknown keys are ignored but kept in ``ServerConfig.raw``. The environment is not read.
+    """
+    if not isinstance(name, str) or not SERVER_NAME_RE.match(name):
+        raise ConfigError(
+            f"{source}: server {_shown(name)}: the name may only contain letters, digits, '_' and '-'"
+        )
+    if not isinstance(entry, dict):
+        raise ConfigError(f'{source}: server "{name}": the entry must be an object, got {_json_type(entry)}')
+    check = _EntryChecker(source, name, entry)
+    transport = _transport_of(check)
+
+    # opencode: {"type": "local", "command": ["npx", "-y", "pkg"]}.
+    command: str | None
+    args: tuple[str, ...]
+    if transport == STDIO and isinstance(entry.get("command"), list):
+        if entry.get("type") != "local":
+            raise check.fail('"command" must be a string (an array is only accepted with "type": "local")')
+        argv = check.string_list("command")
+        if not argv or not argv[0].strip():
+            raise check.fail('"command" must not be empty')
+        command, args = argv[0], argv[1:] + check.string_list("args")
+    else:
+        command, args = check.string("command"), check.string_list("args")
+
+    if "env" in entry and "environment" in entry:
+        raise check.fail('conflicting "env" and "environment": use only "env"')
+    env_key = "environment" if "environment" in entry else "env"
+    env = check.string_map(env_key, key_re=_ENV_NAME_RE, key_kind="variable name")
+    headers = check.string_map("headers", key_re=_HEADER_NAME_RE, key_kind="header name")
+    for header, value in headers.items():
+        if "\r" in value or "\n" in value:
+            raise check.fail(f'"headers.{header}" must not contain a line break')
+    url = check.string("url")
+    cwd = check.string("cwd")
+    env_file = check.string("envFile")
+
+    if transport == STDIO:
+        if command is None:
+            raise check.fail('"command" is required for stdio')
+        for key in ("url", "headers"):
+            if entry.get(key):
+                raise check.fail(f'conflicting "{key}": it only applies to http/sse servers, not stdio')
+    else:
+        if url is None:
+            raise check.fail(f'"url" is required for {transport}')
+        for key in ("command", "args", "cwd", env_key):
+            if entry.get(key):
+                raise check.fail(f'conflicting "{key}": it only applies to stdio servers, not {transport}')
+        _check_url(check, url, expanded=False)
+
+    return ServerConfig(
+        name=name,
+        transport=transport,
+        command=command,
+        args=args,
+        env=env,
+        env_file=env_file,
+        cwd=cwd,
+        url=url,
+        headers=headers,
+        enabled=check.boolean("enabled", True),
+        timeout=check.milliseconds("timeout", DEFAULT_TIMEOUT_MS),
+        init_timeout=check.milliseconds("initTimeout", DEFAULT_INIT_TIMEOUT_MS),
+        raw=copy.deepcopy(entry),
+        source=source,
+    )
+
+
+def unknown_keys(config: ServerConfig) -> list[str]:
+    """Keys of the raw entry that BooCode ignores (kept in the file and in ``raw``)."""
+    return [key for key in config.raw if key not in _KNOWN_KEYS]
+
+
+# --- Loading -------------------------------------------------------------------------------
+
+_reported_missing: set[Path] = set()
+_reported_lock = threading.Lock()
+
+
+def load_config(path: Path) -> LoadedConfig:
+    """Read and validate mcp.json.
+
+    A missing file means "no servers" (logged once per path). An invalid entry lands in
+    ``errors`` (name -> message) and the others still load. Raises ``ConfigError`` when the
+    file cannot be read, is not valid JSON, or does not have the ``mcpServers`` shape.
+    """
+    path = Path(path)
+    source = path.name
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        with _reported_lock:
+            first_time = path not in _reported_missing
+            _reported_missing.add(path)
+        if first_time:
+            logger.info("%s not found: no MCP servers are configured", path)
+        return LoadedConfig(path=path, exists=False, servers={}, errors={}, raw_servers={})
+    except OSError as exc:
+        raise ConfigError(f"{source}: cannot read {path}: {exc.strerror or exc}") from None
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{source}: not valid UTF-8 (byte {exc.start})") from None
+
+    document = parse_json_document(text, source=source)
+    entries = servers_object(document, source=source)
+    loaded = LoadedConfig(path=path, exists=True, servers={}, errors={}, raw_servers=dict(entries))
+    for name, entry in entries.items():
+        try:
+            server = parse_server(name, entry, source=source)
+            duplicate = document.first_duplicate_within(entry)
+            if duplicate is not None:
+                raise ConfigError(f'{source}: server "{name}": duplicate key "{duplicate}"')
+            loaded.servers[name] = server
+        except ConfigError as exc:
+            loaded.errors[name] = str(exc)
+    return loaded
+
+
+# --- Resolution ----------------------------------------------------------------------------
+
+
+def parse_env_file(text: str) -> dict[str, str]:
+    """Parse dotenv ``KEY=VALUE`` lines strictly.
+
+    Supported: blank lines, ``#`` comments, an ``export `` prefix, unquoted values (trimmed,
+    `` #`` starts a comment), single quotes (literal) and double quotes (``\\n``, ``\\t``,
+    ``\\"``, ``\\\\`` escapes; may span lines). Values are never interpolated. Raises
+    ``ValueError("line N: ...")`` without repeating the line, which may hold a secret.
+    """
+    values: dict[str, str] = {}
+    lines = text.splitlines()
+    index = 0
+    while index < len(lines):
+        number = index + 1
+        line = lines[index].strip()
+        index += 1
+        if not line or line.startswith("#"):
+            continue
+        if line.startswith("export ") or line.startswith("export\t"):
+            line = line[len("export") :].lstrip()
+        key, sep, rest = line.partition("=")
+        key = key.rstrip()
+        if not sep:
+            raise ValueError(f"line {number}: expected KEY=VALUE")
+        if not _ENV_NAME_RE.match(key):
+            raise ValueError(f"line {number}: invalid variable name")
+        rest = rest.lstrip()
+        if rest[:1] in ("'", '"'):
+            quote = rest[0]
+            body = rest[1:]
+            # A double-quoted value may continue on the next lines until its closing quote.
+            while True:
+                end = _closing_quote(body, quote)
+                if end is not None or quote == "'" or index >= len(lines):
+                    break
+                body += "\n" + lines[index]
+                index += 1
+            if end is None:
+                raise ValueError(f"line {number}: unterminated {quote} quote")
+            trailing = body[end + 1 :].strip()
+            if trailing and not trailing.startswith("#"):
+                raise ValueError(f"line {number}: unexpected text after the closing quote")
+            value = body[:end]
+            if quote == '"':
+                value = _unescape_double_quoted(value)
+        else:
+            value = re.split(r"\s#", rest, maxsplit=1)[0].strip()
+        values[key] = value
+    return values
+
+
+def _closing_quote(body: str, quote: str) -> int | None:
+    position = 0
+    while position < len(body):
+        char = body[position]
+        if char == "\\" and quote == '"':
+            position += 2
+            continue
+        if char == quote:
+            return position
+        position += 1
+    return None
+
+
+_ESCAPES = {"n": "\n", "t": "\t", "r": "\r", '"': '"', "\\": "\\", "$": "$"}
+
+
+def _unescape_double_quoted(value: str) -> str:
+    return re.sub(r"\\(.)", lambda m: _ESCAPES.get(m.group(1), "\\" + m.group(1)), value, flags=re.S)
+
+
+class _Expander:
+    """Expands placeholders of one server, naming the key of any unset variable."""
+
+    def __init__(self, check: _EntryChecker, scope: Mapping[str, str]) -> None:
+        self.check = check
+        self.scope = scope
+
+    def __call__(self, value: str, where: str) -> str:
+        def replace(match: re.Match[str]) -> str:
+            variable = match.group(1) or match.group(2)
+            if variable not in self.scope:
+                raise self.check.fail(f'environment variable "{variable}" is not set (used in "{where}")')
+            return self.scope[variable]
+
+        return _PLACEHOLDER_RE.sub(replace, value)
+
+
+def _load_env_file(check: _EntryChecker, env_file: str, base_dir: Path, expand: _Expander) -> dict[str, str]:
+    path = Path(expand(env_file, "envFile")).expanduser()
+    if not path.is_absolute():
+        path = base_dir / path
+    try:
+        text = path.read_text(encoding="utf-8-sig")
+    except FileNotFoundError:
+        raise check.fail(f'envFile "{env_file}" not found (looked for {path})') from None
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise check.fail(f'envFile "{env_file}" cannot be read ({path}): {reason}') from None
+    try:
+        return parse_env_file(text)
+    except ValueError as exc:
+        raise check.fail(f'envFile "{env_file}" {exc}') from None
+
+
+def resolve_server(
+    config: ServerConfig,
+    *,
+    base_dir: Path,
+    environ: Mapping[str, str] | None = None,
+    allowed_commands: Sequence[str] | None = None,
+) -> ResolvedServer:
+    """Prepare ``config`` for connecting. Raises ``ConfigError``.
+
+    * ``envFile`` (relative to ``base_dir``, the mcp.json folder) is read first.
+    * Placeholders ``${VAR}``, ``${env:VAR}`` and ``{env:VAR}`` in command, args, env values,
+      cwd, url and header values are looked up in the envFile's values, then in ``environ``
+      (default ``os.environ``). Expansion is a single pass: a value is never re-expanded.
+    * stdio: the command's basename must be in ``allowed_commands`` (default
+      ``settings.MCP_STDIO_COMMANDS``). The command runs without a shell: args are passed as
+      a list, never joined. A relative ``cwd`` is taken relative to ``base_dir``.
+    * stdio ``env`` = envFile values, overridden by the expanded explicit ``env``, plus
+      SSL_CERT_FILE, SSL_CERT_DIR, REQUESTS_CA_BUNDLE, NODE_EXTRA_CA_CERTS and PATH copied
+      from ``environ`` when set there and not given. The SDK's ``stdio_client`` itself only
+      passes HOME, LOGNAME, PATH, SHELL, TERM and USER on top of ``env=``, so TLS settings
+      for npx/uvx behind a custom CA must come from here.
+    * http/sse: ``env`` is empty; envFile values only feed the url/header placeholders.
+    """
+    if environ is None:
+        environ = os.environ
+    check = _EntryChecker(config.source, config.name, config.raw)
+    base_dir = Path(base_dir)
+    file_values: dict[str, str] = {}
+    if config.env_file:
+        file_values = _load_env_file(check, config.env_file, base_dir, _Expander(check, environ))
+    expand = _Expander(check, {**environ, **file_values})
+    env_key = "environment" if "environment" in config.raw else "env"
+
+    if config.transport == STDIO:
+        if config.command is None:
+            raise check.fail('"command" is required for stdio')
+        command = expand(config.command, "command")
+        executable = os.path.basename(command.rstrip("/"))
+        if allowed_commands is None:
+            from django.conf import settings
+
+            allowed_commands = settings.MCP_STDIO_COMMANDS
+        if not executable or executable not in allowed_commands:
+            raise check.fail(
+                f"command {_shown(executable or command)} is not allowed; "
+                "add it to BOOCODE_MCP_STDIO_COMMANDS to allow it"
+            )
+        args = [expand(arg, f"args[{index}]") for index, arg in enumerate(config.args)]
+        env = dict(file_values)
+        env.update({key: expand(value, f"{env_key}.{key}") for key, value in config.env.items()})
+        for variable in PASSTHROUGH_ENV:
+            if variable not in env and variable in environ:
+                env[variable] = environ[variable]
+        cwd = None
+        if config.cwd is not None:
+            cwd_path = Path(expand(config.cwd, "cwd")).expanduser()
+            cwd = str(cwd_path if cwd_path.is_absolute() else base_dir / cwd_path)
+        return ResolvedServer(
+            config=config, command=command, args=args, env=env, cwd=cwd, url=None, headers={}
+        )
+
+    if config.url is None:
+        raise check.fail(f'"url" is required for {config.transport}')
+    url = expand(config.url, "url")
+    _check_url(check, url, expanded=True)
+    headers: dict[str, str] = {}
+    for name, value in config.headers.items():
+        expanded = expand(value, f"headers.{name}")
+        if "\r" in expanded or "\n" in expanded:
+            raise check.fail(f'"headers.{name}" contains a line break after expansion')
+        headers[name] = expanded
+    return ResolvedServer(config=config, command=None, args=[], env={}, cwd=None, url=url, headers=headers)

@@ -1,0 +1,672 @@
+"""The MCP hub: one persistent session per enabled server, their tools, and tool calls.
+
+Lifecycle
+---------
+Each server is held by one *owner task* (:class:`ServerConnection`). The owner opens the
+transport and the ``ClientSession`` with ``async with``, initializes, lists every page of
+tools, marks the server ready and then waits for commands ("stop", "relist", "closed").
+anyio requires a transport to be entered and exited in the same task, so nothing but the
+owner ever opens or closes it; any other task may call ``call_tool`` on the ready session
+concurrently.
+
+Start: :meth:`Hub.start` (or :meth:`Hub.apply`) creates the owner tasks and waits until
+each has settled (ready or failed). Servers connect concurrently; each connect +
+initialize + list is bounded by the server's ``initTimeout``.
+
+Failure: a server that cannot start is ``failed`` with ``last_error`` and contributes no
+tools; the others run. The session's incoming stream is relayed through the owner so an
+end of stream (child exited, connection broken) is seen at once: the server becomes
+``unavailable``, in-flight calls get ``MCP server "<name>" unreachable: ...`` and so do
+later ones. There is no automatic restart; :meth:`Hub.reconnect` starts it again.
+
+Stop: :meth:`Hub.stop` asks every owner to leave its ``async with`` blocks: the session
+closes and stdio children get the SDK's shutdown (stdin closed, then SIGTERM, then SIGKILL
+after :data:`KILL_AFTER_SECONDS`). Cancelling a caller of :meth:`Hub.call_tool` abandons
+the request and the SDK sends ``notifications/cancelled`` to the server.
+
+The hub knows nothing of Django: listeners registered with :meth:`Hub.add_listener` receive
+a :class:`ServerSnapshot` whenever a server's state or tools change (the runtime module
+persists them).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import datetime as dt
+import logging
+import os
+from collections import deque
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from dataclasses import dataclass, field
+from enum import StrEnum
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx2
+import mcp.client.stdio as sdk_stdio
+import mcp.types as types
+from mcp import ClientSession, MCPError, StdioServerParameters, stdio_client
+from mcp.client.sse import sse_client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
+from mcp_types import CONNECTION_CLOSED, REQUEST_TIMEOUT
+
+import boocode
+from mcpclient.config import ConfigError, ResolvedServer, ServerConfig, resolve_server
+from mcpclient.naming import assign_names
+from mcpclient.results import ToolResult, extract_result
+
+logger = logging.getLogger(__name__)
+
+# After SIGTERM a stdio child gets this long before SIGKILL (the SDK first closes its stdin
+# and waits PROCESS_TERMINATION_TIMEOUT for a clean exit).
+KILL_AFTER_SECONDS = 5.0
+sdk_stdio.FORCE_KILL_TIMEOUT = KILL_AFTER_SECONDS
+
+STDERR_LINES = 200
+MAX_TOOL_PAGES = 1000
+CLIENT_INFO = types.Implementation(name="boocode", version=boocode.__version__)
+
+
+class Status(StrEnum):
+    """The state of one server, as shown in the admin and the status line."""
+
+    DISABLED = "disabled"
+    CONNECTING = "connecting"
+    READY = "ready"
+    FAILED = "failed"
+    UNAVAILABLE = "unavailable"
+
+
+@dataclass(frozen=True)
+class DiscoveredTool:
+    """A tool as listed by its server, accepted or rejected."""
+
+    name: str
+    description: str
+    input_schema: dict[str, Any]
+    annotations: dict[str, Any] | None
+    rejected: bool = False
+    reject_reason: str = ""
+
+    @property
+    def read_only(self) -> bool:
+        """False only when ``readOnlyHint`` is explicitly false."""
+        return not (self.annotations and self.annotations.get("readOnlyHint") is False)
+
+
+@dataclass(frozen=True)
+class HubTool:
+    """An accepted tool of a ready server, under the name the model sees."""
+
+    prefixed_name: str
+    server: str
+    name: str
+    description: str
+    input_schema: dict[str, Any]
+    annotations: dict[str, Any] | None
+    read_only: bool = True
+    warning: str = ""
+
+
+@dataclass(frozen=True)
+class ServerSnapshot:
+    """A copy of one server's state handed to listeners."""
+
+    name: str
+    status: Status
+    last_error: str
+    connected_at: dt.datetime | None
+    protocol_version: str
+    server_info: dict[str, Any]
+    tools: tuple[DiscoveredTool, ...]
+    prefixed_names: dict[str, str]  # tool name -> prefixed name
+    warnings: dict[str, str]  # tool name -> naming warning
+    stderr_tail: tuple[str, ...]
+
+
+Listener = Callable[[ServerSnapshot], Awaitable[None] | None]
+
+
+def discover_tool(tool: types.Tool) -> DiscoveredTool:
+    """Apply the read-only guard to one listed tool."""
+    annotations = tool.annotations.model_dump(by_alias=True, exclude_none=True) if tool.annotations else None
+    discovered = DiscoveredTool(
+        name=tool.name,
+        description=tool.description or "",
+        input_schema=dict(tool.input_schema or {"type": "object"}),
+        annotations=annotations,
+    )
+    if not discovered.read_only:
+        return DiscoveredTool(
+            name=discovered.name,
+            description=discovered.description,
+            input_schema=discovered.input_schema,
+            annotations=annotations,
+            rejected=True,
+            reject_reason="readOnlyHint is false: only read-only tools are offered to the model",
+        )
+    return discovered
+
+
+async def list_all_tools(session: ClientSession) -> list[types.Tool]:
+    """Every page of ``tools/list`` (a repeated cursor or too many pages is an error)."""
+    tools: list[types.Tool] = []
+    cursor: str | None = None
+    seen: set[str] = set()
+    for _ in range(MAX_TOOL_PAGES):
+        params = types.PaginatedRequestParams(cursor=cursor) if cursor else None
+        page = await session.list_tools(params=params)
+        tools.extend(page.tools)
+        cursor = page.next_cursor
+        if not cursor:
+            return tools
+        if cursor in seen:
+            raise MCPError(code=-32603, message=f"tools/list repeated cursor {cursor!r}")
+        seen.add(cursor)
+    raise MCPError(code=-32603, message=f"tools/list returned more than {MAX_TOOL_PAGES} pages")
+
+
+def _describe(exc: BaseException) -> str:
+    """A one-line description of a connection failure, without secrets from URLs."""
+    if isinstance(exc, BaseExceptionGroup):
+        inner = [e for e in exc.exceptions if not isinstance(e, anyio.get_cancelled_exc_class())]
+        if inner:
+            return _describe(inner[0])
+    if isinstance(exc, FileNotFoundError):
+        return f"command not found: {exc.filename or exc}"
+    if isinstance(exc, PermissionError):
+        return f"permission denied: {exc.filename or exc}"
+    if isinstance(exc, MCPError):
+        return exc.error.message if hasattr(exc, "error") else str(exc)
+    if isinstance(exc, httpx2.ConnectError):
+        return f"connection refused or unreachable ({exc})"
+    if isinstance(exc, httpx2.HTTPStatusError):
+        return f"HTTP {exc.response.status_code} from the server"
+    text = str(exc) or type(exc).__name__
+    return text if len(text) < 500 else text[:500] + "..."
+
+
+class ServerConnection:
+    """The owner task of one server and the state it publishes."""
+
+    def __init__(
+        self,
+        config: ServerConfig,
+        *,
+        base_dir: Path,
+        allowed_commands: list[str] | None,
+        notify: Callable[[ServerConnection], None],
+    ) -> None:
+        self.config = config
+        self.name = config.name
+        self._base_dir = base_dir
+        self._allowed_commands = allowed_commands
+        self._notify = notify
+        self.status = Status.CONNECTING
+        self.last_error = ""
+        self.connected_at: dt.datetime | None = None
+        self.protocol_version = ""
+        self.server_info: dict[str, Any] = {}
+        self.tools: list[DiscoveredTool] = []
+        self.stderr_tail: deque[str] = deque(maxlen=STDERR_LINES)
+        self.session: ClientSession | None = None
+        self._commands: asyncio.Queue[str] = asyncio.Queue()
+        self._settled = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+
+    # -- control (any task) -------------------------------------------------------------
+    async def start(self) -> None:
+        """Start the owner task and wait until the server is ready or has failed."""
+        self._task = asyncio.create_task(self._run(), name=f"mcp-server:{self.name}")
+        await self._settled.wait()
+
+    async def stop(self) -> None:
+        """Ask the owner to close the session and wait for it (the child is stopped)."""
+        if self._task is None or self._task.done():
+            return
+        self._commands.put_nowait("stop")
+        try:
+            await asyncio.shield(self._task)
+        except asyncio.CancelledError:
+            if not self._task.done():
+                raise
+
+    def request_relist(self) -> None:
+        """Ask the owner to list the tools again (after ``tools/list_changed``)."""
+        self._commands.put_nowait("relist")
+
+    async def relist(self) -> None:
+        """List the tools again now and wait for the result (used by rediscovery)."""
+        session = self.session
+        if session is None or self.status is not Status.READY:
+            return
+        try:
+            self._set_tools(await list_all_tools(session))
+        except MCPError as exc:
+            self._mark_unavailable_if_closed(exc)
+
+    @property
+    def running(self) -> bool:
+        """True while the owner task is alive."""
+        return self._task is not None and not self._task.done()
+
+    # -- calls (any task) ---------------------------------------------------------------
+    async def call_tool(self, tool: str, arguments: dict[str, Any]) -> ToolResult:
+        """Call ``tool`` on the live session, bounded by the server's timeout."""
+        session = self.session
+        if session is None or self.status is not Status.READY:
+            return self._unreachable(self.last_error or f"the server is {self.status.value}")
+        try:
+            result = await session.call_tool(tool, arguments, read_timeout_seconds=self.config.timeout)
+        except MCPError as exc:
+            if exc.error.code == REQUEST_TIMEOUT:
+                return ToolResult.error(
+                    f'MCP server "{self.name}": tool "{tool}" timed out after {self.config.timeout:g} s '
+                    f'(the server\'s "timeout" in mcp.json)'
+                )
+            if self._mark_unavailable_if_closed(exc):
+                return self._unreachable(self.last_error)
+            return ToolResult.error(f'MCP server "{self.name}": tool "{tool}" failed: {exc.error.message}')
+        except (httpx2.TransportError, anyio.ClosedResourceError, anyio.BrokenResourceError, OSError) as exc:
+            self._set_unavailable(_describe(exc))
+            return self._unreachable(self.last_error)
+        return extract_result(result)
+
+    def _unreachable(self, reason: str) -> ToolResult:
+        return ToolResult.error(f'MCP server "{self.name}" unreachable: {reason}')
+
+    def _mark_unavailable_if_closed(self, exc: MCPError) -> bool:
+        if exc.error.code != CONNECTION_CLOSED:
+            return False
+        self._set_unavailable("connection closed")
+        return True
+
+    # -- state ---------------------------------------------------------------------------
+    def snapshot(self) -> ServerSnapshot:
+        """A copy of the state for listeners (names are filled in by the hub)."""
+        return ServerSnapshot(
+            name=self.name,
+            status=self.status,
+            last_error=self.last_error,
+            connected_at=self.connected_at,
+            protocol_version=self.protocol_version,
+            server_info=dict(self.server_info),
+            tools=tuple(self.tools),
+            prefixed_names={},
+            warnings={},
+            stderr_tail=tuple(self.stderr_tail),
+        )
+
+    def _set_tools(self, tools: Iterable[types.Tool]) -> None:
+        self.tools = [discover_tool(tool) for tool in tools]
+        self._notify(self)
+
+    def _set_unavailable(self, reason: str) -> None:
+        if self.status is not Status.READY:
+            return
+        stderr = self._stderr_hint()
+        self.status = Status.UNAVAILABLE
+        self.last_error = reason + stderr
+        logger.warning('MCP server "%s" is unavailable: %s', self.name, self.last_error)
+        self._commands.put_nowait("closed")
+        self._notify(self)
+
+    def _stderr_hint(self) -> str:
+        lines = [line for line in list(self.stderr_tail)[-3:] if line.strip()]
+        return f" (stderr: {' | '.join(lines)})" if lines else ""
+
+    # -- the owner task ------------------------------------------------------------------
+    async def _run(self) -> None:
+        try:
+            resolved = resolve_server(self.config, base_dir=self._base_dir, allowed_commands=self._allowed_commands)
+        except ConfigError as exc:
+            self._fail(str(exc))
+            return
+        try:
+            await self._serve(resolved)
+        except anyio.get_cancelled_exc_class():
+            raise
+        except Exception as exc:  # the owner is a top-level loop: any failure is recorded on the server
+            if self.status is Status.READY:
+                self._set_unavailable(_describe(exc))
+            elif self.status is Status.CONNECTING:
+                self._fail(_describe(exc) + self._stderr_hint())
+            logger.debug('MCP server "%s" owner ended with %r', self.name, exc)
+        finally:
+            self.session = None
+            if self.status in (Status.CONNECTING, Status.READY):
+                # Stopped on request (or cancelled): no longer serving.
+                self.status = Status.DISABLED if self.status is Status.CONNECTING else self.status
+            self._settled.set()
+
+    def _fail(self, message: str) -> None:
+        self.status = Status.FAILED
+        self.last_error = message
+        self.tools = []
+        logger.warning('MCP server "%s" failed to start: %s', self.name, message)
+        self._settled.set()
+        self._notify(self)
+
+    async def _serve(self, resolved: ResolvedServer) -> None:
+        with anyio.CancelScope() as scope:
+            scope.deadline = anyio.current_time() + self.config.init_timeout
+            async with self._transport(resolved) as (read, write):
+                relay_send, relay_receive = anyio.create_memory_object_stream[Any](0)
+                async with anyio.create_task_group() as group:
+                    group.start_soon(self._relay, read, relay_send)
+                    async with ClientSession(
+                        relay_receive,
+                        write,
+                        read_timeout_seconds=self.config.timeout,
+                        message_handler=self._on_message,
+                        client_info=CLIENT_INFO,
+                    ) as session:
+                        init = await session.initialize()
+                        tools = await list_all_tools(session)
+                        scope.deadline = float("inf")
+                        self._ready(session, init, tools)
+                        await self._wait_for_commands(session)
+                    group.cancel_scope.cancel()
+        if scope.cancelled_caught and self.status is Status.CONNECTING:
+            self._fail(
+                f'no answer within {self.config.init_timeout:g} s (the server\'s "initTimeout")' + self._stderr_hint()
+            )
+
+    def _ready(self, session: ClientSession, init: types.InitializeResult, tools: list[types.Tool]) -> None:
+        self.session = session
+        self.protocol_version = str(init.protocol_version)
+        self.server_info = init.server_info.model_dump(exclude_none=True, include={"name", "version", "title"})
+        self.status = Status.READY
+        self.last_error = ""
+        self.connected_at = dt.datetime.now(dt.UTC)
+        self.tools = [discover_tool(tool) for tool in tools]
+        logger.info(
+            'MCP server "%s" ready: %d tools (%d rejected), protocol %s',
+            self.name, len(self.tools), sum(t.rejected for t in self.tools), self.protocol_version,
+        )
+        self._settled.set()
+        self._notify(self)
+
+    async def _wait_for_commands(self, session: ClientSession) -> None:
+        while True:
+            command = await self._commands.get()
+            if command in ("stop", "closed"):
+                return
+            if command == "relist":
+                # Coalesce a burst of list_changed notifications into one listing.
+                while not self._commands.empty() and self._commands._queue[0] == "relist":  # type: ignore[attr-defined]
+                    self._commands.get_nowait()
+                try:
+                    self._set_tools(await list_all_tools(session))
+                except MCPError as exc:
+                    if self._mark_unavailable_if_closed(exc):
+                        return
+                    logger.warning('MCP server "%s": re-listing tools failed: %s', self.name, exc)
+
+    async def _relay(self, read: Any, send: Any) -> None:
+        """Forward the transport's messages to the session; report the end of the stream."""
+        async with send:
+            try:
+                async for item in read:
+                    await send.send(item)
+            except (anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream):
+                pass
+        self._set_unavailable("connection closed")
+
+    async def _on_message(self, message: Any) -> None:
+        if isinstance(message, types.ToolListChangedNotification):
+            self.request_relist()
+        elif isinstance(message, Exception):
+            logger.debug('MCP server "%s" sent an unreadable message: %s', self.name, message)
+
+    @contextlib.asynccontextmanager
+    async def _transport(self, resolved: ResolvedServer) -> AsyncIterator[tuple[Any, Any]]:
+        transport = self.config.transport
+        if transport == "stdio":
+            async with self._stdio(resolved) as streams:
+                yield streams
+        elif transport == "sse":
+            async with sse_client(
+                resolved.url or "", headers=resolved.headers or None, timeout=self.config.init_timeout,
+                sse_read_timeout=max(300.0, self.config.timeout),
+            ) as streams:
+                yield streams
+        else:
+            async with (
+                create_mcp_http_client(headers=resolved.headers or None) as client,
+                streamable_http_client(resolved.url or "", http_client=client) as streams,
+            ):
+                yield streams
+
+    @contextlib.asynccontextmanager
+    async def _stdio(self, resolved: ResolvedServer) -> AsyncIterator[tuple[Any, Any]]:
+        params = StdioServerParameters(
+            command=resolved.command or "", args=list(resolved.args), env=dict(resolved.env), cwd=resolved.cwd
+        )
+        read_fd, write_fd = os.pipe()
+        errlog = os.fdopen(write_fd, "w")
+        reader = asyncio.create_task(self._read_stderr(read_fd), name=f"mcp-stderr:{self.name}")
+        try:
+            async with stdio_client(params, errlog=errlog) as streams:
+                errlog.close()  # the child holds its own copy; EOF comes when it exits
+                yield streams
+        finally:
+            if not errlog.closed:
+                errlog.close()
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(asyncio.shield(reader), 1.0)
+            reader.cancel()
+
+    async def _read_stderr(self, read_fd: int) -> None:
+        loop = asyncio.get_running_loop()
+        stream = asyncio.StreamReader(limit=1 << 20)
+        pipe = os.fdopen(read_fd, "rb", buffering=0)
+        transport, _ = await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(stream), pipe)
+        try:
+            while True:
+                try:
+                    line = await stream.readline()
+                except ValueError:  # a line over the limit: keep reading
+                    continue
+                if not line:
+                    return
+                text = line.decode("utf-8", errors="replace").rstrip()
+                self.stderr_tail.append(text[:2000])
+                logger.debug("[%s stderr] %s", self.name, text)
+        finally:
+            transport.close()
+
+
+@dataclass
+class Hub:
+    """Every configured server's connection, their tools under prefixed names, and calls."""
+
+    base_dir: Path = field(default_factory=Path.cwd)
+    allowed_commands: list[str] | None = None
+    _connections: dict[str, ServerConnection] = field(default_factory=dict)
+    _configs: dict[str, ServerConfig] = field(default_factory=dict)
+    _order: list[str] = field(default_factory=list)
+    _index: dict[str, tuple[str, str]] = field(default_factory=dict)
+    _tools: list[HubTool] = field(default_factory=list)
+    _names: dict[tuple[str, str], tuple[str, str]] = field(default_factory=dict)
+    _listeners: list[Listener] = field(default_factory=list)
+    _pending: set[asyncio.Task[Any]] = field(default_factory=set)
+    _lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    generation: int = 0
+
+    # -- lifecycle -----------------------------------------------------------------------
+    async def start(self, configs: Iterable[ServerConfig]) -> None:
+        """Connect every enabled server concurrently (same as :meth:`apply` from empty)."""
+        await self.apply(configs)
+
+    async def apply(self, configs: Iterable[ServerConfig]) -> None:
+        """Reconcile with ``configs``: start new or changed enabled servers, stop the rest."""
+        async with self._lock:
+            wanted = {config.name: config for config in configs}
+            self._order = list(wanted)
+            to_stop = [
+                name for name, conn in self._connections.items()
+                if name not in wanted or not wanted[name].enabled or wanted[name] != conn.config
+            ]
+            await asyncio.gather(*(self._stop_one(name) for name in to_stop))
+            self._configs = wanted
+            to_start = [c for c in wanted.values() if c.enabled and c.name not in self._connections]
+            await asyncio.gather(*(self._start_one(config) for config in to_start))
+            for name, config in wanted.items():
+                if not config.enabled:
+                    self._emit_disabled(name)
+            self._rebuild()
+
+    async def connect(self, config: ServerConfig) -> None:
+        """Add or replace one server's config and (re)connect it if enabled."""
+        configs = dict(self._configs)
+        configs[config.name] = config
+        await self.apply(configs.values())
+
+    async def reconnect(self, name: str) -> None:
+        """Close and open one server's session again (no-op for a disabled server)."""
+        async with self._lock:
+            config = self._configs.get(name)
+            await self._stop_one(name)
+            if config is not None and config.enabled:
+                await self._start_one(config)
+            self._rebuild()
+
+    async def rediscover(self, name: str) -> None:
+        """List a ready server's tools again now."""
+        connection = self._connections.get(name)
+        if connection is not None:
+            await connection.relist()
+
+    async def stop(self) -> None:
+        """Close every session and stop every stdio child."""
+        async with self._lock:
+            await asyncio.gather(*(self._stop_one(name) for name in list(self._connections)))
+            self._rebuild()
+        if self._pending:
+            await asyncio.gather(*self._pending, return_exceptions=True)
+
+    async def _start_one(self, config: ServerConfig) -> None:
+        connection = ServerConnection(
+            config, base_dir=self.base_dir, allowed_commands=self.allowed_commands, notify=self._on_change
+        )
+        self._connections[config.name] = connection
+        self._on_change(connection)
+        await connection.start()
+
+    async def _stop_one(self, name: str) -> None:
+        connection = self._connections.pop(name, None)
+        if connection is not None:
+            await connection.stop()
+
+    def _emit_disabled(self, name: str) -> None:
+        snapshot = ServerSnapshot(
+            name=name, status=Status.DISABLED, last_error="", connected_at=None, protocol_version="",
+            server_info={}, tools=(), prefixed_names={}, warnings={}, stderr_tail=(),
+        )
+        self._dispatch(snapshot)
+
+    # -- state and listeners -------------------------------------------------------------
+    def add_listener(self, listener: Listener) -> None:
+        """Call ``listener(snapshot)`` whenever a server's state or tools change."""
+        self._listeners.append(listener)
+
+    def _on_change(self, connection: ServerConnection) -> None:
+        if self._connections.get(connection.name) is not connection:
+            return  # a replaced connection winding down
+        self._rebuild()
+        self._dispatch(self._snapshot(connection))
+
+    def _snapshot(self, connection: ServerConnection) -> ServerSnapshot:
+        snapshot = connection.snapshot()
+        for tool in snapshot.tools:
+            prefixed, warning = self._names.get((connection.name, tool.name), ("", ""))
+            snapshot.prefixed_names[tool.name] = prefixed
+            if warning:
+                snapshot.warnings[tool.name] = warning
+        return snapshot
+
+    def _dispatch(self, snapshot: ServerSnapshot) -> None:
+        for listener in self._listeners:
+            outcome = listener(snapshot)
+            if asyncio.iscoroutine(outcome):
+                task = asyncio.ensure_future(outcome)
+                self._pending.add(task)
+                task.add_done_callback(self._pending.discard)
+
+    async def drain_listeners(self) -> None:
+        """Wait until every listener call started so far has finished."""
+        while self._pending:
+            await asyncio.gather(*list(self._pending), return_exceptions=True)
+
+    def _rebuild(self) -> None:
+        """Recompute prefixed names over every server, in config order, and the tool index."""
+        order = [name for name in self._order if name in self._connections]
+        order += [name for name in self._connections if name not in order]
+        pairs = [(name, tool.name) for name in order for tool in self._connections[name].tools]
+        self._names = {(n.server, n.tool): (n.prefixed, n.warning) for n in assign_names(pairs)}
+        tools: list[HubTool] = []
+        for name in order:
+            connection = self._connections[name]
+            if connection.status is not Status.READY:
+                continue
+            for tool in connection.tools:
+                if tool.rejected:
+                    continue
+                prefixed, warning = self._names[(name, tool.name)]
+                tools.append(HubTool(
+                    prefixed_name=prefixed, server=name, name=tool.name, description=tool.description,
+                    input_schema=tool.input_schema, annotations=tool.annotations, read_only=tool.read_only,
+                    warning=warning,
+                ))
+        tools.sort(key=lambda tool: tool.prefixed_name)
+        self._tools = tools
+        self._index = {tool.prefixed_name: (tool.server, tool.name) for tool in tools}
+        self.generation += 1
+
+    # -- queries -------------------------------------------------------------------------
+    def tools(self) -> list[HubTool]:
+        """Accepted tools of ready servers, sorted by prefixed name."""
+        return list(self._tools)
+
+    def connection(self, name: str) -> ServerConnection | None:
+        """The live connection of a server, if it has one."""
+        return self._connections.get(name)
+
+    def snapshots(self) -> list[ServerSnapshot]:
+        """The state of every configured server, in config order."""
+        result = []
+        for name in self._order:
+            connection = self._connections.get(name)
+            if connection is not None:
+                result.append(self._snapshot(connection))
+            else:
+                result.append(ServerSnapshot(
+                    name=name, status=Status.DISABLED, last_error="", connected_at=None, protocol_version="",
+                    server_info={}, tools=(), prefixed_names={}, warnings={}, stderr_tail=(),
+                ))
+        return result
+
+    # -- calls ---------------------------------------------------------------------------
+    async def call_tool(self, prefixed_name: str, arguments: dict[str, Any] | None = None) -> ToolResult:
+        """Call a tool by its prefixed name; server trouble comes back as an error result."""
+        target = self._index.get(prefixed_name)
+        if target is None:
+            return self._unknown_tool(prefixed_name)
+        server, tool = target
+        connection = self._connections.get(server)
+        if connection is None:
+            return ToolResult.error(f'MCP server "{server}" unreachable: it is not connected')
+        return await connection.call_tool(tool, arguments or {})
+
+    def _unknown_tool(self, prefixed_name: str) -> ToolResult:
+        # The tool may belong to a server that is down: say so rather than "unknown".
+        for name, connection in self._connections.items():
+            if connection.status is not Status.READY:
+                for tool in connection.tools:
+                    if self._names.get((name, tool.name), ("",))[0] == prefixed_name:
+                        return connection._unreachable(connection.last_error or connection.status.value)
+        return ToolResult.error(f'Unknown tool "{prefixed_name}": it is not offered by any ready MCP server')

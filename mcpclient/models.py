@@ -1,0 +1,93 @@
+"""Database mirror of data/mcp.json and of the tools discovered on each server.
+
+``McpServer.config`` holds the entry exactly as written in the file (placeholders such as
+``${TOKEN}`` unexpanded, unknown keys kept). Status fields are written by the hub.
+"""
+
+from __future__ import annotations
+
+from django.db import models
+
+
+class McpServer(models.Model):
+    """One entry of mcp.json and the live state of its connection."""
+
+    class Status(models.TextChoices):
+        DISABLED = "disabled", "disabled"
+        CONNECTING = "connecting", "connecting"
+        READY = "ready", "ready"
+        FAILED = "failed", "failed"
+        UNAVAILABLE = "unavailable", "unavailable"
+
+    class Transport(models.TextChoices):
+        STDIO = "stdio", "stdio"
+        STREAMABLE_HTTP = "streamableHttp", "Streamable HTTP"
+        SSE = "sse", "SSE (legacy)"
+
+    name = models.CharField(max_length=100, unique=True)
+    position = models.PositiveIntegerField(default=0, help_text="Order of the entry in mcp.json.")
+    transport = models.CharField(max_length=20, choices=Transport.choices, blank=True)
+    enabled = models.BooleanField(default=True)
+    config = models.JSONField(default=dict, help_text="The entry as written in mcp.json (raw values).")
+    config_error = models.TextField(blank=True, help_text="Why the entry is invalid, if it is.")
+
+    status = models.CharField(max_length=20, choices=Status.choices, default=Status.DISABLED)
+    last_error = models.TextField(blank=True)
+    connected_at = models.DateTimeField(null=True, blank=True)
+    tool_count = models.PositiveIntegerField(default=0)
+    rejected_count = models.PositiveIntegerField(default=0)
+    protocol_version = models.CharField(max_length=40, blank=True)
+    server_info = models.JSONField(default=dict, blank=True)
+    stderr_tail = models.TextField(blank=True, help_text="The last lines the server wrote to stderr.")
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["position", "name"]
+        verbose_name = "MCP server"
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class McpTool(models.Model):
+    """A tool discovered on a server; rejected tools are kept with the reason."""
+
+    server = models.ForeignKey(McpServer, on_delete=models.CASCADE, related_name="tools")
+    name = models.CharField(max_length=255, help_text="The tool's name on its server.")
+    prefixed_name = models.CharField(max_length=64, help_text="The name the model sees.")
+    description = models.TextField(blank=True)
+    input_schema = models.JSONField(default=dict)
+    annotations = models.JSONField(null=True, blank=True)
+    rejected = models.BooleanField(default=False)
+    reject_reason = models.TextField(blank=True)
+    warning = models.TextField(blank=True)
+    position = models.PositiveIntegerField(default=0)
+
+    class Meta:
+        ordering = ["server__position", "position"]
+        constraints = [
+            models.UniqueConstraint(fields=["server", "name"], name="mcptool_unique_name_per_server"),
+        ]
+        verbose_name = "MCP tool"
+
+    def __str__(self) -> str:
+        return self.prefixed_name
+
+    @property
+    def read_only(self) -> bool:
+        """False only when the server explicitly says the tool is not read-only."""
+        return not (self.annotations and self.annotations.get("readOnlyHint") is False)
+
+
+class McpState(models.Model):
+    """A single row whose ``version`` changes whenever servers change in any process.
+
+    The running web process compares it before each turn (one cheap query) to pick up
+    changes made by ``manage.py mcp_sync`` / ``mcp_discover`` in another shell.
+    """
+
+    version = models.PositiveBigIntegerField(default=0)
+    config_mtime_ns = models.BigIntegerField(default=0)
+
+    class Meta:
+        verbose_name = "MCP state"

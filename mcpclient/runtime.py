@@ -1,0 +1,170 @@
+"""The one small interface the chat and the tool registry use to reach MCP servers.
+
+``ensure_hub()`` starts the process-wide :class:`~mcpclient.hub.Hub` lazily on the running
+event loop (Daphne has no ASGI lifespan, so the first request or websocket does it, behind
+a lock). It also checks, cheaply, whether servers changed elsewhere (mcp.json edited by
+hand, ``manage.py mcp_sync`` / ``mcp_discover`` or the admin in another process): one
+``stat`` of mcp.json and one query of ``McpState.version``; a change is applied to the
+running hub without a restart.
+
+``hub_tools()``, ``hub_call()`` and ``hub_statuses()`` are what a later deployment would
+turn into channel-layer messages to a hub worker process; callers never see the SDK.
+
+Shutdown: under Daphne a Twisted "before shutdown" trigger stops the hub, so stdio children
+are closed when the server is stopped with Ctrl-C.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+from channels.db import database_sync_to_async
+from django.conf import settings
+
+from mcpclient.hub import Hub, HubTool, ServerSnapshot
+from mcpclient.results import ToolResult
+
+logger = logging.getLogger(__name__)
+
+_hub: Hub | None = None
+_hub_loop: asyncio.AbstractEventLoop | None = None
+_seen_version: int = -1
+_lock: asyncio.Lock | None = None
+_lock_loop: asyncio.AbstractEventLoop | None = None
+_persist_lock: asyncio.Lock | None = None
+
+
+def get_hub() -> Hub | None:
+    """The process-wide hub, if one is running on the current loop."""
+    return _hub
+
+
+def set_hub(hub: Hub | None, *, version: int = -1) -> None:
+    """Install ``hub`` as the process-wide hub (tests and ``mcp_*`` commands)."""
+    global _hub, _hub_loop, _seen_version
+    _hub = hub
+    _seen_version = version
+    try:
+        _hub_loop = asyncio.get_running_loop() if hub is not None else None
+    except RuntimeError:
+        _hub_loop = None
+
+
+def _loop_lock() -> asyncio.Lock:
+    global _lock, _lock_loop
+    loop = asyncio.get_running_loop()
+    if _lock is None or _lock_loop is not loop:
+        _lock, _lock_loop = asyncio.Lock(), loop
+    return _lock
+
+
+def new_hub(*, persist: bool = True) -> Hub:
+    """A hub configured from settings; with ``persist`` its state is written to the database."""
+    hub = Hub(base_dir=settings.MCP_CONFIG.parent, allowed_commands=list(settings.MCP_STDIO_COMMANDS))
+    if persist:
+        hub.add_listener(persist_listener)
+    return hub
+
+
+async def persist_listener(snapshot: ServerSnapshot) -> None:
+    """Write a snapshot to the database, in the order snapshots were produced."""
+    global _persist_lock
+    from mcpclient.sync import persist_snapshot
+
+    if _persist_lock is None:
+        _persist_lock = asyncio.Lock()
+    async with _persist_lock:
+        try:
+            await database_sync_to_async(persist_snapshot)(snapshot)
+        except Exception:  # a listener must never break the hub; the state is in memory anyway
+            logger.exception('could not save the state of MCP server "%s"', snapshot.name)
+
+
+def _read_changes() -> tuple[int, list[Any] | None]:
+    """Sync mcp.json if it changed on disk; return (version, configs if version moved)."""
+    from mcpclient.config import ConfigError
+    from mcpclient.sync import config_mtime_ns, current_state, server_configs, sync_servers
+
+    state = current_state()
+    if config_mtime_ns() != state.config_mtime_ns:
+        try:
+            report = sync_servers()
+            if report.changed:
+                logger.info("mcp.json changed on disk: %s", report.summary())
+        except ConfigError as exc:
+            logger.error("mcp.json changed on disk but cannot be used: %s", exc)
+        state = current_state()
+    if state.version == _seen_version:
+        return state.version, None
+    return state.version, server_configs()
+
+
+async def ensure_hub() -> Hub:
+    """The running hub, started on first use; applies changes made in other processes."""
+    global _hub, _hub_loop, _seen_version
+    loop = asyncio.get_running_loop()
+    if _hub is not None and _hub_loop is loop and not settings.MCP_AUTOSTART:
+        return _hub
+    async with _loop_lock():
+        if _hub is None or _hub_loop is not loop:
+            if not settings.MCP_AUTOSTART:
+                _hub, _hub_loop = Hub(base_dir=settings.MCP_CONFIG.parent), loop
+                return _hub
+            version, configs = await database_sync_to_async(_read_changes)()
+            hub = new_hub()
+            _hub, _hub_loop, _seen_version = hub, loop, version
+            _install_shutdown_trigger(hub)
+            await hub.start(configs or [])
+            return hub
+        version, configs = await database_sync_to_async(_read_changes)()
+        if configs is not None:
+            _seen_version = version
+            logger.info("MCP servers changed elsewhere (version %d): applying", version)
+            await _hub.apply(configs)
+            await asyncio.gather(*(_hub.rediscover(config.name) for config in configs if config.enabled))
+        return _hub
+
+
+def _install_shutdown_trigger(hub: Hub) -> None:
+    """Stop the hub before Daphne's reactor shuts down (no orphan stdio children)."""
+    try:
+        from twisted.internet import reactor
+        from twisted.internet.defer import Deferred
+    except ImportError:  # pragma: no cover - Twisted comes with Daphne
+        return
+    if not getattr(reactor, "running", False):
+        return
+
+    def stop_hub() -> Deferred:
+        logger.info("stopping MCP servers")
+        return Deferred.fromFuture(asyncio.ensure_future(hub.stop()))
+
+    reactor.addSystemEventTrigger("before", "shutdown", stop_hub)
+
+
+def hub_tools() -> list[HubTool]:
+    """Accepted tools of ready servers, sorted by prefixed name (in memory, cheap)."""
+    return _hub.tools() if _hub is not None else []
+
+
+async def hub_call(prefixed_name: str, arguments: dict[str, Any]) -> ToolResult:
+    """Call an MCP tool by its prefixed name; trouble comes back as an error result."""
+    hub = await ensure_hub()
+    return await hub.call_tool(prefixed_name, arguments)
+
+
+def hub_statuses() -> list[dict[str, Any]]:
+    """Name, status, tool count and last error of every configured server."""
+    if _hub is None:
+        return []
+    return [
+        {
+            "name": snapshot.name,
+            "status": snapshot.status.value,
+            "tool_count": sum(not tool.rejected for tool in snapshot.tools),
+            "last_error": snapshot.last_error,
+        }
+        for snapshot in _hub.snapshots()
+    ]

@@ -1,0 +1,174 @@
+"""A real MCP server for the test suite, built with the SDK's MCPServer.
+
+Run over stdio (default) or Streamable HTTP / SSE on 127.0.0.1:
+
+    python tests/servers/toolbox.py                      # stdio
+    python tests/servers/toolbox.py --http PORT          # Streamable HTTP at /mcp
+    python tests/servers/toolbox.py --sse PORT           # legacy SSE at /sse
+    python tests/servers/toolbox.py --extra-tools 120 --page-size 50   # several tools/list pages
+
+Tools cover what the hub must handle: read-only and unannotated tools, a tool annotated
+readOnlyHint=false (must be rejected), a slow tool, a tool that kills the process, a tool
+returning more than 5 MB, images/resources/links, structured-only output, an error result,
+and a tool that adds a tool at runtime and sends notifications/tools/list_changed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import base64
+import os
+import sys
+
+import mcp.types as types
+from mcp.server.mcpserver import Context, MCPServer
+
+# A 1x1 transparent PNG.
+PNG_1PX = base64.b64decode(
+    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg=="
+)
+READ_ONLY = types.ToolAnnotations(read_only_hint=True)
+
+
+class PagedServer(MCPServer):
+    """MCPServer whose tools/list answers in pages of ``page_size`` (0 = one page)."""
+
+    page_size = 0
+
+    async def _handle_list_tools(self, ctx, params):  # type: ignore[override]
+        tools = await self.list_tools()
+        if not self.page_size:
+            return types.ListToolsResult(tools=tools)
+        start = int(params.cursor) if params and params.cursor else 0
+        end = start + self.page_size
+        return types.ListToolsResult(tools=tools[start:end], next_cursor=str(end) if end < len(tools) else None)
+
+
+def build_server(extra_tools: int = 0, page_size: int = 0) -> PagedServer:
+    """Create the toolbox server with every test tool registered."""
+    server = PagedServer("toolbox", version="1.0.0")
+    server.page_size = page_size
+
+    @server.tool(annotations=READ_ONLY)
+    def echo(text: str) -> str:
+        """Return the text unchanged."""
+        return text
+
+    @server.tool()
+    def add(a: int, b: int) -> int:
+        """Add two integers (no annotations: accepted)."""
+        return a + b
+
+    @server.tool(annotations=types.ToolAnnotations(read_only_hint=False, destructive_hint=True))
+    def delete_everything(path: str) -> str:
+        """A write tool: the hub must reject it."""
+        return f"deleted {path}"
+
+    @server.tool(annotations=READ_ONLY)
+    async def slow(seconds: float) -> str:
+        """Sleep, then answer."""
+        await asyncio.sleep(seconds)
+        return f"slept {seconds}"
+
+    @server.tool(annotations=READ_ONLY)
+    def crash() -> str:
+        """Kill this server process without answering."""
+        sys.stderr.write("toolbox: crashing on request\n")
+        sys.stderr.flush()
+        os._exit(3)
+
+    @server.tool(annotations=READ_ONLY)
+    def big(megabytes: float) -> str:
+        """Return this many megabytes of text."""
+        return "x" * int(megabytes * 1024 * 1024)
+
+    @server.tool(annotations=READ_ONLY)
+    def media() -> types.CallToolResult:
+        """An image, an embedded text resource, a blob resource and a resource link."""
+        return types.CallToolResult(
+            content=[
+                types.TextContent(type="text", text="here is a picture"),
+                types.ImageContent(type="image", data=base64.b64encode(PNG_1PX).decode(), mime_type="image/png"),
+                types.EmbeddedResource(
+                    type="resource",
+                    resource=types.TextResourceContents(uri="file:///notes.txt", mime_type="text/plain", text="notes"),
+                ),
+                types.EmbeddedResource(
+                    type="resource",
+                    resource=types.BlobResourceContents(
+                        uri="file:///data.bin", mime_type="application/octet-stream",
+                        blob=base64.b64encode(b"\x00" * 10).decode(),
+                    ),
+                ),
+                types.ResourceLink(type="resource_link", uri="file:///linked.txt", name="linked"),
+            ]
+        )
+
+    @server.tool(annotations=READ_ONLY)
+    def structured() -> types.CallToolResult:
+        """Structured content only."""
+        return types.CallToolResult(content=[], structured_content={"temperature": 21.5, "unit": "C"})
+
+    @server.tool(annotations=READ_ONLY)
+    def empty() -> types.CallToolResult:
+        """No content at all."""
+        return types.CallToolResult(content=[])
+
+    @server.tool(annotations=READ_ONLY)
+    def fail(message: str) -> types.CallToolResult:
+        """An error result carrying the message."""
+        return types.CallToolResult(content=[types.TextContent(type="text", text=message)], is_error=True)
+
+    @server.tool(annotations=READ_ONLY)
+    def stderr(text: str) -> str:
+        """Write a line to stderr."""
+        sys.stderr.write(text + "\n")
+        sys.stderr.flush()
+        return "written"
+
+    @server.tool(annotations=READ_ONLY)
+    async def add_tool(name: str, ctx: Context) -> str:
+        """Register a new read-only tool at runtime and notify the client."""
+
+        def dynamic() -> str:
+            return f"I am {name}"
+
+        server.add_tool(dynamic, name=name, description=f"added at runtime: {name}", annotations=READ_ONLY)
+        await ctx.session.send_tool_list_changed()
+        return f"added {name}"
+
+    @server.tool(annotations=READ_ONLY)
+    async def remove_tool(name: str, ctx: Context) -> str:
+        """Remove a tool at runtime and notify the client."""
+        server.remove_tool(name)
+        await ctx.session.send_tool_list_changed()
+        return f"removed {name}"
+
+    for index in range(extra_tools):
+        def item(index: int = index) -> str:
+            return f"item {index}"
+
+        server.add_tool(item, name=f"item_{index:03d}", description=f"extra tool {index}", annotations=READ_ONLY)
+    return server
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--http", type=int, metavar="PORT", help="serve Streamable HTTP on this port")
+    parser.add_argument("--sse", type=int, metavar="PORT", help="serve legacy SSE on this port")
+    parser.add_argument("--extra-tools", type=int, default=0)
+    parser.add_argument("--page-size", type=int, default=0)
+    options = parser.parse_args()
+    server = build_server(options.extra_tools, options.page_size)
+    if options.http:
+        server.settings.log_level = "WARNING"
+        server.run("streamable-http", host="127.0.0.1", port=options.http)
+    elif options.sse:
+        server.run("sse", host="127.0.0.1", port=options.sse)
+    else:
+        server.run()
+
+
+if __name__ == "__main__":
+    main()
