@@ -28,7 +28,9 @@ class Agent(models.Model):
     )
     top_p = models.FloatField(null=True, blank=True)
     prompt = models.TextField(blank=True, help_text="The system prompt (Markdown).")
-    extra = models.JSONField(default=dict, blank=True, help_text="Unknown front-matter keys, kept as written.")
+    extra = models.JSONField(
+        default=dict, blank=True, help_text="Unknown front-matter keys, kept as written."
+    )
     position = models.PositiveIntegerField(default=0, help_text="Order in the file.")
     line = models.PositiveIntegerField(default=0, help_text="Line of the agent's heading in the file.")
     is_builtin = models.BooleanField(default=False, help_text="The built-in default (no agents file).")

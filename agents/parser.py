@@ -21,10 +21,10 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import date, datetime
 from pathlib import Path
-from collections.abc import Callable
 from typing import Any
 
 import yaml

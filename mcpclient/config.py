@@ -140,7 +140,7 @@ class LoadedConfig:
 # --- JSON ----------------------------------------------------------------------------------
 
 
-class _Document:
+class JsonDocument:
     """Parsed JSON plus the duplicate keys of each object (json.loads would keep the last)."""
 
     def __init__(self, value: Any, duplicates: dict[int, list[str]]) -> None:
@@ -166,7 +166,7 @@ class _Document:
         return None
 
 
-def parse_json_document(text: str, *, source: str) -> _Document:
+def parse_json_document(text: str, *, source: str) -> JsonDocument:
     """Parse ``text`` strictly: NaN/Infinity refused, duplicate keys recorded.
 
     Raises ``ConfigError`` naming ``source`` and, for syntax errors, the line and column.
@@ -195,7 +195,7 @@ def parse_json_document(text: str, *, source: str) -> _Document:
         raise ConfigError(
             f"{source}: invalid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}"
         ) from None
-    return _Document(value, duplicates)
+    return JsonDocument(value, duplicates)
 
 
 def _json_type(value: object) -> str:
@@ -218,7 +218,7 @@ def _shown(value: object, limit: int = 60) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def servers_object(document: _Document, *, source: str) -> dict[str, Any]:
+def servers_object(document: JsonDocument, *, source: str) -> dict[str, Any]:
     """The ``mcpServers`` object of a parsed file, or ``ConfigError`` for a wrong top-level shape."""
     top = document.value
     if not isinstance(top, dict):
@@ -250,13 +250,13 @@ class _EntryChecker:
     def fail(self, message: str) -> ConfigError:
         return ConfigError(f"{self.prefix}: {message}")
 
-    def string(self, key: str, *, allow_empty: bool = False) -> str | None:
+    def string(self, key: str) -> str | None:
         value = self.entry.get(key)
         if value is None and key not in self.entry:
             return None
         if not isinstance(value, str):
             raise self.fail(f'"{key}" must be a string, got {_json_type(value)}')
-        if not allow_empty and not value.strip():
+        if not value.strip():
             raise self.fail(f'"{key}" must not be empty')
         return value
 

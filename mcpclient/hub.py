@@ -66,6 +66,9 @@ KILL_AFTER_SECONDS = 5.0
 sdk_stdio.FORCE_KILL_TIMEOUT = KILL_AFTER_SECONDS
 
 STDERR_LINES = 200
+# One message from an HTTP server may carry a large tool result; the hub caps what the model
+# gets at 5 MB, but the transport must let the message through to do that.
+MAX_HTTP_MESSAGE_BYTES = 64 * 1024 * 1024
 MAX_TOOL_PAGES = 1000
 CLIENT_INFO = types.Implementation(name="boocode", version=boocode.__version__)
 
@@ -244,7 +247,7 @@ class ServerConnection:
         if session is None or self.status is not Status.READY:
             return
         try:
-            self._set_tools(await list_all_tools(session))
+            self._set_tools(await self._list_within_timeout(session))
         except MCPError as exc:
             self._mark_unavailable_if_closed(exc)
 
@@ -274,6 +277,13 @@ class ServerConnection:
             self._set_unavailable(_describe(exc))
             return self._unreachable(self.last_error)
         return extract_result(result)
+
+    async def _list_within_timeout(self, session: ClientSession) -> list[types.Tool]:
+        try:
+            with anyio.fail_after(self.config.timeout):
+                return await list_all_tools(session)
+        except TimeoutError:
+            raise MCPError(code=REQUEST_TIMEOUT, message="tools/list timed out") from None
 
     def _unreachable(self, reason: str) -> ToolResult:
         return ToolResult.error(f'MCP server "{self.name}" unreachable: {reason}')
@@ -321,7 +331,9 @@ class ServerConnection:
     # -- the owner task ------------------------------------------------------------------
     async def _run(self) -> None:
         try:
-            resolved = resolve_server(self.config, base_dir=self._base_dir, allowed_commands=self._allowed_commands)
+            resolved = resolve_server(
+                self.config, base_dir=self._base_dir, allowed_commands=self._allowed_commands
+            )
         except ConfigError as exc:
             self._fail(str(exc))
             return
@@ -360,7 +372,6 @@ class ServerConnection:
                     async with ClientSession(
                         relay_receive,
                         write,
-                        read_timeout_seconds=self.config.timeout,
                         message_handler=self._on_message,
                         client_info=CLIENT_INFO,
                     ) as session:
@@ -372,20 +383,26 @@ class ServerConnection:
                     group.cancel_scope.cancel()
         if scope.cancelled_caught and self.status is Status.CONNECTING:
             self._fail(
-                f'no answer within {self.config.init_timeout:g} s (the server\'s "initTimeout")' + self._stderr_hint()
+                f'no answer within {self.config.init_timeout:g} s (the server\'s "initTimeout")'
+                + self._stderr_hint()
             )
 
     def _ready(self, session: ClientSession, init: types.InitializeResult, tools: list[types.Tool]) -> None:
         self.session = session
         self.protocol_version = str(init.protocol_version)
-        self.server_info = init.server_info.model_dump(exclude_none=True, include={"name", "version", "title"})
+        self.server_info = init.server_info.model_dump(
+            exclude_none=True, include={"name", "version", "title"}
+        )
         self.status = Status.READY
         self.last_error = ""
         self.connected_at = dt.datetime.now(dt.UTC)
         self.tools = [discover_tool(tool) for tool in tools]
         logger.info(
             'MCP server "%s" ready: %d tools (%d rejected), protocol %s',
-            self.name, len(self.tools), sum(t.rejected for t in self.tools), self.protocol_version,
+            self.name,
+            len(self.tools),
+            sum(t.rejected for t in self.tools),
+            self.protocol_version,
         )
         self._settled.set()
         self._notify(self)
@@ -400,7 +417,7 @@ class ServerConnection:
                 while not self._commands.empty() and self._commands._queue[0] == "relist":  # type: ignore[attr-defined]
                     self._commands.get_nowait()
                 try:
-                    self._set_tools(await list_all_tools(session))
+                    self._set_tools(await self._list_within_timeout(session))
                 except MCPError as exc:
                     if self._mark_unavailable_if_closed(exc):
                         return
@@ -430,14 +447,18 @@ class ServerConnection:
                 yield streams
         elif transport == "sse":
             async with sse_client(
-                resolved.url or "", headers=resolved.headers or None, timeout=self.config.init_timeout,
+                resolved.url or "",
+                headers=resolved.headers or None,
+                timeout=self.config.init_timeout,
                 sse_read_timeout=max(300.0, self.config.timeout),
             ) as streams:
                 yield streams
         else:
             async with (
                 create_mcp_http_client(headers=resolved.headers or None) as client,
-                streamable_http_client(resolved.url or "", http_client=client) as streams,
+                streamable_http_client(
+                    resolved.url or "", http_client=client, max_sse_event_size=MAX_HTTP_MESSAGE_BYTES
+                ) as streams,
             ):
                 yield streams
 
@@ -508,7 +529,8 @@ class Hub:
             wanted = {config.name: config for config in configs}
             self._order = list(wanted)
             to_stop = [
-                name for name, conn in self._connections.items()
+                name
+                for name, conn in self._connections.items()
                 if name not in wanted or not wanted[name].enabled or wanted[name] != conn.config
             ]
             await asyncio.gather(*(self._stop_one(name) for name in to_stop))
@@ -564,8 +586,16 @@ class Hub:
 
     def _emit_disabled(self, name: str) -> None:
         snapshot = ServerSnapshot(
-            name=name, status=Status.DISABLED, last_error="", connected_at=None, protocol_version="",
-            server_info={}, tools=(), prefixed_names={}, warnings={}, stderr_tail=(),
+            name=name,
+            status=Status.DISABLED,
+            last_error="",
+            connected_at=None,
+            protocol_version="",
+            server_info={},
+            tools=(),
+            prefixed_names={},
+            warnings={},
+            stderr_tail=(),
         )
         self._dispatch(snapshot)
 
@@ -573,6 +603,27 @@ class Hub:
     def add_listener(self, listener: Listener) -> None:
         """Call ``listener(snapshot)`` whenever a server's state or tools change."""
         self._listeners.append(listener)
+
+    def remove_listener(self, listener: Listener) -> None:
+        """Stop calling ``listener``."""
+        if listener in self._listeners:
+            self._listeners.remove(listener)
+
+    async def wait_until(self, predicate: Callable[[], bool], timeout: float) -> None:
+        """Wait (at most ``timeout`` seconds) until ``predicate()`` holds after a state change."""
+        changed = asyncio.Event()
+
+        def listener(_: ServerSnapshot) -> None:
+            changed.set()
+
+        self.add_listener(listener)
+        try:
+            async with asyncio.timeout(timeout):
+                while not predicate():
+                    changed.clear()
+                    await changed.wait()
+        finally:
+            self.remove_listener(listener)
 
     def _on_change(self, connection: ServerConnection) -> None:
         if self._connections.get(connection.name) is not connection:
@@ -617,11 +668,18 @@ class Hub:
                 if tool.rejected:
                     continue
                 prefixed, warning = self._names[(name, tool.name)]
-                tools.append(HubTool(
-                    prefixed_name=prefixed, server=name, name=tool.name, description=tool.description,
-                    input_schema=tool.input_schema, annotations=tool.annotations, read_only=tool.read_only,
-                    warning=warning,
-                ))
+                tools.append(
+                    HubTool(
+                        prefixed_name=prefixed,
+                        server=name,
+                        name=tool.name,
+                        description=tool.description,
+                        input_schema=tool.input_schema,
+                        annotations=tool.annotations,
+                        read_only=tool.read_only,
+                        warning=warning,
+                    )
+                )
         tools.sort(key=lambda tool: tool.prefixed_name)
         self._tools = tools
         self._index = {tool.prefixed_name: (tool.server, tool.name) for tool in tools}
@@ -644,10 +702,20 @@ class Hub:
             if connection is not None:
                 result.append(self._snapshot(connection))
             else:
-                result.append(ServerSnapshot(
-                    name=name, status=Status.DISABLED, last_error="", connected_at=None, protocol_version="",
-                    server_info={}, tools=(), prefixed_names={}, warnings={}, stderr_tail=(),
-                ))
+                result.append(
+                    ServerSnapshot(
+                        name=name,
+                        status=Status.DISABLED,
+                        last_error="",
+                        connected_at=None,
+                        protocol_version="",
+                        server_info={},
+                        tools=(),
+                        prefixed_names={},
+                        warnings={},
+                        stderr_tail=(),
+                    )
+                )
         return result
 
     # -- calls ---------------------------------------------------------------------------

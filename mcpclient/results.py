@@ -64,7 +64,9 @@ def _resource_text(resource: types.TextResourceContents | types.BlobResourceCont
     if isinstance(resource, types.TextResourceContents):
         entry["text"] = resource.text
     else:
-        entry["blob"] = f"[binary data: {_decoded_size(resource.blob)} bytes, {resource.mime_type or 'unknown type'}]"
+        entry["blob"] = (
+            f"[binary data: {_decoded_size(resource.blob)} bytes, {resource.mime_type or 'unknown type'}]"
+        )
     return json.dumps({"resource": entry}, ensure_ascii=False)
 
 

@@ -43,8 +43,12 @@ class SyncReport:
         """One line for logs and commands."""
         if not self.exists:
             return "mcp.json not found: no MCP servers"
-        parts = [f"{len(self.created)} created", f"{len(self.updated)} updated", f"{len(self.deleted)} deleted",
-                 f"{len(self.unchanged)} unchanged"]
+        parts = [
+            f"{len(self.created)} created",
+            f"{len(self.updated)} updated",
+            f"{len(self.deleted)} deleted",
+            f"{len(self.unchanged)} unchanged",
+        ]
         if self.errors:
             parts.append(f"{len(self.errors)} invalid")
         return ", ".join(parts)
@@ -98,7 +102,9 @@ def sync_servers(path: Path | None = None) -> SyncReport:
             "position": position,
             "config": entry,
             "transport": parsed.transport if parsed else _guess_transport(entry),
-            "enabled": parsed.enabled if parsed else bool(isinstance(entry, dict) and entry.get("enabled", True)),
+            "enabled": parsed.enabled
+            if parsed
+            else bool(isinstance(entry, dict) and entry.get("enabled", True)),
             "config_error": loaded.errors.get(name, ""),
         }
         row = existing.pop(name, None)

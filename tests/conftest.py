@@ -68,13 +68,23 @@ def toolbox_config() -> Callable[..., ServerConfig]:
 class HttpServer:
     """A server process listening on 127.0.0.1 (stopped by the fixture)."""
 
-    def __init__(self, args: list[str], port: int, path: str, env: dict[str, str] | None = None,
-                 cwd: Path | None = None) -> None:
+    def __init__(
+        self,
+        args: list[str],
+        port: int,
+        path: str,
+        env: dict[str, str] | None = None,
+        cwd: Path | None = None,
+    ) -> None:
         self.port = port
         self.url = f"http://127.0.0.1:{port}{path}"
         self.process = subprocess.Popen(
-            args, env={**os.environ, **(env or {})}, cwd=cwd,
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+            args,
+            env={**os.environ, **(env or {})},
+            cwd=cwd,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
         )
         wait_for_port(port, self.process)
 

@@ -55,7 +55,8 @@ def workspace_root() -> Path:
             relation = "is" if root == other else "contains"
             raise WorkspaceConfigError(
                 f"BOOCODE_WORKSPACE={root} {relation} the {label} ({other}); native tools would serve "
-                f"the database and secrets. Point it at a dedicated folder, e.g. {settings.DATA_DIR}/workspace"
+                "the database and secrets. Point it at a dedicated folder, e.g. "
+                f"{settings.DATA_DIR}/workspace"
             )
     try:
         root.mkdir(parents=True, exist_ok=True)

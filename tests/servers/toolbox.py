@@ -42,7 +42,9 @@ class PagedServer(MCPServer):
             return types.ListToolsResult(tools=tools)
         start = int(params.cursor) if params and params.cursor else 0
         end = start + self.page_size
-        return types.ListToolsResult(tools=tools[start:end], next_cursor=str(end) if end < len(tools) else None)
+        return types.ListToolsResult(
+            tools=tools[start:end], next_cursor=str(end) if end < len(tools) else None
+        )
 
 
 def build_server(extra_tools: int = 0, page_size: int = 0) -> PagedServer:
@@ -89,15 +91,20 @@ def build_server(extra_tools: int = 0, page_size: int = 0) -> PagedServer:
         return types.CallToolResult(
             content=[
                 types.TextContent(type="text", text="here is a picture"),
-                types.ImageContent(type="image", data=base64.b64encode(PNG_1PX).decode(), mime_type="image/png"),
+                types.ImageContent(
+                    type="image", data=base64.b64encode(PNG_1PX).decode(), mime_type="image/png"
+                ),
                 types.EmbeddedResource(
                     type="resource",
-                    resource=types.TextResourceContents(uri="file:///notes.txt", mime_type="text/plain", text="notes"),
+                    resource=types.TextResourceContents(
+                        uri="file:///notes.txt", mime_type="text/plain", text="notes"
+                    ),
                 ),
                 types.EmbeddedResource(
                     type="resource",
                     resource=types.BlobResourceContents(
-                        uri="file:///data.bin", mime_type="application/octet-stream",
+                        uri="file:///data.bin",
+                        mime_type="application/octet-stream",
                         blob=base64.b64encode(b"\x00" * 10).decode(),
                     ),
                 ),
@@ -146,10 +153,13 @@ def build_server(extra_tools: int = 0, page_size: int = 0) -> PagedServer:
         return f"removed {name}"
 
     for index in range(extra_tools):
+
         def item(index: int = index) -> str:
             return f"item {index}"
 
-        server.add_tool(item, name=f"item_{index:03d}", description=f"extra tool {index}", annotations=READ_ONLY)
+        server.add_tool(
+            item, name=f"item_{index:03d}", description=f"extra tool {index}", annotations=READ_ONLY
+        )
     return server
 
 
@@ -159,6 +169,7 @@ def main() -> None:
     parser.add_argument("--sse", type=int, metavar="PORT", help="serve legacy SSE on this port")
     parser.add_argument("--extra-tools", type=int, default=0)
     parser.add_argument("--page-size", type=int, default=0)
+    parser.add_argument("--tag", default="", help="ignored; lets tests find this process")
     options = parser.parse_args()
     server = build_server(options.extra_tools, options.page_size)
     if options.http:

@@ -1,0 +1,367 @@
+"""Streaming client for OpenAI-compatible Chat Completions (Ollama, llama.cpp, vLLM, OpenAI, ...).
+
+``stream_chat()`` is an async generator: it yields :class:`TextDelta` as text arrives and one
+final :class:`Completion` carrying the full text and the tool calls assembled from their
+deltas (index-based, arguments split across chunks, several calls in parallel).
+
+Every failure is raised as :class:`LLMError`, whose message is written for the user and
+names the URL or the variable to check. 429, 5xx and connections dropped before a response
+are retried with backoff, but only before the first token: a half-streamed answer is never
+replayed. Cancelling the consumer closes the HTTP response, so the server sees the
+connection go away.
+
+One ``httpx2.AsyncClient`` is kept per event loop so connections are reused between turns.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import random
+import uuid
+import weakref
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx2
+from django.conf import settings
+
+logger = logging.getLogger(__name__)
+
+RETRY_BASE_DELAY = 0.5  # seconds; doubled per attempt, plus jitter
+RETRY_AFTER_CAP = 20.0  # never wait longer than this for a Retry-After header
+ERROR_BODY_LIMIT = 64 * 1024
+
+_clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, httpx2.AsyncClient] = weakref.WeakKeyDictionary()
+
+
+class LLMError(Exception):
+    """A failure talking to the model; ``str()`` is a message fit to show the user.
+
+    ``kind`` is one of: not_configured, connect, timeout, auth, model, rate_limit, server,
+    request, malformed, disconnected.
+    """
+
+    def __init__(self, message: str, *, kind: str, status: int | None = None) -> None:
+        super().__init__(message)
+        self.kind = kind
+        self.status = status
+
+
+@dataclass(frozen=True)
+class LLMSettings:
+    """Where and how to call the model."""
+
+    base_url: str
+    model: str
+    api_key: str = ""
+    timeout: float = 120.0
+    max_retries: int = 3
+
+    @classmethod
+    def from_settings(cls, model: str = "") -> LLMSettings:
+        """The BOOCODE_LLM_* settings; ``model`` (an agent's choice) overrides BOOCODE_LLM_MODEL."""
+        return cls(
+            base_url=settings.LLM_BASE_URL.rstrip("/"),
+            model=model or settings.LLM_MODEL,
+            api_key=settings.LLM_API_KEY,
+            timeout=settings.LLM_TIMEOUT,
+            max_retries=settings.LLM_MAX_RETRIES,
+        )
+
+    @property
+    def configured(self) -> bool:
+        """Whether a base URL and a model are set."""
+        return bool(self.base_url and self.model)
+
+    @property
+    def url(self) -> str:
+        """The Chat Completions endpoint."""
+        return f"{self.base_url}/chat/completions"
+
+
+@dataclass
+class TextDelta:
+    """A piece of the answer's text."""
+
+    text: str
+
+
+@dataclass
+class ToolCallRequest:
+    """One tool call the model asked for; ``arguments`` is the raw JSON text it produced."""
+
+    id: str
+    name: str
+    arguments: str
+
+
+@dataclass
+class Completion:
+    """The end of one model call."""
+
+    text: str
+    tool_calls: list[ToolCallRequest] = field(default_factory=list)
+    finish_reason: str | None = None
+
+
+def http_client() -> httpx2.AsyncClient:
+    """The shared client of the running event loop (created on first use)."""
+    loop = asyncio.get_running_loop()
+    client = _clients.get(loop)
+    if client is None or client.is_closed:
+        client = httpx2.AsyncClient(
+            limits=httpx2.Limits(max_connections=200, max_keepalive_connections=100, keepalive_expiry=60.0),
+        )
+        _clients[loop] = client
+    return client
+
+
+def build_request(
+    messages: list[dict[str, Any]],
+    *,
+    model: str,
+    tools: list[dict[str, Any]] | None = None,
+    temperature: float | None = None,
+    top_p: float | None = None,
+) -> dict[str, Any]:
+    """The JSON body; no ``tools`` key at all when there are no tools (some servers reject [])."""
+    body: dict[str, Any] = {"model": model, "messages": messages, "stream": True}
+    if tools:
+        body["tools"] = tools
+    if temperature is not None:
+        body["temperature"] = temperature
+    if top_p is not None:
+        body["top_p"] = top_p
+    return body
+
+
+async def stream_chat(
+    messages: list[dict[str, Any]],
+    *,
+    llm: LLMSettings,
+    tools: list[dict[str, Any]] | None = None,
+    temperature: float | None = None,
+    top_p: float | None = None,
+) -> AsyncIterator[TextDelta | Completion]:
+    """Stream one Chat Completions call: ``TextDelta``\\ s, then one ``Completion``.
+
+    Raises :class:`LLMError`. Use with ``contextlib.aclosing`` so an early exit closes the stream.
+    """
+    if not llm.configured:
+        raise LLMError(
+            "No model is configured: set BOOCODE_LLM_BASE_URL and BOOCODE_LLM_MODEL.", kind="not_configured"
+        )
+    body = build_request(messages, model=llm.model, tools=tools, temperature=temperature, top_p=top_p)
+    headers = {"accept": "text/event-stream"}
+    if llm.api_key:
+        headers["authorization"] = f"Bearer {llm.api_key}"
+    timeout = httpx2.Timeout(llm.timeout, connect=min(llm.timeout, 10.0))
+    client = http_client()
+
+    for attempt in range(llm.max_retries + 1):
+        retry_delay: float | None = None
+        try:
+            async with client.stream("POST", llm.url, json=body, headers=headers, timeout=timeout) as response:
+                if response.status_code != 200:
+                    error = await _status_error(response, llm)
+                    if error.kind not in ("rate_limit", "server") or attempt >= llm.max_retries:
+                        if attempt:
+                            error.args = (f"{error} (after {attempt + 1} attempts)",)
+                        raise error
+                    retry_delay = _retry_delay(response, attempt)
+                    logger.warning("LLM %s; retrying in %.1f s", error, retry_delay)
+                else:
+                    async for event in _parse_stream(response, llm):
+                        yield event
+                    return
+        except httpx2.ConnectTimeout:
+            raise LLMError(
+                f"Timed out connecting to the model server at {llm.base_url} (BOOCODE_LLM_BASE_URL).",
+                kind="timeout",
+            ) from None
+        except httpx2.ConnectError as exc:
+            raise LLMError(
+                f"Cannot connect to the model server at {llm.base_url} ({_reason(exc)}). "
+                "Check BOOCODE_LLM_BASE_URL and that the server is running.",
+                kind="connect",
+            ) from None
+        except httpx2.RemoteProtocolError as exc:
+            # A kept-alive connection the server had already closed: nothing was received, so retry.
+            if attempt >= llm.max_retries:
+                raise LLMError(
+                    f"The model server at {llm.base_url} closed the connection without answering ({exc}).",
+                    kind="disconnected",
+                ) from None
+            retry_delay = 0.0 if attempt == 0 else _backoff(attempt)
+        except httpx2.TimeoutException:
+            raise LLMError(
+                f"The model did not answer within {llm.timeout:g} s (BOOCODE_LLM_TIMEOUT).", kind="timeout"
+            ) from None
+        if retry_delay:
+            await asyncio.sleep(retry_delay)
+
+
+def _reason(exc: Exception) -> str:
+    text = str(exc) or type(exc).__name__
+    return "connection refused" if "refused" in text.lower() or "111" in text else text
+
+
+def _backoff(attempt: int) -> float:
+    return RETRY_BASE_DELAY * (2**attempt) * (0.75 + random.random() / 2)
+
+
+def _retry_delay(response: httpx2.Response, attempt: int) -> float:
+    value = response.headers.get("retry-after", "")
+    try:
+        return max(0.0, min(float(value), RETRY_AFTER_CAP))
+    except ValueError:
+        return _backoff(attempt)
+
+
+async def _status_error(response: httpx2.Response, llm: LLMSettings) -> LLMError:
+    """An ``LLMError`` for a non-200 answer, quoting the server's own message."""
+    raw = b""
+    async for chunk in response.aiter_bytes():
+        raw += chunk
+        if len(raw) >= ERROR_BODY_LIMIT:
+            break
+    detail = _error_detail(raw.decode("utf-8", errors="replace"))
+    status = response.status_code
+    suffix = f": {detail}" if detail else ""
+    if status in (401, 403):
+        return LLMError(
+            f"The model server at {llm.base_url} refused the credentials (HTTP {status}){suffix}. "
+            "Check BOOCODE_LLM_API_KEY.",
+            kind="auth",
+            status=status,
+        )
+    if status == 404:
+        return LLMError(
+            f'Model "{llm.model}" was not found at {llm.base_url} (HTTP 404){suffix}. '
+            "Check BOOCODE_LLM_MODEL (or the agent's model) and BOOCODE_LLM_BASE_URL.",
+            kind="model",
+            status=status,
+        )
+    if status == 429:
+        return LLMError(f"The model server is rate limiting requests (HTTP 429){suffix}.", kind="rate_limit",
+                        status=status)
+    if status >= 500:
+        return LLMError(f"The model server failed (HTTP {status}){suffix}.", kind="server", status=status)
+    return LLMError(f"The model server rejected the request (HTTP {status}){suffix}.", kind="request",
+                    status=status)
+
+
+def _error_detail(text: str) -> str:
+    """The human message inside an error body (OpenAI, Ollama and plain-text shapes)."""
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return text.strip()[:300]
+    if isinstance(data, dict):
+        error = data.get("error", data)
+        if isinstance(error, dict):
+            message = error.get("message") or error.get("detail") or ""
+            return str(message)[:300] if message else json.dumps(error)[:300]
+        if error:
+            return str(error)[:300]
+        for key in ("message", "detail"):
+            if data.get(key):
+                return str(data[key])[:300]
+    return text.strip()[:300]
+
+
+class _ToolCallBuilder:
+    """Assembles tool calls from streamed deltas, keyed by their ``index``."""
+
+    def __init__(self) -> None:
+        self.calls: dict[int, dict[str, Any]] = {}
+
+    def add(self, deltas: list[Any]) -> None:
+        for position, delta in enumerate(deltas):
+            if not isinstance(delta, dict):
+                raise ValueError(f"tool call delta is not an object: {delta!r}")
+            index = delta.get("index")
+            if not isinstance(index, int):
+                # Some servers omit the index: a new id starts a new call, otherwise continue the last.
+                if delta.get("id") and all(c["id"] != delta["id"] for c in self.calls.values()):
+                    index = len(self.calls) + position
+                else:
+                    index = max(self.calls, default=0)
+            call = self.calls.setdefault(index, {"id": "", "name": "", "arguments": []})
+            if delta.get("id"):
+                call["id"] = str(delta["id"])
+            function = delta.get("function") or {}
+            name = function.get("name")
+            if name and name != call["name"]:
+                call["name"] += name
+            arguments = function.get("arguments")
+            if isinstance(arguments, dict):
+                arguments = json.dumps(arguments)
+            if arguments:
+                call["arguments"].append(arguments)
+
+    def build(self) -> list[ToolCallRequest]:
+        return [
+            ToolCallRequest(
+                id=call["id"] or f"call_{uuid.uuid4().hex[:16]}",
+                name=call["name"],
+                arguments="".join(call["arguments"]),
+            )
+            for _, call in sorted(self.calls.items())
+        ]
+
+
+async def _parse_stream(response: httpx2.Response, llm: LLMSettings) -> AsyncIterator[TextDelta | Completion]:
+    """Read server-sent events until ``[DONE]``; yield text and, last, the completion."""
+    text: list[str] = []
+    tools = _ToolCallBuilder()
+    finish_reason: str | None = None
+    done = False
+    try:
+        async for line in response.aiter_lines():
+            if not line.startswith("data:"):
+                continue  # blank separators, comments (": keep-alive"), event:/id: fields
+            data = line[5:].strip()
+            if data == "[DONE]":
+                done = True
+                break
+            if not data:
+                continue
+            try:
+                chunk = json.loads(data)
+                if not isinstance(chunk, dict):
+                    raise ValueError("not an object")
+                if chunk.get("error"):
+                    raise LLMError(
+                        f"The model server reported an error mid-stream: {_error_detail(data)}", kind="server"
+                    )
+                for choice in chunk.get("choices") or []:
+                    delta = choice.get("delta") or {}
+                    content = delta.get("content")
+                    if content:
+                        if not isinstance(content, str):
+                            raise ValueError("content is not a string")
+                        text.append(content)
+                        yield TextDelta(content)
+                    if delta.get("tool_calls"):
+                        tools.add(delta["tool_calls"])
+                    if choice.get("finish_reason"):
+                        finish_reason = str(choice["finish_reason"])
+            except (ValueError, TypeError, AttributeError) as exc:
+                raise LLMError(
+                    f"The model server sent a malformed stream ({exc}): {data[:200]!r}", kind="malformed"
+                ) from None
+    except httpx2.TimeoutException:
+        raise LLMError(
+            f"The model stopped sending for {llm.timeout:g} s (BOOCODE_LLM_TIMEOUT).", kind="timeout"
+        ) from None
+    except (httpx2.RemoteProtocolError, httpx2.ReadError):
+        raise LLMError(
+            "The connection to the model server closed in the middle of the answer.", kind="disconnected"
+        ) from None
+    if not done and finish_reason is None:
+        raise LLMError("The model server's stream ended before the answer was complete.", kind="disconnected")
+    yield Completion(text="".join(text), tool_calls=tools.build(), finish_reason=finish_reason)

@@ -1,0 +1,97 @@
+"""Conversations, their messages and the tool calls made in them.
+
+Everything a turn produces is stored in order (``Message.id`` grows with time within a
+conversation, and a conversation runs one turn at a time), so the page can be rebuilt
+from the database at any moment, including mid-turn.
+"""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+
+DEFAULT_TITLE = "New conversation"
+TITLE_MAX_LENGTH = 120
+
+
+class Conversation(models.Model):
+    """A chat owned by one user, answered by one agent (by name: agent rows follow AGENTS.md)."""
+
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="conversations")
+    title = models.CharField(max_length=TITLE_MAX_LENGTH, default=DEFAULT_TITLE)
+    agent_name = models.CharField(max_length=100, blank=True, help_text="Empty: the default agent.")
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ("-updated_at", "-id")
+        indexes = [models.Index(fields=["owner", "-updated_at"])]
+
+    def __str__(self) -> str:
+        return self.title
+
+
+class Message(models.Model):
+    """One entry of a conversation.
+
+    ``user`` and ``assistant`` messages are the model's history; ``console`` (a /tools or
+    /call command) and ``notice`` (something the app tells the user) are shown but never
+    sent to the model.
+    """
+
+    class Role(models.TextChoices):
+        USER = "user"
+        ASSISTANT = "assistant"
+        CONSOLE = "console"
+        NOTICE = "notice"
+
+    class Status(models.TextChoices):
+        STREAMING = "streaming"
+        COMPLETE = "complete"
+        STOPPED = "stopped"
+        FAILED = "failed"
+
+    conversation = models.ForeignKey(Conversation, on_delete=models.CASCADE, related_name="messages")
+    role = models.CharField(max_length=10, choices=Role.choices)
+    content = models.TextField(blank=True)
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.COMPLETE)
+    error = models.TextField(blank=True, help_text="Why the message failed, for the user.")
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ("id",)
+        indexes = [models.Index(fields=["conversation", "id"])]
+
+    def __str__(self) -> str:
+        return f"{self.role} #{self.pk}"
+
+
+class ToolCall(models.Model):
+    """A tool call requested by an assistant message (or a /call command) and its result."""
+
+    class Status(models.TextChoices):
+        RUNNING = "running"
+        DONE = "done"
+        ERROR = "error"
+        CANCELLED = "cancelled"
+        SKIPPED = "skipped"
+
+    message = models.ForeignKey(Message, on_delete=models.CASCADE, related_name="tool_calls")
+    index = models.PositiveSmallIntegerField(default=0, help_text="Position within the message.")
+    call_id = models.CharField(max_length=200, help_text="The id the model gave the call.")
+    name = models.CharField(max_length=200)
+    arguments = models.TextField(blank=True, help_text="The arguments as the model wrote them (JSON text).")
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.RUNNING)
+    output = models.TextField(blank=True, help_text="What the model reads back.")
+    is_error = models.BooleanField(default=False)
+    parts = models.JSONField(default=list, blank=True, help_text="Images and audio for the UI.")
+    duration_ms = models.PositiveIntegerField(null=True, blank=True)
+    started_at = models.DateTimeField(auto_now_add=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ("message_id", "index", "id")
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.status})"

@@ -1,0 +1,274 @@
+"""Chat services and selectors: plain synchronous ORM code, one unit of work per function.
+
+Views call these directly; the async turn loop calls them through ``database_sync_to_async``
+(each call is short and never waits on the network). Payload builders here produce the
+JSON shapes of ``docs/protocol.md``: the same dicts go to the websocket and into the
+history frame, so a reloaded page and a live one render identically.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from typing import Any
+
+from django.db import transaction
+from django.db.models import QuerySet
+from django.utils import timezone
+
+from boocode.chat.models import DEFAULT_TITLE, TITLE_MAX_LENGTH, Conversation, Message, ToolCall
+from boocode.chat.rendering import images_for, preview, render_markdown
+from mcpclient.results import ToolResult
+
+HISTORY_LIMIT = 200  # messages sent to a (re)connecting page
+AUTO_TITLE_CHARS = 60
+INTERRUPTED = "Interrupted: the server stopped before this finished."
+CANCELLED_OUTPUT = "Cancelled by the user before the tool finished."
+
+
+# --- conversations ---------------------------------------------------------------------------
+def conversations_for(user: Any) -> QuerySet[Conversation]:
+    """The user's conversations, most recently active first."""
+    return Conversation.objects.filter(owner=user)
+
+
+def owned_conversation(user_id: int, conversation_id: int) -> Conversation | None:
+    """The conversation if ``user_id`` owns it, else ``None``."""
+    return Conversation.objects.filter(pk=conversation_id, owner_id=user_id).first()
+
+
+def create_conversation(*, owner: Any, agent_name: str = "") -> Conversation:
+    """A new empty conversation."""
+    return Conversation.objects.create(owner=owner, agent_name=agent_name)
+
+
+def rename_conversation(*, conversation: Conversation, title: str) -> Conversation:
+    """Set the title (trimmed; empty means the default title)."""
+    conversation.title = " ".join(title.split())[:TITLE_MAX_LENGTH] or DEFAULT_TITLE
+    conversation.save(update_fields=["title", "updated_at"])
+    return conversation
+
+
+def set_conversation_agent(*, conversation: Conversation, agent_name: str) -> Conversation:
+    """Choose the agent that answers the next turns (empty: the default agent)."""
+    conversation.agent_name = agent_name
+    conversation.save(update_fields=["agent_name", "updated_at"])
+    return conversation
+
+
+def agent_names() -> list[str]:
+    """The agents a conversation can pick, in file order."""
+    from agents.services import list_agents, refresh_agents_if_changed
+
+    refresh_agents_if_changed()
+    return [agent.name for agent in list_agents()]
+
+
+def resolve_agent(name: str) -> Any:
+    """The agent row called ``name``, falling back to the default agent."""
+    from agents.services import default_agent, get_agent
+
+    return (get_agent(name) if name else None) or default_agent()
+
+
+# --- payloads (protocol shapes) ---------------------------------------------------------------
+def tool_call_payload(call: ToolCall) -> dict[str, Any]:
+    """A tool call as sent to clients: arguments and output previews, safe image URLs."""
+    arguments, _ = preview(call.arguments)
+    output, truncated = preview(call.output)
+    images, left_out = images_for(call.parts)
+    return {
+        "id": call.pk,
+        "message_id": call.message_id,
+        "call_id": call.call_id,
+        "name": call.name,
+        "arguments": arguments,
+        "status": call.status,
+        "output": output,
+        "output_truncated": truncated,
+        "output_length": len(call.output),
+        "is_error": call.is_error,
+        "duration_ms": call.duration_ms,
+        "images": images,
+        "images_left_out": left_out,
+    }
+
+
+def message_payload(message: Message, calls: Iterable[ToolCall] = ()) -> dict[str, Any]:
+    """A message as sent to clients; ``html`` is sanitized Markdown (empty while streaming)."""
+    rendered = (
+        message.role in (Message.Role.ASSISTANT, Message.Role.NOTICE)
+        and message.status != Message.Status.STREAMING
+        and bool(message.content)
+    )
+    return {
+        "id": message.pk,
+        "role": message.role,
+        "status": message.status,
+        "content": message.content,
+        "html": render_markdown(message.content) if rendered else "",
+        "error": message.error,
+        "tool_calls": [tool_call_payload(call) for call in calls],
+        "created_at": message.created_at.isoformat() if message.created_at else None,
+    }
+
+
+def history_payload(conversation_id: int, limit: int = HISTORY_LIMIT) -> list[dict[str, Any]]:
+    """The last ``limit`` messages with their tool calls, oldest first."""
+    messages = list(
+        Message.objects.filter(conversation_id=conversation_id).order_by("-id")[:limit].prefetch_related("tool_calls")
+    )
+    messages.reverse()
+    return [message_payload(message, message.tool_calls.all()) for message in messages]
+
+
+def tool_output(user_id: int, call_id: int) -> ToolCall | None:
+    """A tool call of one of the user's conversations (for the full-output view)."""
+    return ToolCall.objects.filter(pk=call_id, message__conversation__owner_id=user_id).first()
+
+
+# --- the model's view of the history ---------------------------------------------------------
+def assistant_entry(content: str, calls: Iterable[tuple[str, str, str]]) -> dict[str, Any]:
+    """An assistant message for the model; ``calls`` are (call id, name, arguments text).
+
+    Arguments that are not JSON are replaced by ``{}``: several servers parse them and would
+    reject the whole request; the tool's error result already told the model what went wrong.
+    """
+    entry: dict[str, Any] = {"role": "assistant", "content": content or None}
+    tool_calls = []
+    for call_id, name, arguments in calls:
+        try:
+            json.loads(arguments or "{}")
+        except ValueError:
+            arguments = "{}"
+        tool_calls.append(
+            {"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments or "{}"}}
+        )
+    if tool_calls:
+        entry["tool_calls"] = tool_calls
+    return entry
+
+
+def tool_entry(call_id: str, output: str) -> dict[str, Any]:
+    """A tool result message for the model."""
+    return {"role": "tool", "tool_call_id": call_id, "content": output}
+
+
+def llm_history(conversation_id: int, system_prompt: str = "") -> list[dict[str, Any]]:
+    """The conversation as Chat Completions messages (console and notice entries left out)."""
+    messages: list[dict[str, Any]] = []
+    if system_prompt.strip():
+        messages.append({"role": "system", "content": system_prompt})
+    rows = Message.objects.filter(
+        conversation_id=conversation_id, role__in=[Message.Role.USER, Message.Role.ASSISTANT]
+    ).prefetch_related("tool_calls")
+    for row in rows:
+        if row.role == Message.Role.USER:
+            messages.append({"role": "user", "content": row.content})
+            continue
+        calls = list(row.tool_calls.all())
+        if not row.content and not calls:
+            continue
+        messages.append(assistant_entry(row.content, ((c.call_id, c.name, c.arguments) for c in calls)))
+        messages.extend(tool_entry(call.call_id, call.output or INTERRUPTED) for call in calls)
+    return messages
+
+
+# --- writes made by a turn -------------------------------------------------------------------
+def add_message(
+    conversation_id: int,
+    role: str,
+    content: str = "",
+    *,
+    status: str = Message.Status.COMPLETE,
+    error: str = "",
+) -> dict[str, Any]:
+    """Store a message (and touch the conversation); returns its payload.
+
+    The first user message also names a conversation that still has the default title.
+    """
+    with transaction.atomic():
+        message = Message.objects.create(
+            conversation_id=conversation_id, role=role, content=content, status=status, error=error
+        )
+        conversation = Conversation.objects.get(pk=conversation_id)
+        fields = ["updated_at"]
+        if role == Message.Role.USER and conversation.title == DEFAULT_TITLE and content.strip():
+            first_line = content.strip().splitlines()[0]
+            conversation.title = first_line[:AUTO_TITLE_CHARS] + ("…" if len(first_line) > AUTO_TITLE_CHARS else "")
+            fields.append("title")
+        conversation.save(update_fields=fields)
+    return message_payload(message)
+
+
+def save_partial(message_id: int, content: str) -> None:
+    """Save the text streamed so far (a reload mid-turn shows it)."""
+    Message.objects.filter(pk=message_id).update(content=content, updated_at=timezone.now())
+
+
+def finish_message(
+    message_id: int,
+    *,
+    content: str,
+    status: str,
+    error: str = "",
+    tool_calls: Iterable[tuple[str, str, str]] = (),
+) -> dict[str, Any]:
+    """Store the final text and status, create the requested tool calls (running); the payload."""
+    with transaction.atomic():
+        message = Message.objects.get(pk=message_id)
+        message.content = content
+        message.status = status
+        message.error = error
+        message.save(update_fields=["content", "status", "error", "updated_at"])
+        calls = [
+            ToolCall(message=message, index=index, call_id=call_id, name=name, arguments=arguments)
+            for index, (call_id, name, arguments) in enumerate(tool_calls)
+        ]
+        if calls:
+            ToolCall.objects.bulk_create(calls)
+            calls = list(message.tool_calls.all())
+    return message_payload(message, calls)
+
+
+def add_tool_call(message_id: int, *, call_id: str, name: str, arguments: str) -> dict[str, Any]:
+    """A running tool call on a console message; its payload."""
+    call = ToolCall.objects.create(message_id=message_id, call_id=call_id, name=name, arguments=arguments)
+    return tool_call_payload(call)
+
+
+def finish_tool_call(call_pk: int, result: ToolResult, duration_ms: int, *, status: str = "") -> dict[str, Any]:
+    """Store a tool's result; the call's payload."""
+    call = ToolCall.objects.get(pk=call_pk)
+    call.output = result.output
+    call.is_error = result.is_error
+    call.parts = result.parts
+    call.duration_ms = duration_ms
+    call.status = status or (ToolCall.Status.ERROR if result.is_error else ToolCall.Status.DONE)
+    call.finished_at = timezone.now()
+    call.save()
+    return tool_call_payload(call)
+
+
+def end_running_calls(conversation_id: int, *, output: str = CANCELLED_OUTPUT) -> list[dict[str, Any]]:
+    """Mark the conversation's unfinished tool calls cancelled; their payloads."""
+    now = timezone.now()
+    calls = list(
+        ToolCall.objects.filter(message__conversation_id=conversation_id, status=ToolCall.Status.RUNNING)
+    )
+    for call in calls:
+        call.status = ToolCall.Status.CANCELLED
+        call.is_error = True
+        call.output = output
+        call.finished_at = now
+        call.duration_ms = int((now - call.started_at).total_seconds() * 1000)
+    ToolCall.objects.bulk_update(calls, ["status", "is_error", "output", "finished_at", "duration_ms"])
+    return [tool_call_payload(call) for call in calls]
+
+
+def close_interrupted(conversation_id: int) -> None:
+    """Settle what a dead process left streaming or running (called when no turn is running)."""
+    Message.objects.filter(conversation_id=conversation_id, status=Message.Status.STREAMING).update(
+        status=Message.Status.STOPPED, error=INTERRUPTED
+    )
+    end_running_calls(conversation_id, output=INTERRUPTED)

@@ -1,0 +1,499 @@
+"""The chat turn loop: one user message in; streamed text, tool calls and results out.
+
+Start: ``registry.start(request, emit)`` runs :func:`run_turn` as an asyncio task kept in the
+process-level :data:`registry` under the conversation id, at most one per conversation (a
+second start raises :class:`TurnInProgress`). The task belongs to no websocket: every event
+goes to ``emit`` (the consumer wires it to the conversation's channel-layer group), so a
+dropped socket does not stop the turn and every open tab sees it.
+
+Steps: store the user message; make sure the MCP hub runs and AGENTS.md is current; load the
+agent, its tools (the registry's glob policy) and the history; stream the model; run the tool
+calls of one step concurrently through the registry; feed the results back and loop until
+the model answers without tools. When the agent's ``max_tool_calls`` is used up, one last
+call is made without tools and a notice says so.
+
+Stop: ``registry.cancel(conversation_id)`` cancels the task wherever it waits: in the model
+stream (the HTTP response is closed) or in the tool calls (the task group cancels them and
+the hub cancels the MCP requests). The turn then saves the partial text as ``stopped``, marks
+unfinished tool calls ``cancelled``, emits ``turn_end`` with status ``stopped`` and re-raises.
+
+Failures: an :class:`~boocode.chat.llm.LLMError` (or any unexpected error, which is logged)
+marks the message ``failed`` with a message for the user and ends the turn ``failed``;
+everything stored before stays.
+
+Persistence: each write is one short ``database_sync_to_async`` call and the model is never
+awaited inside one. Streamed text is saved every :data:`SAVE_INTERVAL` seconds, so a page
+reloaded mid-turn shows it; a reconnecting page also gets the live text (:func:`live_text`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+import uuid
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from functools import partial
+from typing import Any
+
+from channels.db import database_sync_to_async
+from django.core.exceptions import ObjectDoesNotExist
+from django.db import DatabaseError
+
+from boocode.chat import llm as llm_client
+from boocode.chat import services
+from boocode.chat.llm import Completion, LLMError, LLMSettings, TextDelta, ToolCallRequest, stream_chat
+from boocode.chat.models import Conversation, Message, ToolCall
+from boocode.chat.status import status_payload
+from mcpclient.results import ToolResult
+
+logger = logging.getLogger(__name__)
+
+Emit = Callable[[dict[str, Any]], Awaitable[None]]
+
+SAVE_INTERVAL = 0.25  # seconds between saves of the text being streamed
+MAX_MESSAGE_CHARS = 32_000
+COMMANDS = ("/tools", "/call", "/help")
+NOT_CONFIGURED = (
+    "No model is configured: set BOOCODE_LLM_BASE_URL and BOOCODE_LLM_MODEL. "
+    "The tool console still works: /tools lists the agent's tools, /call <tool> {json} runs one."
+)
+CONSOLE_HELP = (
+    "**Tool console**\n\n"
+    "- `/tools` lists the tools this conversation's agent may use\n"
+    '- `/call <tool> {"argument": "value"}` runs one tool and shows its result\n'
+    "- `/help` shows this help\n\n"
+    "Anything else is sent to the model."
+)
+INTERNAL_ERROR = "Internal error while running this turn; the details are in the server log."
+
+
+class TurnInProgress(Exception):
+    """A turn is already running in this conversation."""
+
+
+@dataclass(frozen=True)
+class TurnRequest:
+    """What a user sent: the text of a message or a console command."""
+
+    conversation_id: int
+    text: str
+    turn_id: str = field(default_factory=lambda: uuid.uuid4().hex)
+
+
+@dataclass
+class TurnContext:
+    """What one turn works with, loaded in one database unit."""
+
+    agent_name: str
+    llm: LLMSettings
+    tools: list[Any]  # boocode.tools.registry.Tool
+    openai_tools: list[dict[str, Any]]
+    messages: list[dict[str, Any]]
+    temperature: float | None
+    top_p: float | None
+    max_tool_calls: int
+
+
+def parse_command(text: str) -> tuple[str, str] | None:
+    """``("/call", rest)`` for a console command, ``None`` for a message to the model."""
+    stripped = text.strip()
+    parts = stripped.split(None, 1)
+    if parts and parts[0] in COMMANDS:
+        return parts[0], parts[1].strip() if len(parts) > 1 else ""
+    return None
+
+
+def utf16_length(text: str) -> int:
+    """Length in UTF-16 code units, the unit of ``text_delta.offset`` (JavaScript's ``length``)."""
+    return len(text.encode("utf-16-le")) // 2
+
+
+def _refresh_agents() -> None:
+    try:
+        from agents.services import refresh_agents_if_changed
+    except ImportError:  # pragma: no cover - the agents app is part of the project
+        return
+    refresh_agents_if_changed()
+
+
+def _load_context(conversation_id: int) -> TurnContext:
+    from boocode.tools.registry import agent_tools, openai_tools
+
+    conversation = Conversation.objects.get(pk=conversation_id)
+    agent = services.resolve_agent(conversation.agent_name)
+    tools = agent_tools(agent)
+    return TurnContext(
+        agent_name=agent.name,
+        llm=LLMSettings.from_settings(agent.model),
+        tools=tools,
+        openai_tools=openai_tools(tools),
+        messages=services.llm_history(conversation_id, agent.prompt),
+        temperature=agent.temperature,
+        top_p=agent.top_p,
+        max_tool_calls=agent.max_tool_calls,
+    )
+
+
+def _load_tools(conversation_id: int) -> tuple[str, list[Any]]:
+    from boocode.tools.registry import agent_tools
+
+    conversation = Conversation.objects.get(pk=conversation_id)
+    agent = services.resolve_agent(conversation.agent_name)
+    return agent.name, agent_tools(agent)
+
+
+async def _execute(name: str, arguments: str, allowed: list[Any] | None) -> ToolResult:
+    from boocode.tools.registry import execute_tool
+
+    try:
+        return await execute_tool(name, arguments, allowed=allowed)
+    except Exception as exc:  # a tool's own bug must reach the model as text, not end the turn
+        logger.exception("tool %s raised", name)
+        return ToolResult(output=f"{name} failed: {type(exc).__name__}: {exc}", is_error=True)
+
+
+db = database_sync_to_async
+
+
+class _Turn:
+    """The state of one running turn (see the module docstring)."""
+
+    def __init__(self, request: TurnRequest, emit: Emit) -> None:
+        self.request = request
+        self.conversation_id = request.conversation_id
+        self._emit_event = emit
+        self.message_id: int | None = None  # the assistant message being streamed
+        self.parts: list[str] = []
+        self.length = 0  # UTF-16 length of the streamed text
+        self.cap_hit = False
+
+    @property
+    def text(self) -> str:
+        return "".join(self.parts)
+
+    async def emit(self, event: dict[str, Any]) -> None:
+        try:
+            await self._emit_event(event)
+        except Exception:  # the channel layer is a boundary: a lost frame must not end the turn
+            logger.exception("could not emit %s for conversation %s", event.get("type"), self.conversation_id)
+
+    async def run(self) -> str:
+        """Run to the end; returns ``complete`` or ``failed`` (re-raises ``CancelledError``)."""
+        await self.emit({"type": "turn_start", "turn_id": self.request.turn_id, "conversation": self.conversation_id})
+        status, error = "complete", ""
+        try:
+            command = parse_command(self.request.text)
+            await self._prepare(command is not None)
+            if command is not None:
+                await self._console(*command)
+            else:
+                await self._converse()
+        except asyncio.CancelledError:
+            await self._stopped()
+            await self._end("stopped", "")
+            raise
+        except LLMError as exc:
+            status, error = "failed", str(exc)
+            if exc.kind != "not_configured":
+                llm_client.last_error = error
+            await self._failed(error)
+        except Exception:  # the top of the turn task: the user gets a message, the log the traceback
+            logger.exception("turn %s in conversation %s failed", self.request.turn_id, self.conversation_id)
+            status, error = "failed", INTERNAL_ERROR
+            await self._failed(error)
+        await self._end(status, error)
+        return status
+
+    async def _prepare(self, is_command: bool) -> None:
+        from mcpclient.runtime import ensure_hub
+
+        await db(services.close_interrupted)(self.conversation_id)
+        role = Message.Role.CONSOLE if is_command else Message.Role.USER
+        payload = await db(services.add_message)(self.conversation_id, role, self.request.text)
+        self.console_message_id = payload["id"]
+        await self.emit({"type": "message", "message": payload})
+        await ensure_hub()
+        await db(_refresh_agents)()
+        await self.emit(status_payload())
+
+    # --- the conversation with the model -----------------------------------------------------
+    async def _converse(self) -> None:
+        context = await db(_load_context)(self.conversation_id)
+        if not context.llm.configured:
+            raise LLMError(NOT_CONFIGURED, kind="not_configured")
+        used = 0
+        while True:
+            offered = context.openai_tools if not self.cap_hit else None
+            completion, calls = await self._stream_step(context, offered)
+            llm_client.last_error = None
+            if not calls:
+                break
+            budget = max(context.max_tool_calls - used, 0)
+            results = await self._run_calls(context, completion.tool_calls, calls, budget)
+            used += min(len(calls), budget)
+            context.messages.append(
+                services.assistant_entry(completion.text, ((c.id, c.name, c.arguments) for c in completion.tool_calls))
+            )
+            context.messages.extend(
+                services.tool_entry(request.id, result.output)
+                for request, result in zip(completion.tool_calls, results, strict=True)
+            )
+            if used >= context.max_tool_calls:
+                self.cap_hit = True
+        if self.cap_hit:
+            notice = (
+                f"Tool call limit reached: agent {context.agent_name} may make {context.max_tool_calls} tool "
+                "calls per turn, so the model was asked to answer without tools."
+            )
+            payload = await db(services.add_message)(self.conversation_id, Message.Role.NOTICE, notice)
+            await self.emit({"type": "message", "message": payload})
+
+    async def _stream_step(
+        self, context: TurnContext, tools: list[dict[str, Any]] | None
+    ) -> tuple[Completion, list[dict[str, Any]]]:
+        """One model call, streamed into a new assistant message; returns it and its tool calls."""
+        payload = await db(services.add_message)(
+            self.conversation_id, Message.Role.ASSISTANT, status=Message.Status.STREAMING
+        )
+        self.message_id, self.parts, self.length = payload["id"], [], 0
+        await self.emit({"type": "message_start", "message": payload})
+        last_save = time.monotonic()
+        completion: Completion | None = None
+        stream = stream_chat(
+            context.messages, llm=context.llm, tools=tools, temperature=context.temperature, top_p=context.top_p
+        )
+        async with contextlib.aclosing(stream):
+            async for event in stream:
+                if isinstance(event, TextDelta):
+                    offset = self.length
+                    self.parts.append(event.text)
+                    self.length += utf16_length(event.text)
+                    await self.emit(
+                        {"type": "text_delta", "message_id": self.message_id, "offset": offset, "text": event.text}
+                    )
+                    if time.monotonic() - last_save >= SAVE_INTERVAL:
+                        await db(services.save_partial)(self.message_id, self.text)
+                        last_save = time.monotonic()
+                else:
+                    completion = event
+        assert completion is not None  # stream_chat always ends with a Completion or raises
+        requested = completion.tool_calls if tools else []
+        final = await db(services.finish_message)(
+            self.message_id,
+            content=completion.text,
+            status=Message.Status.COMPLETE,
+            tool_calls=[(call.id, call.name, call.arguments) for call in requested],
+        )
+        self.message_id = None
+        await self.emit({"type": "message_complete", "message": final})
+        return completion, final["tool_calls"]
+
+    async def _run_calls(
+        self,
+        context: TurnContext,
+        requests: list[ToolCallRequest],
+        calls: list[dict[str, Any]],
+        budget: int,
+    ) -> list[ToolResult]:
+        """Run one step's tool calls concurrently; calls beyond ``budget`` are skipped."""
+        for call in calls:
+            await self.emit({"type": "tool_call", "call": call})
+
+        async def run_one(request: ToolCallRequest, call: dict[str, Any], allowed: bool) -> ToolResult:
+            if not allowed:
+                result = ToolResult(
+                    output=f"Not run: the limit of {context.max_tool_calls} tool calls per turn was reached.",
+                    is_error=True,
+                )
+                final = await db(services.finish_tool_call)(call["id"], result, 0, status=ToolCall.Status.SKIPPED)
+            else:
+                started = time.monotonic()
+                result = await _execute(request.name, request.arguments, context.tools)
+                duration = int((time.monotonic() - started) * 1000)
+                final = await db(services.finish_tool_call)(call["id"], result, duration)
+            await self.emit({"type": "tool_result", "call": final})
+            return result
+
+        async with asyncio.TaskGroup() as group:
+            tasks = [
+                group.create_task(run_one(request, call, index < budget))
+                for index, (request, call) in enumerate(zip(requests, calls, strict=True))
+            ]
+        return [task.result() for task in tasks]
+
+    # --- the tool console --------------------------------------------------------------------
+    async def _console(self, command: str, rest: str) -> None:
+        if command == "/help":
+            await self._notice(CONSOLE_HELP)
+            return
+        agent_name, tools = await db(_load_tools)(self.conversation_id)
+        if command == "/tools":
+            await self._notice(_tools_listing(agent_name, tools))
+            return
+        name, _, arguments = rest.partition(" ")
+        name = name.strip()
+        if not name:
+            await self._notice('Usage: `/call <tool> {"argument": "value"}` — `/tools` lists the tools.')
+            return
+        arguments = arguments.strip() or "{}"
+        call = await db(services.add_tool_call)(
+            self.console_message_id, call_id=f"console_{uuid.uuid4().hex[:12]}", name=name, arguments=arguments
+        )
+        await self.emit({"type": "tool_call", "call": call})
+        started = time.monotonic()
+        result = await _execute(name, arguments, tools)
+        duration = int((time.monotonic() - started) * 1000)
+        final = await db(services.finish_tool_call)(call["id"], result, duration)
+        await self.emit({"type": "tool_result", "call": final})
+
+    async def _notice(self, text: str) -> None:
+        payload = await db(services.add_message)(self.conversation_id, Message.Role.NOTICE, text)
+        await self.emit({"type": "message", "message": payload})
+
+    # --- endings -----------------------------------------------------------------------------
+    async def _stopped(self) -> None:
+        try:
+            if self.message_id is not None:
+                final = await db(services.finish_message)(
+                    self.message_id, content=self.text, status=Message.Status.STOPPED
+                )
+                self.message_id = None
+                await self.emit({"type": "message_complete", "message": final})
+            for call in await db(services.end_running_calls)(self.conversation_id):
+                await self.emit({"type": "tool_result", "call": call})
+        except (DatabaseError, ObjectDoesNotExist):
+            logger.warning("conversation %s: could not save the stopped turn", self.conversation_id, exc_info=True)
+
+    async def _failed(self, error: str) -> None:
+        try:
+            if self.message_id is not None:
+                final = await db(services.finish_message)(
+                    self.message_id, content=self.text, status=Message.Status.FAILED, error=error
+                )
+                self.message_id = None
+                await self.emit({"type": "message_complete", "message": final})
+            else:
+                payload = await db(services.add_message)(
+                    self.conversation_id, Message.Role.ASSISTANT, status=Message.Status.FAILED, error=error
+                )
+                await self.emit({"type": "message", "message": payload})
+            for call in await db(services.end_running_calls)(self.conversation_id, output=f"Not finished: {error}"):
+                await self.emit({"type": "tool_result", "call": call})
+        except (DatabaseError, ObjectDoesNotExist):
+            logger.warning("conversation %s: could not save the failure", self.conversation_id, exc_info=True)
+
+    async def _end(self, status: str, error: str) -> None:
+        await self.emit(
+            {
+                "type": "turn_end",
+                "turn_id": self.request.turn_id,
+                "status": status,
+                "error": error or None,
+                "cap_hit": self.cap_hit,
+            }
+        )
+        await self.emit(status_payload())
+
+
+def _tools_listing(agent_name: str, tools: list[Any]) -> str:
+    if not tools:
+        return f"Agent **{agent_name}** has no tools right now (check the status line for MCP servers)."
+    lines = [f"Agent **{agent_name}** may use {len(tools)} tool{'s' if len(tools) != 1 else ''}:", ""]
+    for tool in tools:
+        description = " ".join((tool.description or "").split())
+        if len(description) > 160:
+            description = description[:157] + "..."
+        lines.append(f"- `{tool.name}` ({tool.source}){': ' + description if description else ''}")
+    return "\n".join(lines)
+
+
+async def run_turn(request: TurnRequest, emit: Emit) -> str:
+    """Run one turn to its end (see the module docstring); returns its final status."""
+    return await _Turn(request, emit).run()
+
+
+class TurnRegistry:
+    """The running turns of this process, one per conversation."""
+
+    def __init__(self) -> None:
+        self._tasks: dict[int, asyncio.Task[str]] = {}
+        self._turns: dict[int, _Turn] = {}
+        self._cancelled: set[asyncio.Task[str]] = set()
+
+    def _live_task(self, conversation_id: int) -> asyncio.Task[str] | None:
+        task = self._tasks.get(conversation_id)
+        if task is None or task.done():
+            return None
+        try:
+            if task.get_loop() is not asyncio.get_running_loop():
+                return None  # left behind by a loop that is gone (tests run one loop per test)
+        except RuntimeError:
+            pass
+        return task
+
+    def running(self, conversation_id: int) -> bool:
+        """Whether a turn is running in the conversation."""
+        return self._live_task(conversation_id) is not None
+
+    def turn_id(self, conversation_id: int) -> str | None:
+        """The id of the running turn, if any."""
+        turn = self._turns.get(conversation_id)
+        return turn.request.turn_id if turn is not None and self.running(conversation_id) else None
+
+    def start(self, request: TurnRequest, emit: Emit) -> asyncio.Task[str]:
+        """Start a turn as a task on the running loop; raises :class:`TurnInProgress`."""
+        conversation_id = request.conversation_id
+        if self.running(conversation_id):
+            raise TurnInProgress(conversation_id)
+        turn = _Turn(request, emit)
+        task = asyncio.get_running_loop().create_task(turn.run(), name=f"turn-{conversation_id}")
+        self._tasks[conversation_id] = task
+        self._turns[conversation_id] = turn
+        task.add_done_callback(partial(self._forget, conversation_id))
+        return task
+
+    def _forget(self, conversation_id: int, task: asyncio.Task[str]) -> None:
+        if self._tasks.get(conversation_id) is task:
+            del self._tasks[conversation_id]
+            self._turns.pop(conversation_id, None)
+        self._cancelled.discard(task)
+
+    def cancel(self, conversation_id: int) -> bool:
+        """Ask the running turn to stop; ``False`` if none runs. Repeated calls are harmless."""
+        task = self._live_task(conversation_id)
+        if task is None:
+            return False
+        if task not in self._cancelled:
+            self._cancelled.add(task)
+            task.cancel()
+        return True
+
+    async def wait(self, conversation_id: int, timeout: float | None = None) -> None:
+        """Wait until the conversation's turn (if any) has ended."""
+        task = self._live_task(conversation_id)
+        if task is not None:
+            await asyncio.wait([task], timeout=timeout)
+
+    def live_text(self, conversation_id: int) -> tuple[int, str] | None:
+        """``(message id, text so far)`` of the message being streamed, if any."""
+        turn = self._turns.get(conversation_id)
+        if turn is None or turn.message_id is None or not self.running(conversation_id):
+            return None
+        return turn.message_id, turn.text
+
+
+registry = TurnRegistry()
+
+
+def merge_live_text(history: list[dict[str, Any]], conversation_id: int) -> list[dict[str, Any]]:
+    """Replace the saved text of the message being streamed with the live text (reconnects)."""
+    live = registry.live_text(conversation_id)
+    if live is not None:
+        message_id, text = live
+        for message in history:
+            if message["id"] == message_id:
+                message["content"] = text
+    return history

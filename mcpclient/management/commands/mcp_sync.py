@@ -1,0 +1,20 @@
+"""``manage.py mcp_sync``: mirror data/mcp.json into the database."""
+
+from django.conf import settings
+from django.core.management.base import BaseCommand, CommandError
+
+from mcpclient.config import ConfigError
+from mcpclient.sync import sync_servers
+
+
+class Command(BaseCommand):
+    help = "Mirror mcp.json into the McpServer rows (create new, update changed, delete removed)."
+
+    def handle(self, *args, **options) -> None:
+        try:
+            report = sync_servers()
+        except ConfigError as exc:
+            raise CommandError(str(exc)) from None
+        self.stdout.write(f"{settings.MCP_CONFIG}: {report.summary()}")
+        for name, message in report.errors.items():
+            self.stderr.write(f"  {name}: {message}")
