@@ -153,9 +153,7 @@ def load_agents(path: Path, *, display: str | None = None) -> ParsedAgents:
         line = data.count(b"\n", 0, exc.start) + 1
         error = AgentError(source, line, f"is not valid UTF-8 (byte {exc.start})")
         return ParsedAgents(path=source, exists=True, agents=[], errors=[error])
-    parsed = parse_agents_text(text, source=source)
-    parsed.exists = True
-    return parsed
+    return parse_agents_text(text, source=source)
 
 
 def parse_agents_text(text: str, *, source: str = "AGENTS.md") -> ParsedAgents:

@@ -18,10 +18,28 @@ from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E40
 from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler  # noqa: E402
 
 from boocode.chat.routing import websocket_urlpatterns  # noqa: E402
+from mcpclient.runtime import start_hub_soon  # noqa: E402
 
-application = ProtocolTypeRouter(
-    {
-        "http": ASGIStaticFilesHandler(django_asgi_app),
-        "websocket": AllowedHostsOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
-    }
+
+class StartHubOnFirstConnection:
+    """Start the MCP hub on the first HTTP request or websocket (Daphne has no lifespan)."""
+
+    def __init__(self, app):
+        self.app = app
+        self.started = False
+
+    async def __call__(self, scope, receive, send):
+        if not self.started and scope["type"] in ("http", "websocket"):
+            self.started = True
+            start_hub_soon()
+        return await self.app(scope, receive, send)
+
+
+application = StartHubOnFirstConnection(
+    ProtocolTypeRouter(
+        {
+            "http": ASGIStaticFilesHandler(django_asgi_app),
+            "websocket": AllowedHostsOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
+        }
+    )
 )

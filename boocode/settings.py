@@ -89,7 +89,11 @@ TEMPLATES = [
 _database_url = env_str("BOOCODE_DATABASE_URL") or env_str("DATABASE_URL")
 if _database_url:
     try:
-        DATABASES = {"default": dj_database_url.parse(_database_url, conn_max_age=60)}
+        DATABASES = {
+            "default": dj_database_url.parse(
+                _database_url, conn_max_age=env_int("BOOCODE_DB_CONN_MAX_AGE", 60, minimum=0)
+            )
+        }
     except ValueError as exc:
         raise ImproperlyConfigured(f"BOOCODE_DATABASE_URL: {exc}") from None
 else:

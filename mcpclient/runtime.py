@@ -127,6 +127,25 @@ async def ensure_hub() -> Hub:
         return _hub
 
 
+_starter: asyncio.Task[Hub] | None = None
+
+
+def start_hub_soon() -> None:
+    """Start the hub in the background (first request or websocket); errors are logged."""
+    global _starter
+    if not settings.MCP_AUTOSTART or (_starter is not None and not _starter.done()):
+        return
+    if _hub is not None and _hub_loop is asyncio.get_running_loop():
+        return
+
+    def done(task: asyncio.Task[Hub]) -> None:
+        if not task.cancelled() and task.exception() is not None:
+            logger.error("the MCP hub could not start", exc_info=task.exception())
+
+    _starter = asyncio.ensure_future(ensure_hub())
+    _starter.add_done_callback(done)
+
+
 def _install_shutdown_trigger(hub: Hub) -> None:
     """Stop the hub before Daphne's reactor shuts down (no orphan stdio children)."""
     try:

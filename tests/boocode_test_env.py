@@ -9,3 +9,4 @@ import tempfile
 
 os.environ.setdefault("BOOCODE_DATA_DIR", tempfile.mkdtemp(prefix="boocode-test-"))
 os.environ.setdefault("BOOCODE_MCP_AUTOSTART", "0")
+os.environ.setdefault("BOOCODE_DB_CONN_MAX_AGE", "0")

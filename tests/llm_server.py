@@ -129,10 +129,17 @@ class ToolCalls(Reply):
             yield _chunk(model, {"content": piece})
         streams = []
         for index, call in enumerate(self.calls):
-            head: dict[str, Any] = {"index": index, "type": "function", "function": {"name": call.name, "arguments": ""}}
+            head: dict[str, Any] = {
+                "index": index,
+                "type": "function",
+                "function": {"name": call.name, "arguments": ""},
+            }
             if not self.omit_ids:
                 head["id"] = call.id or f"call_{index}_{call.name}"[:40]
-            pieces = [{"index": index, "function": {"arguments": p}} for p in _pieces(call.argument_text(), self.split)]
+            pieces = [
+                {"index": index, "function": {"arguments": p}}
+                for p in _pieces(call.argument_text(), self.split)
+            ]
             streams.append([head, *pieces])
         for round_ in itertools.zip_longest(*streams):
             for delta in round_:
@@ -212,6 +219,7 @@ class ScriptedLLM:
         self.responder = responder
         self.requests: list[dict[str, Any]] = []
         self.aborted_streams = 0  # streams the client closed before the end (a cancelled turn)
+        self.connections = 0  # TCP connections accepted (keep-alive reuse keeps this low)
         self._queue: deque[Reply] = deque()
         self._lock = threading.Lock()
         self._changed = threading.Condition(self._lock)
@@ -276,9 +284,9 @@ class ScriptedLLM:
                     raise TimeoutError("scripted LLM: condition not met in time")
                 self._changed.wait(remaining)
 
-    async def until(self, predicate: Callable[[ScriptedLLM], bool], timeout: float = 5.0) -> None:
+    async def until(self, predicate: Callable[[ScriptedLLM], bool], within: float = 5.0) -> None:
         """Wait (async callers) until ``predicate(self)`` holds; raises ``TimeoutError``."""
-        await asyncio.to_thread(self.wait_until, predicate, timeout)
+        await asyncio.to_thread(self.wait_until, predicate, within)
 
     def _notify(self) -> None:
         with self._changed:
@@ -322,6 +330,8 @@ class ScriptedLLM:
         return Error(500, "scripted LLM: no reply scripted for this request")
 
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        with self._changed:
+            self.connections += 1
         self._writers.add(writer)
         try:
             while await self._handle_one(reader, writer):
@@ -413,7 +423,9 @@ class ScriptedLLM:
                 seconds = reply.seconds if isinstance(reply, Stall) else 30.0
                 release = asyncio.ensure_future(self._release.wait())
                 gone = asyncio.ensure_future(reader.read(1))
-                done, _ = await asyncio.wait({release, gone}, timeout=seconds, return_when=asyncio.FIRST_COMPLETED)
+                done, _ = await asyncio.wait(
+                    {release, gone}, timeout=seconds, return_when=asyncio.FIRST_COMPLETED
+                )
                 release.cancel()
                 gone.cancel()
                 if gone in done:

@@ -34,7 +34,12 @@ RETRY_BASE_DELAY = 0.5  # seconds; doubled per attempt, plus jitter
 RETRY_AFTER_CAP = 20.0  # never wait longer than this for a Retry-After header
 ERROR_BODY_LIMIT = 64 * 1024
 
-_clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, httpx2.AsyncClient] = weakref.WeakKeyDictionary()
+# The last connection-level failure seen in this process (None after a success), for the status line.
+last_error: str | None = None
+
+_clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, httpx2.AsyncClient] = (
+    weakref.WeakKeyDictionary()
+)
 
 
 class LLMError(Exception):
@@ -164,7 +169,9 @@ async def stream_chat(
     for attempt in range(llm.max_retries + 1):
         retry_delay: float | None = None
         try:
-            async with client.stream("POST", llm.url, json=body, headers=headers, timeout=timeout) as response:
+            async with client.stream(
+                "POST", llm.url, json=body, headers=headers, timeout=timeout
+            ) as response:
                 if response.status_code != 200:
                     error = await _status_error(response, llm)
                     if error.kind not in ("rate_limit", "server") or attempt >= llm.max_retries:
@@ -246,12 +253,16 @@ async def _status_error(response: httpx2.Response, llm: LLMSettings) -> LLMError
             status=status,
         )
     if status == 429:
-        return LLMError(f"The model server is rate limiting requests (HTTP 429){suffix}.", kind="rate_limit",
-                        status=status)
+        return LLMError(
+            f"The model server is rate limiting requests (HTTP 429){suffix}.",
+            kind="rate_limit",
+            status=status,
+        )
     if status >= 500:
         return LLMError(f"The model server failed (HTTP {status}){suffix}.", kind="server", status=status)
-    return LLMError(f"The model server rejected the request (HTTP {status}){suffix}.", kind="request",
-                    status=status)
+    return LLMError(
+        f"The model server rejected the request (HTTP {status}){suffix}.", kind="request", status=status
+    )
 
 
 def _error_detail(text: str) -> str:
@@ -322,12 +333,13 @@ async def _parse_stream(response: httpx2.Response, llm: LLMSettings) -> AsyncIte
     done = False
     try:
         async for line in response.aiter_lines():
-            if not line.startswith("data:"):
-                continue  # blank separators, comments (": keep-alive"), event:/id: fields
+            # After [DONE] the body is read to its end (not abandoned) so the connection is reused.
+            if done or not line.startswith("data:"):
+                continue  # also blank separators, comments (": keep-alive"), event:/id: fields
             data = line[5:].strip()
             if data == "[DONE]":
                 done = True
-                break
+                continue
             if not data:
                 continue
             try:

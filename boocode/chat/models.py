@@ -17,7 +17,9 @@ TITLE_MAX_LENGTH = 120
 class Conversation(models.Model):
     """A chat owned by one user, answered by one agent (by name: agent rows follow AGENTS.md)."""
 
-    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="conversations")
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="conversations"
+    )
     title = models.CharField(max_length=TITLE_MAX_LENGTH, default=DEFAULT_TITLE)
     agent_name = models.CharField(max_length=100, blank=True, help_text="Empty: the default agent.")
     created_at = models.DateTimeField(auto_now_add=True)

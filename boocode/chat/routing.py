@@ -1,3 +1,9 @@
 """Websocket routes of the chat."""
 
-websocket_urlpatterns: list = []
+from django.urls import path
+
+from boocode.chat.consumers import ChatConsumer
+
+websocket_urlpatterns = [
+    path("ws/conversations/<int:conversation_id>/", ChatConsumer.as_asgi()),
+]

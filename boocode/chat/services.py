@@ -116,7 +116,9 @@ def message_payload(message: Message, calls: Iterable[ToolCall] = ()) -> dict[st
 def history_payload(conversation_id: int, limit: int = HISTORY_LIMIT) -> list[dict[str, Any]]:
     """The last ``limit`` messages with their tool calls, oldest first."""
     messages = list(
-        Message.objects.filter(conversation_id=conversation_id).order_by("-id")[:limit].prefetch_related("tool_calls")
+        Message.objects.filter(conversation_id=conversation_id)
+        .order_by("-id")[:limit]
+        .prefetch_related("tool_calls")
     )
     messages.reverse()
     return [message_payload(message, message.tool_calls.all()) for message in messages]
@@ -195,7 +197,9 @@ def add_message(
         fields = ["updated_at"]
         if role == Message.Role.USER and conversation.title == DEFAULT_TITLE and content.strip():
             first_line = content.strip().splitlines()[0]
-            conversation.title = first_line[:AUTO_TITLE_CHARS] + ("…" if len(first_line) > AUTO_TITLE_CHARS else "")
+            conversation.title = first_line[:AUTO_TITLE_CHARS] + (
+                "…" if len(first_line) > AUTO_TITLE_CHARS else ""
+            )
             fields.append("title")
         conversation.save(update_fields=fields)
     return message_payload(message)
@@ -237,7 +241,9 @@ def add_tool_call(message_id: int, *, call_id: str, name: str, arguments: str) -
     return tool_call_payload(call)
 
 
-def finish_tool_call(call_pk: int, result: ToolResult, duration_ms: int, *, status: str = "") -> dict[str, Any]:
+def finish_tool_call(
+    call_pk: int, result: ToolResult, duration_ms: int, *, status: str = ""
+) -> dict[str, Any]:
     """Store a tool's result; the call's payload."""
     call = ToolCall.objects.get(pk=call_pk)
     call.output = result.output

@@ -165,6 +165,7 @@ class _Turn:
         self.request = request
         self.conversation_id = request.conversation_id
         self._emit_event = emit
+        self.request_message_id: int | None = None  # the stored user message or console command
         self.message_id: int | None = None  # the assistant message being streamed
         self.parts: list[str] = []
         self.length = 0  # UTF-16 length of the streamed text
@@ -182,7 +183,9 @@ class _Turn:
 
     async def run(self) -> str:
         """Run to the end; returns ``complete`` or ``failed`` (re-raises ``CancelledError``)."""
-        await self.emit({"type": "turn_start", "turn_id": self.request.turn_id, "conversation": self.conversation_id})
+        await self.emit(
+            {"type": "turn_start", "turn_id": self.request.turn_id, "conversation": self.conversation_id}
+        )
         status, error = "complete", ""
         try:
             command = parse_command(self.request.text)
@@ -213,7 +216,7 @@ class _Turn:
         await db(services.close_interrupted)(self.conversation_id)
         role = Message.Role.CONSOLE if is_command else Message.Role.USER
         payload = await db(services.add_message)(self.conversation_id, role, self.request.text)
-        self.console_message_id = payload["id"]
+        self.request_message_id = payload["id"]
         await self.emit({"type": "message", "message": payload})
         await ensure_hub()
         await db(_refresh_agents)()
@@ -235,7 +238,9 @@ class _Turn:
             results = await self._run_calls(context, completion.tool_calls, calls, budget)
             used += min(len(calls), budget)
             context.messages.append(
-                services.assistant_entry(completion.text, ((c.id, c.name, c.arguments) for c in completion.tool_calls))
+                services.assistant_entry(
+                    completion.text, ((c.id, c.name, c.arguments) for c in completion.tool_calls)
+                )
             )
             context.messages.extend(
                 services.tool_entry(request.id, result.output)
@@ -260,10 +265,14 @@ class _Turn:
         )
         self.message_id, self.parts, self.length = payload["id"], [], 0
         await self.emit({"type": "message_start", "message": payload})
-        last_save = time.monotonic()
+        last_save = 0.0  # the first delta is saved at once, then every SAVE_INTERVAL
         completion: Completion | None = None
         stream = stream_chat(
-            context.messages, llm=context.llm, tools=tools, temperature=context.temperature, top_p=context.top_p
+            context.messages,
+            llm=context.llm,
+            tools=tools,
+            temperature=context.temperature,
+            top_p=context.top_p,
         )
         async with contextlib.aclosing(stream):
             async for event in stream:
@@ -272,7 +281,12 @@ class _Turn:
                     self.parts.append(event.text)
                     self.length += utf16_length(event.text)
                     await self.emit(
-                        {"type": "text_delta", "message_id": self.message_id, "offset": offset, "text": event.text}
+                        {
+                            "type": "text_delta",
+                            "message_id": self.message_id,
+                            "offset": offset,
+                            "text": event.text,
+                        }
                     )
                     if time.monotonic() - last_save >= SAVE_INTERVAL:
                         await db(services.save_partial)(self.message_id, self.text)
@@ -308,7 +322,9 @@ class _Turn:
                     output=f"Not run: the limit of {context.max_tool_calls} tool calls per turn was reached.",
                     is_error=True,
                 )
-                final = await db(services.finish_tool_call)(call["id"], result, 0, status=ToolCall.Status.SKIPPED)
+                final = await db(services.finish_tool_call)(
+                    call["id"], result, 0, status=ToolCall.Status.SKIPPED
+                )
             else:
                 started = time.monotonic()
                 result = await _execute(request.name, request.arguments, context.tools)
@@ -340,7 +356,10 @@ class _Turn:
             return
         arguments = arguments.strip() or "{}"
         call = await db(services.add_tool_call)(
-            self.console_message_id, call_id=f"console_{uuid.uuid4().hex[:12]}", name=name, arguments=arguments
+            self.request_message_id,
+            call_id=f"console_{uuid.uuid4().hex[:12]}",
+            name=name,
+            arguments=arguments,
         )
         await self.emit({"type": "tool_call", "call": call})
         started = time.monotonic()
@@ -365,7 +384,9 @@ class _Turn:
             for call in await db(services.end_running_calls)(self.conversation_id):
                 await self.emit({"type": "tool_result", "call": call})
         except (DatabaseError, ObjectDoesNotExist):
-            logger.warning("conversation %s: could not save the stopped turn", self.conversation_id, exc_info=True)
+            logger.warning(
+                "conversation %s: could not save the stopped turn", self.conversation_id, exc_info=True
+            )
 
     async def _failed(self, error: str) -> None:
         try:
@@ -380,7 +401,9 @@ class _Turn:
                     self.conversation_id, Message.Role.ASSISTANT, status=Message.Status.FAILED, error=error
                 )
                 await self.emit({"type": "message", "message": payload})
-            for call in await db(services.end_running_calls)(self.conversation_id, output=f"Not finished: {error}"):
+            for call in await db(services.end_running_calls)(
+                self.conversation_id, output=f"Not finished: {error}"
+            ):
                 await self.emit({"type": "tool_result", "call": call})
         except (DatabaseError, ObjectDoesNotExist):
             logger.warning("conversation %s: could not save the failure", self.conversation_id, exc_info=True)
@@ -471,11 +494,11 @@ class TurnRegistry:
             task.cancel()
         return True
 
-    async def wait(self, conversation_id: int, timeout: float | None = None) -> None:
-        """Wait until the conversation's turn (if any) has ended."""
+    async def wait(self, conversation_id: int) -> None:
+        """Wait until the conversation's turn (if any) has ended (bound it with ``asyncio.timeout``)."""
         task = self._live_task(conversation_id)
         if task is not None:
-            await asyncio.wait([task], timeout=timeout)
+            await asyncio.wait([task])
 
     def live_text(self, conversation_id: int) -> tuple[int, str] | None:
         """``(message id, text so far)`` of the message being streamed, if any."""

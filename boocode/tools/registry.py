@@ -27,6 +27,7 @@ from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError, ValidationError, relevance
 from jsonschema.protocols import Validator
 from jsonschema.validators import validator_for
+from referencing.exceptions import Unresolvable
 
 from agents.policy import is_allowed
 from boocode.tools.native import NATIVE_TOOLS, NativeTool
@@ -195,7 +196,12 @@ def validate_arguments(tool: Tool, arguments: dict[str, Any]) -> str | None:
     validator = _validator(schema_json)
     if validator is None:
         return None
-    errors = sorted(validator.iter_errors(arguments), key=relevance, reverse=True)
+    try:
+        errors = sorted(validator.iter_errors(arguments), key=relevance, reverse=True)
+    except Unresolvable as exc:
+        # A $ref to another document (never fetched) or to nowhere: leave the check to the server.
+        logger.warning("tool %s: unresolvable schema reference, arguments not checked: %s", tool.name, exc)
+        return None
     if not errors:
         return None
     problems = []

@@ -110,7 +110,11 @@ def test_duplicate_agent_names_keep_the_first_and_name_both_lines():
 
 
 def test_bad_yaml_names_the_file_line_and_agent_and_others_still_load():
-    text = "## Good\n---\ndescription: ok\n---\n\n## Broken\n---\ndescription: ok\ntools: [a, b\n---\n\n## Also\n"
+    text = (
+        "## Good\n---\ndescription: ok\n---\n\n"
+        "## Broken\n---\ndescription: ok\ntools: [a, b\n---\n\n"
+        "## Also\n"
+    )
     result = parse(text)
     assert [agent.name for agent in result.agents] == ["Good", "Also"]
     [error] = result.errors

@@ -83,7 +83,9 @@ def test_a_bad_agent_is_reported_and_skipped_the_others_load(agents_file):
     report = sync_agents()
     assert [agent.name for agent in list_agents()] == ["Helper", "Reader"]
     [error] = report.errors
-    assert str(error).endswith('agent "Broken": key "max_tool_calls": must be an integer from 1 to 100, got 500')
+    assert str(error).endswith(
+        'agent "Broken": key "max_tool_calls": must be an integer from 1 to 100, got 500'
+    )
     assert "AGENTS.md:" in str(error)
     assert "1 error" in report.summary()
 

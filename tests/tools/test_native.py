@@ -123,10 +123,12 @@ def test_deny_list_is_configurable(settings, project):
 # --- view_file ---------------------------------------------------------------------------
 
 def test_view_file_numbers_lines_and_honours_the_range(project):
-    assert view_file("src/app.py") == "     1\timport os\n     2\t\n     3\tdef main():\n     4\t    return 'hello'"
+    assert view_file("src/app.py") == (
+        "     1\timport os\n     2\t\n     3\tdef main():\n     4\t    return 'hello'"
+    )
     assert view_file("src/app.py", start_line=3, end_line=3) == "     3\tdef main():"
     assert view_file("src/app.py", start_line=4, end_line=99) == "     4\t    return 'hello'"
-    with pytest.raises(WorkspaceError, match="past the end of src/app.py, which has 4 lines"):
+    with pytest.raises(WorkspaceError, match=r"past the end of src/app\.py, which has 4 lines"):
         view_file("src/app.py", start_line=5)
     with pytest.raises(WorkspaceError, match="end_line"):
         view_file("src/app.py", start_line=3, end_line=2)
@@ -200,7 +202,9 @@ def test_grep_reports_path_line_and_text(project):
     assert grep("hello", path="src", ignore_case=True) == (
         "src/app.py:4:     return 'hello'\nsrc/pkg/util.py:2:     return 'HELLO'"
     )
-    assert grep("def", glob="*.py").splitlines() == ["src/app.py:3: def main():", "src/pkg/util.py:1: def helper():"]
+    assert grep("def", glob="*.py").splitlines() == [
+        "src/app.py:3: def main():", "src/pkg/util.py:1: def helper():"
+    ]
     assert grep("def", glob="src/pkg/*") == "src/pkg/util.py:1: def helper():"
     assert grep("import", path="src/app.py") == "src/app.py:1: import os"
     assert grep("zzz") == "No matches for 'zzz' in ."

@@ -67,7 +67,9 @@ def test_openai_format():
 async def test_native_schema_violations_name_the_field(workspace):
     result = await execute_tool("view_file", {"path": "a.txt", "start_line": -1})
     assert result.is_error
-    assert result.output == "Invalid arguments for view_file: at 'start_line': -1 is less than the minimum of 1"
+    assert result.output == (
+        "Invalid arguments for view_file: at 'start_line': -1 is less than the minimum of 1"
+    )
     result = await execute_tool("view_file", {})
     assert result.output == "Invalid arguments for view_file: 'path' is a required property"
     result = await execute_tool("list_dir", {"path": ".", "colour": "red"})
@@ -110,7 +112,8 @@ async def test_empty_string_arguments_mean_no_arguments(workspace):
 
 async def test_unknown_and_not_allowed_tools():
     result = await execute_tool("rm_rf", {})
-    assert result.is_error and result.output.startswith('Unknown tool "rm_rf". Available tools: grep, list_dir')
+    assert result.is_error
+    assert result.output.startswith('Unknown tool "rm_rf". Available tools: grep, list_dir')
     allowed = agent_tools(agent("grep"))
     result = await execute_tool("view_file", {"path": "x"}, allowed=allowed)
     assert result.is_error and result.output == 'Tool "view_file" is not available to this agent'
@@ -135,6 +138,10 @@ def test_broken_schema_does_not_block_the_tool():
 
     tool = Tool("odd", "", {"type": "no-such-type"}, True, "x", run)
     assert validate_arguments(tool, {"anything": 1}) is None
+    remote = {"type": "object", "properties": {"a": {"$ref": "https://schemas.invalid/a.json"}}}
+    assert validate_arguments(Tool("remote", "", remote, True, "x", run), {"a": 1}) is None
+    dangling = {"type": "object", "properties": {"a": {"$ref": "#/$defs/missing"}}, "required": ["a"]}
+    assert validate_arguments(Tool("dangling", "", dangling, True, "x", run), {"a": 1}) is None
 
 
 def test_nested_errors_are_located_and_all_reported():
@@ -170,7 +177,8 @@ async def test_mcp_tools_join_the_registry_with_their_schema(live_hub, toolbox_c
     result = await execute_tool("tb_echo", '{"text": "hi"}')
     assert result == ToolResult(output="hi")
     result = await execute_tool("tb_add", {"a": 1, "b": "two"})
-    assert result.is_error and result.output == "Invalid arguments for tb_add: at 'b': 'two' is not of type 'integer'"
+    assert result.is_error
+    assert result.output == "Invalid arguments for tb_add: at 'b': 'two' is not of type 'integer'"
 
 
 async def test_invalid_arguments_are_caught_before_reaching_the_server(live_hub, toolbox_config):

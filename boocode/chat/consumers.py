@@ -1,0 +1,132 @@
+"""The chat websocket: ``/ws/conversations/<id>/``; frames are documented in docs/protocol.md.
+
+The consumer only routes: it checks the user, joins the conversation's group, sends the
+history, starts or cancels the turn task (never awaiting a turn itself, so ``cancel`` frames
+get through) and relays group events. Closing the socket leaves the turn running.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+from channels.db import database_sync_to_async
+from channels.generic.websocket import AsyncJsonWebsocketConsumer
+
+from boocode.chat import services
+from boocode.chat.events import group_emitter, group_name
+from boocode.chat.status import status_payload
+from boocode.chat.turns import MAX_MESSAGE_CHARS, TurnInProgress, TurnRequest, merge_live_text, registry
+
+MAX_FRAME_BYTES = 64 * 1024
+STATUS_INTERVAL = 5.0  # seconds between status checks (a frame is sent only when it changed)
+CLOSE_UNAUTHENTICATED = 4401
+CLOSE_FORBIDDEN = 4403
+
+
+class ChatConsumer(AsyncJsonWebsocketConsumer):
+    """One browser tab on one conversation."""
+
+    conversation_id: int | None = None
+    status_task: asyncio.Task[None] | None = None
+    last_status: dict[str, Any] | None = None
+
+    async def connect(self) -> None:
+        """Accept; close with 4401 (not logged in) or 4403 (not the owner), else join and send history."""
+        # Accepting first lets the browser see the close code and stop reconnecting.
+        await self.accept()
+        user = self.scope.get("user")
+        if user is None or not user.is_authenticated:
+            await self.close(code=CLOSE_UNAUTHENTICATED)
+            return
+        conversation_id = int(self.scope["url_route"]["kwargs"]["conversation_id"])
+        if await database_sync_to_async(services.owned_conversation)(user.pk, conversation_id) is None:
+            await self.close(code=CLOSE_FORBIDDEN)
+            return
+        self.conversation_id = conversation_id
+        # Join before reading the history: nothing emitted from now on can fall between the two.
+        await self.channel_layer.group_add(group_name(conversation_id), self.channel_name)
+        history = await database_sync_to_async(services.history_payload)(conversation_id)
+        await self.send_json(
+            {
+                "type": "history",
+                "conversation": conversation_id,
+                "messages": merge_live_text(history, conversation_id),
+                "running": registry.running(conversation_id),
+                "turn_id": registry.turn_id(conversation_id),
+            }
+        )
+        await self._send_status()
+        self.status_task = asyncio.create_task(self._status_loop())
+
+    async def disconnect(self, code: int) -> None:
+        """Leave the group; the turn (if any) keeps running."""
+        if self.status_task is not None:
+            self.status_task.cancel()
+        if self.conversation_id is not None:
+            await self.channel_layer.group_discard(group_name(self.conversation_id), self.channel_name)
+
+    async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
+        """Check size and JSON shape, then dispatch on ``type``; problems get an error frame."""
+        if self.conversation_id is None:
+            return
+        if text_data is None:
+            await self._error("bad_frame", "Binary frames are not supported; send JSON text.")
+            return
+        if len(text_data) > MAX_FRAME_BYTES or len(text_data.encode()) > MAX_FRAME_BYTES:
+            await self._error("too_large", f"Frames are limited to {MAX_FRAME_BYTES} bytes.")
+            return
+        try:
+            content = json.loads(text_data)
+        except ValueError:
+            await self._error("bad_json", "The frame is not valid JSON.")
+            return
+        if not isinstance(content, dict) or not isinstance(content.get("type"), str):
+            await self._error("bad_frame", 'Expected a JSON object with a string "type".')
+            return
+        handler = {"user_message": self._user_message, "cancel": self._cancel}.get(content["type"])
+        if handler is None:
+            await self._error("unknown_type", f'Unknown frame type "{content["type"][:50]}".')
+            return
+        await handler(content)
+
+    async def _user_message(self, content: dict[str, Any]) -> None:
+        assert self.conversation_id is not None
+        text = content.get("text")
+        if not isinstance(text, str) or not text.strip():
+            await self._error("bad_frame", 'user_message needs a non-empty string "text".')
+            return
+        if len(text) > MAX_MESSAGE_CHARS:
+            await self._error("too_long", f"Messages are limited to {MAX_MESSAGE_CHARS} characters.")
+            return
+        try:
+            registry.start(TurnRequest(self.conversation_id, text), group_emitter(self.conversation_id))
+        except TurnInProgress:
+            await self._error("turn_in_progress", "A turn is already running here; stop it or wait for it.")
+
+    async def _cancel(self, content: dict[str, Any]) -> None:
+        assert self.conversation_id is not None
+        if not registry.cancel(self.conversation_id):
+            await self._error("not_running", "No turn is running.")
+
+    async def chat_event(self, message: dict[str, Any]) -> None:
+        """Relay a turn event from the group."""
+        event = message["event"]
+        if event.get("type") == "status":
+            self.last_status = event
+        await self.send_json(event)
+
+    async def _error(self, code: str, text: str) -> None:
+        await self.send_json({"type": "error", "code": code, "message": text})
+
+    async def _send_status(self) -> None:
+        status = status_payload()
+        if status != self.last_status:
+            self.last_status = status
+            await self.send_json(status)
+
+    async def _status_loop(self) -> None:
+        while True:
+            await asyncio.sleep(STATUS_INTERVAL)
+            await self._send_status()

@@ -1,0 +1,160 @@
+"""Chat pages: the conversation list and the chat page, plus small form endpoints.
+
+Every view requires a login and only ever reads the user's own conversations (another
+user's id is a 404). The page sets a strict Content-Security-Policy: scripts and styles come
+from /static only and images only from there or ``data:`` URLs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from functools import wraps
+from typing import Any
+
+from asgiref.sync import async_to_sync
+from django.contrib.auth.decorators import login_required
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.http import require_GET, require_POST
+
+from boocode.chat import services
+from boocode.chat.llm import LLMSettings
+from boocode.chat.models import Conversation
+from boocode.chat.turns import MAX_MESSAGE_CHARS, registry
+
+CONTENT_SECURITY_POLICY = (
+    "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+    "connect-src 'self' {ws}; object-src 'none'; base-uri 'none'; frame-ancestors 'none'; form-action 'self'"
+)
+
+
+def with_csp(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
+    """Add the page's Content-Security-Policy header."""
+
+    @wraps(view)
+    def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        response = view(request, *args, **kwargs)
+        scheme = "wss" if request.is_secure() else "ws"
+        response["Content-Security-Policy"] = CONTENT_SECURITY_POLICY.format(
+            ws=f"{scheme}://{request.get_host()}"
+        )
+        return response
+
+    return wrapper
+
+
+def _owned(request: HttpRequest, conversation_id: int) -> Conversation:
+    return get_object_or_404(Conversation, pk=conversation_id, owner=request.user)
+
+
+def _wants_json(request: HttpRequest) -> bool:
+    return "application/json" in request.headers.get("accept", "")
+
+
+@require_GET
+@login_required
+@with_csp
+def index(request: HttpRequest) -> HttpResponse:
+    """The most recent conversation, or an empty page offering a new one."""
+    latest = services.conversations_for(request.user).first()
+    if latest is not None:
+        return redirect("chat:conversation", conversation_id=latest.pk)
+    return _page(request, None)
+
+
+@require_GET
+@login_required
+@with_csp
+def conversation(request: HttpRequest, conversation_id: int) -> HttpResponse:
+    """The chat page of one conversation."""
+    return _page(request, _owned(request, conversation_id))
+
+
+def _page(request: HttpRequest, current: Conversation | None) -> HttpResponse:
+    agents = services.agent_names()
+    llm = LLMSettings.from_settings()
+    return render(
+        request,
+        "chat/page.html",
+        {
+            "conversation": current,
+            "conversations": services.conversations_for(request.user)[:200],
+            "agents": agents,
+            "current_agent": (
+                current.agent_name if current and current.agent_name else (agents[0] if agents else "")
+            ),
+            "llm_configured": llm.configured,
+            "llm_model": llm.model,
+            "max_message_chars": MAX_MESSAGE_CHARS,
+        },
+    )
+
+
+@require_POST
+@login_required
+def new_conversation(request: HttpRequest) -> HttpResponse:
+    """Create a conversation (optionally with an agent) and open it."""
+    agent = request.POST.get("agent", "")
+    if agent and agent not in services.agent_names():
+        agent = ""
+    created = services.create_conversation(owner=request.user, agent_name=agent)
+    return redirect("chat:conversation", conversation_id=created.pk)
+
+
+@require_POST
+@login_required
+def rename_conversation(request: HttpRequest, conversation_id: int) -> HttpResponse:
+    """Rename; answers JSON to ``fetch`` callers, else redirects back."""
+    renamed = services.rename_conversation(
+        conversation=_owned(request, conversation_id), title=request.POST.get("title", "")
+    )
+    if _wants_json(request):
+        return JsonResponse({"id": renamed.pk, "title": renamed.title})
+    return redirect("chat:conversation", conversation_id=renamed.pk)
+
+
+@require_POST
+@login_required
+def delete_conversation(request: HttpRequest, conversation_id: int) -> HttpResponse:
+    """Stop its turn if one runs, delete it, go to the conversation list."""
+    target = _owned(request, conversation_id)
+    # Sync views run in a worker thread; async_to_sync runs this on the server's event loop,
+    # where the turn task lives.
+    async_to_sync(_stop_turn)(target.pk)
+    target.delete()
+    return redirect("chat:index")
+
+
+async def _stop_turn(conversation_id: int) -> None:
+    if registry.cancel(conversation_id):
+        async with asyncio.timeout(10):
+            await registry.wait(conversation_id)
+
+
+@require_POST
+@login_required
+def set_agent(request: HttpRequest, conversation_id: int) -> HttpResponse:
+    """Choose the conversation's agent (used from the next turn on)."""
+    target = _owned(request, conversation_id)
+    agent = request.POST.get("agent", "")
+    if agent not in services.agent_names():
+        if _wants_json(request):
+            return JsonResponse({"error": f'Unknown agent "{agent}"'}, status=400)
+        raise Http404("unknown agent")
+    services.set_conversation_agent(conversation=target, agent_name=agent)
+    if _wants_json(request):
+        return JsonResponse({"id": target.pk, "agent": agent})
+    return redirect("chat:conversation", conversation_id=target.pk)
+
+
+@require_GET
+@login_required
+def tool_output(request: HttpRequest, conversation_id: int, call_id: int) -> HttpResponse:
+    """The full output of a tool call, as plain text."""
+    call = services.tool_output(request.user.pk, call_id)
+    if call is None or call.message.conversation_id != conversation_id:
+        raise Http404("no such tool call")
+    response = HttpResponse(call.output, content_type="text/plain; charset=utf-8")
+    response["Content-Security-Policy"] = "default-src 'none'; sandbox"
+    return response

@@ -1,0 +1,61 @@
+"""Agents in the admin: read-only, with resolved tools, unmatched patterns and file errors."""
+
+from __future__ import annotations
+
+import pytest
+from django.urls import reverse
+
+from agents.models import Agent
+
+pytestmark = pytest.mark.django_db
+
+FILE = """\
+## Reader
+---
+description: reads
+tools: [view_file, gerp, list_dir]
+---
+Read.
+
+## Everything
+---
+description: all of it
+---
+
+## Broken
+---
+temperature: 7
+---
+"""
+
+
+@pytest.fixture
+def synced(agents_file):
+    agents_file.write_text(FILE)
+    return agents_file
+
+
+def test_changelist_syncs_the_file_and_shows_its_errors(admin_client, synced):
+    response = admin_client.get(reverse("admin:agents_agent_changelist"))
+    assert response.status_code == 200
+    body = response.content.decode()
+    assert "Reader" in body and "Everything" in body
+    assert "key &quot;temperature&quot;: must be a number from 0 to 2, got 7" in body
+    assert '<td class="field-unmatched">gerp</td>' in body  # a likely typo, flagged
+    assert "all tools (no tools: key)" in body
+
+
+def test_change_page_is_read_only_and_lists_resolved_tools(admin_client, synced):
+    admin_client.get(reverse("admin:agents_agent_changelist"))
+    reader = Agent.objects.get(name="Reader")
+    url = reverse("admin:agents_agent_change", args=[reader.pk])
+    body = admin_client.get(url).content.decode()
+    assert "<code>view_file</code> (native)" in body and "<code>list_dir</code> (native)" in body
+    assert "<code>grep</code>" not in body
+    assert "view_file, gerp, list_dir" in body
+    assert 'name="_save"' not in body  # no save button: the file is the source
+
+    assert admin_client.post(url, {"name": "Renamed"}).status_code == 403
+    assert admin_client.get(reverse("admin:agents_agent_add")).status_code == 403
+    assert admin_client.post(reverse("admin:agents_agent_delete", args=[reader.pk])).status_code == 403
+    assert Agent.objects.get(pk=reader.pk).name == "Reader"

@@ -1,0 +1,184 @@
+"""The streaming LLM client against the scripted OpenAI-compatible server."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from boocode.chat.llm import Completion, LLMError, LLMSettings, TextDelta, stream_chat
+from tests.conftest import free_port
+from tests.llm_server import Call, Drop, Error, Raw, ScriptedLLM, Stall, Text, ToolCalls
+
+MODEL = "test-model"
+
+
+def settings_for(server: ScriptedLLM, **overrides: Any) -> LLMSettings:
+    values: dict[str, Any] = {"base_url": server.base_url, "model": MODEL, "timeout": 5.0, "max_retries": 2}
+    values.update(overrides)
+    return LLMSettings(**values)
+
+
+async def collect(llm: LLMSettings, **kwargs: Any) -> tuple[list[str], Completion]:
+    messages = kwargs.pop("messages", [{"role": "user", "content": "hi"}])
+    deltas: list[str] = []
+    completion: Completion | None = None
+    async for event in stream_chat(messages, llm=llm, **kwargs):
+        if isinstance(event, TextDelta):
+            deltas.append(event.text)
+        else:
+            completion = event
+    assert completion is not None
+    return deltas, completion
+
+
+@pytest.fixture
+def server() -> Any:
+    with ScriptedLLM(models=(MODEL,)) as scripted:
+        yield scripted
+        scripted.release()
+
+
+async def test_text_is_streamed_in_pieces_and_assembled(server: ScriptedLLM) -> None:
+    server.script(Text("Hello, streaming world", chunk_size=5))
+    deltas, completion = await collect(settings_for(server), tools=[], temperature=0.2, top_p=0.9)
+    assert len(deltas) == 5
+    assert "".join(deltas) == completion.text == "Hello, streaming world"
+    assert completion.tool_calls == []
+    body = server.requests[0]
+    assert body["stream"] is True and body["model"] == MODEL
+    assert "tools" not in body  # an empty tool list sends no key at all
+    assert body["temperature"] == 0.2 and body["top_p"] == 0.9
+
+
+async def test_parallel_tool_calls_are_assembled_from_split_deltas(server: ScriptedLLM) -> None:
+    server.script(
+        ToolCalls(
+            [Call("toolbox_echo", {"text": "a long argument value"}), Call("toolbox_add", {"a": 2, "b": 40})],
+            text="Let me check.",
+            split=3,
+        )
+    )
+    tools = [{"type": "function", "function": {"name": "toolbox_echo", "parameters": {"type": "object"}}}]
+    deltas, completion = await collect(settings_for(server), tools=tools)
+    assert "".join(deltas) == "Let me check."
+    assert [call.name for call in completion.tool_calls] == ["toolbox_echo", "toolbox_add"]
+    assert json.loads(completion.tool_calls[0].arguments) == {"text": "a long argument value"}
+    assert json.loads(completion.tool_calls[1].arguments) == {"a": 2, "b": 40}
+    assert completion.finish_reason == "tool_calls"
+    assert server.requests[0]["tools"] == tools
+
+
+async def test_missing_tool_call_ids_are_generated_unique(server: ScriptedLLM) -> None:
+    server.script(ToolCalls([Call("x", {}), Call("y", {})], omit_ids=True))
+    _, completion = await collect(settings_for(server))
+    ids = [call.id for call in completion.tool_calls]
+    assert all(ids) and len(set(ids)) == 2
+
+
+async def test_connection_refused_names_the_url() -> None:
+    url = f"http://127.0.0.1:{free_port()}/v1"
+    with pytest.raises(LLMError) as caught:
+        await collect(LLMSettings(base_url=url, model=MODEL))
+    assert caught.value.kind == "connect"
+    assert url in str(caught.value) and "BOOCODE_LLM_BASE_URL" in str(caught.value)
+
+
+async def test_wrong_api_key_is_reported_with_the_variable() -> None:
+    with ScriptedLLM(api_key="right") as server:
+        with pytest.raises(LLMError) as caught:
+            await collect(settings_for(server, api_key="wrong"))
+        assert caught.value.kind == "auth" and caught.value.status == 401
+        assert "BOOCODE_LLM_API_KEY" in str(caught.value)
+        server.script(Text("ok"))
+        _, completion = await collect(settings_for(server, api_key="right"))
+        assert completion.text == "ok"
+    assert len(server.requests) == 2  # 401 is not retried
+
+
+async def test_unknown_model_is_named(server: ScriptedLLM) -> None:
+    with pytest.raises(LLMError) as caught:
+        await collect(settings_for(server, model="no-such-model"))
+    assert caught.value.kind == "model"
+    assert "no-such-model" in str(caught.value) and "does not exist" in str(caught.value)
+
+
+async def test_429_and_5xx_are_retried_before_the_first_token(server: ScriptedLLM) -> None:
+    server.script(Error(429, "slow down", headers={"retry-after": "0"}), Error(503, "overloaded"), Text("finally"))
+    _, completion = await collect(settings_for(server))
+    assert completion.text == "finally"
+    assert len(server.requests) == 3
+
+
+async def test_persistent_server_errors_fail_after_the_retries(server: ScriptedLLM) -> None:
+    server.script(*[Error(500, "boom")] * 3)
+    with pytest.raises(LLMError) as caught:
+        await collect(settings_for(server, max_retries=2))
+    assert caught.value.kind == "server"
+    assert "HTTP 500" in str(caught.value) and "boom" in str(caught.value) and "3 attempts" in str(caught.value)
+
+
+async def test_bad_request_is_not_retried(server: ScriptedLLM) -> None:
+    server.script(Error(400, "context length exceeded"))
+    with pytest.raises(LLMError, match="context length exceeded") as caught:
+        await collect(settings_for(server))
+    assert caught.value.kind == "request"
+    assert len(server.requests) == 1
+
+
+async def test_malformed_stream(server: ScriptedLLM) -> None:
+    server.script(Raw(["{this is not json"]))
+    with pytest.raises(LLMError) as caught:
+        await collect(settings_for(server))
+    assert caught.value.kind == "malformed"
+
+
+async def test_error_object_mid_stream(server: ScriptedLLM) -> None:
+    server.script(Raw(['{"error": {"message": "upstream provider failed"}}']))
+    with pytest.raises(LLMError, match="upstream provider failed"):
+        await collect(settings_for(server))
+
+
+async def test_stall_longer_than_the_timeout(server: ScriptedLLM) -> None:
+    server.script(Stall(text="thinking", seconds=10))
+    deltas: list[str] = []
+    with pytest.raises(LLMError) as caught:
+        async for event in stream_chat([], llm=settings_for(server, timeout=1.0)):
+            if isinstance(event, TextDelta):
+                deltas.append(event.text)
+    assert caught.value.kind == "timeout" and "BOOCODE_LLM_TIMEOUT" in str(caught.value)
+    assert "".join(deltas) == "thinking"  # what came before the stall was delivered
+
+
+async def test_connection_closed_mid_answer(server: ScriptedLLM) -> None:
+    chunk = {"choices": [{"index": 0, "delta": {"content": "half an ans"}, "finish_reason": None}]}
+    server.script(Raw([json.dumps(chunk)], close=True), Text("never replayed"))
+    deltas: list[str] = []
+    with pytest.raises(LLMError) as caught:
+        async for event in stream_chat([], llm=settings_for(server)):
+            if isinstance(event, TextDelta):
+                deltas.append(event.text)
+    assert caught.value.kind == "disconnected"
+    assert deltas == ["half an ans"]
+    assert len(server.requests) == 1  # a started answer is never retried
+
+
+async def test_dropped_connection_before_any_answer_is_retried(server: ScriptedLLM) -> None:
+    server.script(Drop(), Text("second try"))
+    _, completion = await collect(settings_for(server))
+    assert completion.text == "second try"
+
+
+async def test_connections_are_reused_between_calls(server: ScriptedLLM) -> None:
+    server.script(Text("one"), Text("two"), Text("three"))
+    for _ in range(3):
+        await collect(settings_for(server))
+    assert server.connections == 1
+
+
+async def test_not_configured() -> None:
+    with pytest.raises(LLMError) as caught:
+        await collect(LLMSettings(base_url="", model=""))
+    assert caught.value.kind == "not_configured"
+    assert "BOOCODE_LLM_BASE_URL" in str(caught.value) and "BOOCODE_LLM_MODEL" in str(caught.value)
