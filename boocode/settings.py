@@ -156,7 +156,7 @@ AGENTS_FILE = Path(env_str("BOOCODE_AGENTS_FILE", str(DATA_DIR / "AGENTS.md"))).
 WORKSPACE = Path(env_str("BOOCODE_WORKSPACE", str(DATA_DIR / "workspace"))).resolve()
 WORKSPACE_DENY = env_list(
     "BOOCODE_WORKSPACE_DENY",
-    [".env", ".env.*", "*.pem", "*.key", "*.p12", "*.pfx", "id_rsa*", "id_ed25519*",
+    [".env*", "*.pem", "*.key", "*.p12", "*.pfx", "id_rsa*", "id_ed25519*",
      "*.sqlite", "*.sqlite3", "*.db", ".git", ".git/*", "secret_key"],
 )
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from channels.db import database_sync_to_async
@@ -65,7 +66,24 @@ def new_hub(*, persist: bool = True) -> Hub:
     hub = Hub(base_dir=settings.MCP_CONFIG.parent, allowed_commands=list(settings.MCP_STDIO_COMMANDS))
     if persist:
         hub.add_listener(persist_listener)
+        hub.add_listener(broadcast_listener)
     return hub
+
+
+STATUS_GROUP = "mcp_status"
+
+
+async def broadcast_listener(snapshot: ServerSnapshot) -> None:
+    """Send every server's status to the ``mcp_status`` group (open chat pages' status line)."""
+    from channels.layers import get_channel_layer
+
+    layer = get_channel_layer()
+    if layer is None:
+        return
+    try:
+        await layer.group_send(STATUS_GROUP, {"type": "mcp.status", "servers": hub_statuses()})
+    except Exception:  # a broken channel layer must not break the hub
+        logger.exception("could not broadcast the MCP status")
 
 
 async def persist_listener(snapshot: ServerSnapshot) -> None:
@@ -161,6 +179,45 @@ def _install_shutdown_trigger(hub: Hub) -> None:
         return Deferred.fromFuture(asyncio.ensure_future(hub.stop()))
 
     reactor.addSystemEventTrigger("before", "shutdown", stop_hub)
+
+
+def run_on_hub_loop(coroutine_factory: Callable[[Hub], Awaitable[Any]], *, timeout: float = 60.0) -> bool:
+    """From a sync thread (admin views, commands): run ``coroutine_factory(hub)`` on the hub's loop.
+
+    Returns False when no hub runs in this process (another process will notice the version
+    stamp instead). Waits up to ``timeout`` seconds so the change has taken effect when the
+    admin page reloads.
+    """
+    hub, loop = _hub, _hub_loop
+    if hub is None or loop is None or loop.is_closed() or not loop.is_running():
+        return False
+    try:
+        running = asyncio.get_running_loop()
+    except RuntimeError:
+        running = None
+    if running is loop:
+        raise RuntimeError("run_on_hub_loop() called from the hub's own loop; await the hub instead")
+    future = asyncio.run_coroutine_threadsafe(coroutine_factory(hub), loop)
+    try:
+        future.result(timeout)
+    except TimeoutError:
+        logger.warning("the MCP hub did not apply a change within %s s; it goes on anyway", timeout)
+    return True
+
+
+def apply_changes_now(*, timeout: float = 60.0) -> bool:
+    """After a change to the servers (admin, file): apply it to this process's hub at once."""
+    return run_on_hub_loop(lambda hub: ensure_hub(), timeout=timeout)
+
+
+def reconnect_now(name: str, *, timeout: float = 60.0) -> bool:
+    """Close and reopen one server's session in this process's hub."""
+    return run_on_hub_loop(lambda hub: hub.reconnect(name), timeout=timeout)
+
+
+def rediscover_now(name: str, *, timeout: float = 60.0) -> bool:
+    """List one server's tools again in this process's hub."""
+    return run_on_hub_loop(lambda hub: hub.rediscover(name), timeout=timeout)
 
 
 def hub_tools() -> list[HubTool]:
