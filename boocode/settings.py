@@ -175,5 +175,10 @@ LOGGING = {
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "root": {"handlers": ["console"], "level": env_str("BOOCODE_LOG_LEVEL", "INFO").upper()},
-    "loggers": {"daphne": {"level": "WARNING"}, "httpx2": {"level": "WARNING"}},
+    "loggers": {
+        "daphne": {"level": "WARNING"},
+        "httpx2": {"level": "WARNING"},
+        # The SDK logs every session id and reconnect at INFO; the hub reports what matters.
+        "mcp": {"level": "WARNING"},
+    },
 }

@@ -219,6 +219,7 @@ class ServerConnection:
         self._commands: asyncio.Queue[str] = asyncio.Queue()
         self._settled = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
+        self._stopping = False
 
     # -- control (any task) -------------------------------------------------------------
     async def start(self) -> None:
@@ -230,6 +231,7 @@ class ServerConnection:
         """Ask the owner to close the session and wait for it (the child is stopped)."""
         if self._task is None or self._task.done():
             return
+        self._stopping = True
         self._commands.put_nowait("stop")
         try:
             await asyncio.shield(self._task)
@@ -315,7 +317,7 @@ class ServerConnection:
         self._notify(self)
 
     def _set_unavailable(self, reason: str) -> None:
-        if self.status is not Status.READY:
+        if self.status is not Status.READY or self._stopping:
             return
         stderr = self._stderr_hint()
         self.status = Status.UNAVAILABLE

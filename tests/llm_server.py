@@ -229,6 +229,7 @@ class ScriptedLLM:
         self._server: asyncio.Server | None = None
         self._thread: threading.Thread | None = None
         self._writers: set[asyncio.StreamWriter] = set()
+        self._stopping = False
 
     # --- lifecycle -------------------------------------------------------------------------
     def start(self) -> ScriptedLLM:
@@ -302,11 +303,12 @@ class ScriptedLLM:
             self._release = asyncio.Event()
             self._server = await asyncio.start_server(self._handle, "127.0.0.1", self._port, backlog=512)
             ready.set()
-            async with self._server:
-                try:
-                    await self._server.serve_forever()
-                except asyncio.CancelledError:
-                    pass
+            try:
+                await self._server.serve_forever()
+            except asyncio.CancelledError:
+                pass  # close() from _shutdown
+            self._server.close()
+            await self._server.wait_closed()
 
         try:
             loop.run_until_complete(main())
@@ -314,12 +316,13 @@ class ScriptedLLM:
             loop.close()
 
     def _shutdown(self) -> None:
-        assert self._server is not None
+        """Release stalls and close every connection, so handlers end on their own; stop listening."""
+        assert self._server is not None and self._release is not None
+        self._stopping = True
+        self._release.set()
         for writer in list(self._writers):
             writer.close()
         self._server.close()
-        for task in asyncio.all_tasks(self._loop):
-            task.cancel()
 
     def _next_reply(self, body: dict[str, Any]) -> Reply:
         with self._lock:
@@ -334,9 +337,9 @@ class ScriptedLLM:
             self.connections += 1
         self._writers.add(writer)
         try:
-            while await self._handle_one(reader, writer):
+            while not self._stopping and await self._handle_one(reader, writer):
                 pass
-        except (ConnectionError, asyncio.IncompleteReadError):
+        except (ConnectionError, asyncio.IncompleteReadError, ValueError):
             pass
         finally:
             self._writers.discard(writer)

@@ -83,7 +83,7 @@ def tool_call_payload(call: ToolCall) -> dict[str, Any]:
         "call_id": call.call_id,
         "name": call.name,
         "arguments": arguments,
-        "status": call.status,
+        "status": str(call.status),
         "output": output,
         "output_truncated": truncated,
         "output_length": len(call.output),
@@ -103,8 +103,8 @@ def message_payload(message: Message, calls: Iterable[ToolCall] = ()) -> dict[st
     )
     return {
         "id": message.pk,
-        "role": message.role,
-        "status": message.status,
+        "role": str(message.role),
+        "status": str(message.status),
         "content": message.content,
         "html": render_markdown(message.content) if rendered else "",
         "error": message.error,

@@ -1,0 +1,127 @@
+"""Latency of one trivial MCP tool call: the SDK's own session vs the hub vs a session per call.
+
+Runs the project's toolbox test server over stdio and over Streamable HTTP (127.0.0.1) and
+prints median and p95 per call of its ``echo`` tool for:
+
+  (a) the SDK's ClientSession, held open (the floor),
+  (b) ``Hub.call_tool`` (what a chat turn pays),
+  (c) a new transport + session per call (what some client libraries do),
+
+and the ratios b/a (target <= 1.10) and c/b. Usage:
+
+    .venv/bin/python bench/tool_calls.py [--calls 500] [--fresh-calls 20]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import statistics
+import sys
+import time
+from collections.abc import Awaitable, Callable
+from contextlib import AsyncExitStack
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from mcp import ClientSession, StdioServerParameters, stdio_client  # noqa: E402
+from mcp.client.streamable_http import streamable_http_client  # noqa: E402
+from mcp.shared._httpx_utils import create_mcp_http_client  # noqa: E402
+
+from mcpclient.config import parse_server  # noqa: E402
+from mcpclient.hub import Hub  # noqa: E402
+from tests.conftest import PYTHON, TEST_COMMANDS, TOOLBOX, HttpServer, free_port  # noqa: E402
+
+ARGS = {"text": "ping"}
+
+
+async def measure(call: Callable[[], Awaitable[object]], count: int, warmup: int) -> list[float]:
+    """Per-call latencies in milliseconds, after ``warmup`` untimed calls."""
+    for _ in range(warmup):
+        await call()
+    samples = []
+    for _ in range(count):
+        start = time.perf_counter()
+        await call()
+        samples.append((time.perf_counter() - start) * 1000)
+    return samples
+
+
+def summary(samples: list[float]) -> tuple[float, float]:
+    """(median, p95) in milliseconds."""
+    ordered = sorted(samples)
+    return statistics.median(ordered), ordered[min(len(ordered) - 1, int(len(ordered) * 0.95))]
+
+
+def open_transport(kind: str, url: str):
+    """The SDK transport context for ``kind`` ("stdio" or "http")."""
+    if kind == "stdio":
+        return stdio_client(StdioServerParameters(command=PYTHON, args=[str(TOOLBOX)]))
+    return streamable_http_client(url, http_client=create_mcp_http_client())
+
+
+async def persistent_pair(kind: str, url: str, calls: int, rounds: int = 10) -> tuple[list[float], list[float]]:
+    """(a) one persistent ClientSession and (b) the hub's call_tool, measured in alternating rounds.
+
+    Both are open at once and take turns in batches, so load from anything else on the
+    machine falls on both alike.
+    """
+    entry = {"command": PYTHON, "args": [str(TOOLBOX)]} if kind == "stdio" else {"url": url}
+    hub = Hub(base_dir=ROOT, allowed_commands=TEST_COMMANDS)
+    await hub.start([parse_server("bench", entry)])
+    sdk: list[float] = []
+    ours: list[float] = []
+    try:
+        async with AsyncExitStack() as stack:
+            read, write = await stack.enter_async_context(open_transport(kind, url))
+            session = await stack.enter_async_context(ClientSession(read, write))
+            await session.initialize()
+            batch = max(1, calls // rounds)
+            for round_number in range(rounds):
+                warmup = 50 if round_number == 0 else 5
+                sdk += await measure(lambda: session.call_tool("echo", ARGS), batch, warmup)
+                ours += await measure(lambda: hub.call_tool("bench_echo", ARGS), batch, warmup)
+    finally:
+        await hub.stop()
+    return sdk, ours
+
+
+async def fresh_session(kind: str, url: str, calls: int) -> list[float]:
+    """(c) connect, initialize, call and close for every call."""
+
+    async def once() -> None:
+        async with open_transport(kind, url) as (read, write), ClientSession(read, write) as session:
+            await session.initialize()
+            await session.call_tool("echo", ARGS)
+
+    return await measure(once, calls, 2)
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser(description="MCP tool-call latency")
+    parser.add_argument("--calls", type=int, default=500)
+    parser.add_argument("--fresh-calls", type=int, default=20)
+    options = parser.parse_args()
+    port = free_port()
+    server = HttpServer([PYTHON, str(TOOLBOX), "--http", str(port)], port, "/mcp")
+    try:
+        print(f"echo tool, {options.calls} calls (fresh sessions: {options.fresh_calls}); milliseconds")
+        print(f"{'transport':<10}{'variant':<28}{'median':>10}{'p95':>10}")
+        for kind in ("stdio", "http"):
+            sdk, ours = await persistent_pair(kind, server.url, options.calls)
+            a, b = summary(sdk), summary(ours)
+            c = summary(await fresh_session(kind, server.url, options.fresh_calls))
+            for label, (median, p95) in (
+                ("(a) SDK persistent session", a), ("(b) hub.call_tool", b), ("(c) new session per call", c),
+            ):
+                print(f"{kind:<10}{label:<28}{median:>10.3f}{p95:>10.3f}")
+            print(f"{kind:<10}{'ratio b/a (median)':<28}{b[0] / a[0]:>10.3f}   (target <= 1.10)")
+            print(f"{kind:<10}{'ratio c/b (median)':<28}{c[0] / b[0]:>10.1f}")
+    finally:
+        server.stop()
+
+
+if __name__ == "__main__":
+    asyncio.run(main())

@@ -1,0 +1,147 @@
+"""The chat page in Debian's Chromium (Playwright) against a live Daphne.
+
+Daphne runs in a subprocess with its own data directory, the scripted LLM and the toolbox MCP
+server over stdio (started by the server's own hub). The viewport is a phone's (375 px).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import PYTHON, ROOT, TOOLBOX, free_port, wait_for_port
+from tests.llm_server import Call, ScriptedLLM, Stall, Text, ToolCalls
+
+pytestmark = pytest.mark.browser
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = [
+    "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+    "--disable-component-update", "--disable-sync",
+]
+PASSWORD = "browser-test-password"
+XSS = "<img src=x onerror=\"window.__pwned='img'\"><script>window.__pwned='script'</script>"
+
+
+@pytest.fixture(scope="module")
+def daphne_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, ScriptedLLM]]:
+    """Daphne on a free port with the scripted LLM and the toolbox server; yields (URL, LLM)."""
+    if not Path(CHROMIUM).exists():
+        pytest.skip("Chromium is not installed (make test-deps)")
+    data = tmp_path_factory.mktemp("browser-data")
+    (data / "mcp.json").write_text(json.dumps({"mcpServers": {"toolbox": {"command": PYTHON, "args": [str(TOOLBOX)]}}}))
+    llm = ScriptedLLM(models=("test-model",)).start()
+    port = free_port()
+    env = {
+        **os.environ,
+        "BOOCODE_DATA_DIR": str(data),
+        "BOOCODE_MCP_CONFIG": str(data / "mcp.json"),
+        "BOOCODE_MCP_STDIO_COMMANDS": f"npx,uvx,node,{Path(PYTHON).name}",
+        "BOOCODE_MCP_AUTOSTART": "1",
+        "BOOCODE_LLM_BASE_URL": llm.base_url,
+        "BOOCODE_LLM_MODEL": "test-model",
+        "BOOCODE_LLM_TIMEOUT": "30",
+        "BOOCODE_ADMIN_PASSWORD": PASSWORD,
+        "BOOCODE_ALLOWED_HOSTS": "127.0.0.1",
+    }
+    for command in (["migrate", "--noinput"], ["ensure_admin"]):
+        subprocess.run([PYTHON, "manage.py", *command], cwd=ROOT, env=env, check=True, capture_output=True)
+    daphne = subprocess.Popen(
+        [PYTHON, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), "boocode.asgi:application"],
+        cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+    )
+    try:
+        wait_for_port(port, daphne)
+        yield f"http://127.0.0.1:{port}", llm
+    finally:
+        llm.release()
+        daphne.terminate()
+        try:
+            daphne.wait(10)
+        except subprocess.TimeoutExpired:
+            daphne.kill()
+        llm.stop()
+
+
+@pytest.fixture
+def page(daphne_server: tuple[str, ScriptedLLM]) -> Iterator[Any]:
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        context = browser.new_context(viewport={"width": 375, "height": 740})
+        context.set_default_timeout(15_000)
+        page = context.new_page()
+        errors: list[str] = []
+        page.on("pageerror", lambda error: errors.append(str(error)))
+        yield page
+        browser.close()
+        assert errors == [], errors
+
+
+def test_chat_in_a_real_browser(page: Any, daphne_server: tuple[str, ScriptedLLM]) -> None:
+    from playwright.sync_api import expect
+
+    base, llm = daphne_server
+    page.goto(f"{base}/")
+    assert "/login/" in page.url
+    page.fill("input[name=username]", "admin")
+    page.fill("input[name=password]", PASSWORD)
+    page.click("button[type=submit]")
+    page.click("#new-conversation")
+    expect(page.locator("#connection-state")).to_have_text("connected")
+    expect(page.locator("#server-states .server-ready")).to_contain_text("toolbox: ready")
+
+    # A streamed answer, rendered as Markdown once complete.
+    llm.script(Text("Hello from **the model**.", chunk_size=3, delay=0.02))
+    page.fill("#message-input", "Hi there")
+    page.keyboard.press("Enter")
+    expect(page.locator(".message.role-user").last).to_contain_text("Hi there")
+    expect(page.locator(".message.role-assistant strong").last).to_have_text("the model")
+
+    # A tool call against the real MCP server; hostile markup in tool and model output stays text.
+    llm.script(ToolCalls([Call("toolbox_echo", {"text": XSS})]), Text(f"The tool said: {XSS}"))
+    page.fill("#message-input", "echo this")
+    page.click("#send-button")
+    card = page.locator(".tool-card").last
+    expect(card.locator(".tool-name")).to_have_text("toolbox_echo")
+    expect(card.locator(".badge")).to_have_text("done")
+    card.locator("summary").click()
+    expect(card.locator(".tool-output")).to_have_text(XSS)
+    answer = page.locator(".message.role-assistant").last
+    expect(answer).to_contain_text("The tool said: <img src=x")
+    assert page.evaluate("window.__pwned") is None
+    assert page.locator(".messages script, .message-body img").count() == 0
+
+    # The tool console: an image from a tool result, shown as a data: URL.
+    page.fill("#message-input", "/call toolbox_media")
+    page.click("#send-button")
+    image = page.locator(".tool-card img.tool-image").last
+    expect(image).to_be_visible()
+    assert image.get_attribute("src").startswith("data:image/png;base64,")
+
+    # Reload mid-turn: the partial text is still there; then stop the turn.
+    llm.script(Stall(text="I am thinking about", seconds=60))
+    page.fill("#message-input", "think hard")
+    page.click("#send-button")
+    streaming = page.locator(".message.status-streaming")
+    expect(streaming).to_contain_text("I am thinking about")
+    page.reload()
+    expect(page.locator(".message.status-streaming")).to_contain_text("I am thinking about")
+    expect(page.locator("#stop-button")).to_be_visible()
+    page.click("#stop-button")
+    stopped = page.locator(".message.status-stopped")
+    expect(stopped).to_contain_text("I am thinking about")
+    expect(stopped.locator(".badge")).to_have_text("stopped")
+    expect(page.locator("#stop-button")).to_be_hidden()
+    llm.wait_until(lambda server: server.aborted_streams >= 1)
+
+    # Phone width: nothing overflows sideways.
+    assert page.evaluate("document.documentElement.scrollWidth") <= 375
+    assert page.evaluate("window.__pwned") is None

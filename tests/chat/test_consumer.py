@@ -1,0 +1,232 @@
+"""The websocket consumer through the real ASGI stack (origin check, session auth, routing)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+import pytest
+from asgiref.sync import sync_to_async
+from channels.testing import WebsocketCommunicator
+from django.contrib.auth import get_user_model
+from django.test import Client
+
+from boocode.asgi import application
+from boocode.chat.consumers import MAX_FRAME_BYTES
+from boocode.chat.models import Conversation, Message
+from boocode.chat.turns import MAX_MESSAGE_CHARS, registry
+from tests.llm_server import Call, ScriptedLLM, Stall, Text, ToolCalls
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@sync_to_async
+def login(username: str) -> str:
+    """A session cookie for a (new) user."""
+    user, _ = get_user_model().objects.get_or_create(username=username)
+    client = Client()
+    client.force_login(user)
+    return client.cookies["sessionid"].value
+
+
+@sync_to_async
+def conversation_of(username: str) -> int:
+    user = get_user_model().objects.get(username=username)
+    return Conversation.objects.create(owner=user).pk
+
+
+@sync_to_async
+def stored(conversation_id: int) -> list[tuple[str, str, str]]:
+    return [(m.role, m.status, m.content) for m in Message.objects.filter(conversation_id=conversation_id)]
+
+
+class Tab:
+    """One browser tab: a websocket to a conversation, reading frames with a timeout."""
+
+    def __init__(self, conversation_id: int, cookie: str | None) -> None:
+        headers = [(b"origin", b"http://127.0.0.1"), (b"host", b"127.0.0.1")]
+        if cookie:
+            headers.append((b"cookie", f"sessionid={cookie}".encode()))
+        self.ws = WebsocketCommunicator(application, f"/ws/conversations/{conversation_id}/", headers=headers)
+        self.frames: list[dict[str, Any]] = []
+
+    async def open(self) -> dict[str, Any]:
+        connected, _ = await self.ws.connect(timeout=5)
+        assert connected
+        history = await self.next("history")
+        await self.next("status")
+        self.frames.clear()
+        return history
+
+    async def next(self, kind: str | None = None, within: float = 10.0) -> dict[str, Any]:
+        """The next frame (of ``kind``, skipping others; status frames are always skipped)."""
+        async with asyncio.timeout(within):
+            while True:
+                frame = await self.ws.receive_json_from(timeout=within)
+                self.frames.append(frame)
+                if kind is None and frame["type"] != "status" or frame["type"] == kind:
+                    return frame
+
+    async def until_turn_end(self) -> dict[str, Any]:
+        return await self.next("turn_end")
+
+    async def send(self, frame: dict[str, Any]) -> None:
+        await self.ws.send_json_to(frame)
+
+    async def close(self) -> None:
+        await self.ws.disconnect()
+
+
+async def closed_with(tab: Tab) -> int:
+    connected, _ = await tab.ws.connect(timeout=5)
+    assert connected  # accepted first, so that the browser sees the code
+    message = await tab.ws.receive_output(timeout=5)
+    assert message["type"] == "websocket.close"
+    return message["code"]
+
+
+async def test_anonymous_users_are_refused() -> None:
+    await login("alice")
+    conversation = await conversation_of("alice")
+    assert await closed_with(Tab(conversation, None)) == 4401
+
+
+async def test_other_users_conversations_are_refused() -> None:
+    await login("alice")
+    conversation = await conversation_of("alice")
+    mallory = await login("mallory")
+    assert await closed_with(Tab(conversation, mallory)) == 4403
+    assert await closed_with(Tab(conversation + 1000, mallory)) == 4403
+
+
+async def test_foreign_origin_is_refused() -> None:
+    cookie = await login("alice")
+    conversation = await conversation_of("alice")
+    ws = WebsocketCommunicator(
+        application,
+        f"/ws/conversations/{conversation}/",
+        headers=[(b"origin", b"http://evil.example"), (b"cookie", f"sessionid={cookie}".encode())],
+    )
+    connected, _ = await ws.connect(timeout=5)
+    assert not connected
+
+
+async def test_bad_frames_get_errors_and_the_socket_stays_up(llm: ScriptedLLM) -> None:
+    cookie = await login("alice")
+    conversation = await conversation_of("alice")
+    tab = Tab(conversation, cookie)
+    await tab.open()
+    cases = [
+        ("not json", "bad_json"),
+        ("[1, 2]", "bad_frame"),
+        ('{"type": 5}', "bad_frame"),
+        ('{"type": "launch_missiles"}', "unknown_type"),
+        ('{"type": "user_message"}', "bad_frame"),
+        ('{"type": "user_message", "text": "   "}', "bad_frame"),
+        (json.dumps({"type": "user_message", "text": "x" * (MAX_MESSAGE_CHARS + 1)}), "too_long"),
+        (json.dumps({"type": "user_message", "text": "x" * (MAX_FRAME_BYTES + 1)}), "too_large"),
+        ('{"type": "cancel"}', "not_running"),
+    ]
+    for text, code in cases:
+        await tab.ws.send_to(text_data=text)
+        frame = await tab.next()
+        assert (frame["type"], frame["code"]) == ("error", code), text
+    await tab.ws.send_to(bytes_data=b"\x00\x01")
+    assert (await tab.next())["code"] == "bad_frame"
+
+    llm.script(Text("still here"))
+    await tab.send({"type": "user_message", "text": "hello"})
+    end = await tab.until_turn_end()
+    assert end["status"] == "complete"
+    assert await stored(conversation) == [("user", "complete", "hello"), ("assistant", "complete", "still here")]
+    await tab.close()
+
+
+async def test_a_turn_with_a_tool_over_the_websocket(llm: ScriptedLLM, toolbox_hub: Any) -> None:
+    cookie = await login("alice")
+    conversation = await conversation_of("alice")
+    tab = Tab(conversation, cookie)
+    history = await tab.open()
+    assert history["messages"] == [] and history["running"] is False
+
+    llm.script(ToolCalls([Call("toolbox_echo", {"text": "<script>alert(1)</script>"})]), Text("Done."))
+    await tab.send({"type": "user_message", "text": "echo something"})
+    await tab.until_turn_end()
+    kinds = [frame["type"] for frame in tab.frames if frame["type"] != "status"]
+    assert kinds[:3] == ["turn_start", "message", "message_start"]
+    assert "tool_call" in kinds and kinds.index("tool_call") < kinds.index("tool_result")
+    result = next(frame["call"] for frame in tab.frames if frame["type"] == "tool_result")
+    assert result["output"] == "<script>alert(1)</script>"  # text: the page shows it with textContent
+    status = [frame for frame in tab.frames if frame["type"] == "status"][-1]
+    assert status["servers"][0]["name"] == "toolbox" and status["servers"][0]["status"] == "ready"
+    await tab.close()
+
+    # A new connection gets the whole conversation back as history.
+    again = Tab(conversation, cookie)
+    history = await again.open()
+    assert [m["role"] for m in history["messages"]] == ["user", "assistant", "assistant"]
+    assert history["messages"][1]["tool_calls"][0]["output"] == "<script>alert(1)</script>"
+    assert history["messages"][2]["html"] == "<p>Done.</p>\n"
+    await again.close()
+
+
+async def test_two_tabs_see_the_same_turn_and_either_can_stop_it(llm: ScriptedLLM) -> None:
+    cookie = await login("alice")
+    conversation = await conversation_of("alice")
+    first, second = Tab(conversation, cookie), Tab(conversation, cookie)
+    await first.open()
+    await second.open()
+
+    llm.script(Stall(text="thinking hard", seconds=30))
+    await first.send({"type": "user_message", "text": "a hard question"})
+    for tab in (first, second):
+        assert (await tab.next("turn_start"))["type"] == "turn_start"
+        await tab.next("message_start")
+    delta = await second.next("text_delta")
+    assert delta["offset"] == 0
+
+    await second.send({"type": "user_message", "text": "me too"})
+    error = await second.next("error")
+    assert error["code"] == "turn_in_progress"
+
+    await second.send({"type": "cancel"})
+    for tab in (first, second):
+        end = await tab.until_turn_end()
+        assert end["status"] == "stopped"
+    assert (await stored(conversation))[-1] == ("assistant", "stopped", "thinking hard")
+    await first.close()
+    await second.close()
+
+
+async def test_the_turn_survives_a_dropped_socket_and_a_reconnect_sees_it(llm: ScriptedLLM) -> None:
+    cookie = await login("alice")
+    conversation = await conversation_of("alice")
+    tab = Tab(conversation, cookie)
+    await tab.open()
+    llm.script(Stall(text="first half, ", after="second half", seconds=30))
+    await tab.send({"type": "user_message", "text": "long answer please"})
+    while (await tab.next("text_delta"))["offset"] < 8:  # "firs", "t ha", "lf, "
+        pass
+    await tab.close()  # the browser went away
+
+    back = Tab(conversation, cookie)
+    history = await back.open()
+    assert history["running"] is True and history["turn_id"]
+    streaming = history["messages"][-1]
+    # The live text, even though the database was last written after the first delta.
+    assert (streaming["status"], streaming["content"]) == ("streaming", "first half, ")
+
+    llm.release()
+    end = await back.until_turn_end()
+    assert end["status"] == "complete"
+    assert (await stored(conversation))[-1] == ("assistant", "complete", "first half, second half")
+    # The deltas received after the history continue exactly where it stopped.
+    text = streaming["content"]
+    for delta in (f for f in back.frames if f["type"] == "text_delta"):
+        assert delta["offset"] == len(text)
+        text += delta["text"]
+    assert text == "first half, second half"
+    await back.close()
+    async with asyncio.timeout(5):
+        await registry.wait(conversation)
