@@ -225,19 +225,36 @@ class ServerConnection:
     async def start(self) -> None:
         """Start the owner task and wait until the server is ready or has failed."""
         self._task = asyncio.create_task(self._run(), name=f"mcp-server:{self.name}")
+        # A task cancelled before its first step never runs _run's finally block.
+        self._task.add_done_callback(self._on_owner_done)
         await self._settled.wait()
+
+    def _on_owner_done(self, _: object = None) -> None:
+        self.session = None
+        if self.status is Status.CONNECTING:
+            self.status = Status.DISABLED
+        self._settled.set()
 
     async def stop(self) -> None:
         """Ask the owner to close the session and wait for it (the child is stopped)."""
         if self._task is None or self._task.done():
             return
         self._stopping = True
-        self._commands.put_nowait("stop")
+        if self.status is Status.CONNECTING:
+            self._task.cancel()  # still starting: don't wait for initTimeout
+        else:
+            self._commands.put_nowait("stop")
         try:
             await asyncio.shield(self._task)
         except asyncio.CancelledError:
             if not self._task.done():
                 raise
+
+    def cancel_start(self) -> None:
+        """Give up a start still in progress (the server ends up disabled)."""
+        if self._task is not None and not self._task.done() and self.status is Status.CONNECTING:
+            self._stopping = True
+            self._task.cancel()
 
     def request_relist(self) -> None:
         """Ask the owner to list the tools again (after ``tools/list_changed``)."""
@@ -350,11 +367,7 @@ class ServerConnection:
                 self._fail(_describe(exc) + self._stderr_hint())
             logger.debug('MCP server "%s" owner ended with %r', self.name, exc)
         finally:
-            self.session = None
-            if self.status in (Status.CONNECTING, Status.READY):
-                # Stopped on request (or cancelled): no longer serving.
-                self.status = Status.DISABLED if self.status is Status.CONNECTING else self.status
-            self._settled.set()
+            self._on_owner_done()
 
     def _fail(self, message: str) -> None:
         self.status = Status.FAILED
@@ -567,6 +580,8 @@ class Hub:
 
     async def stop(self) -> None:
         """Close every session and stop every stdio child."""
+        for connection in list(self._connections.values()):
+            connection.cancel_start()  # a start in progress holds the lock for up to initTimeout
         async with self._lock:
             await asyncio.gather(*(self._stop_one(name) for name in list(self._connections)))
             self._rebuild()

@@ -214,6 +214,16 @@ async def test_start_failures_cost_only_their_own_server(hub: Hub, monkeypatch):
     assert failed.is_error
 
 
+async def test_stop_while_a_server_is_still_connecting_is_prompt(hub: Hub):
+    silent = make_config("silent", {"command": PYTHON, "args": ["-c", "import time; time.sleep(60)"]})
+    starting = asyncio.ensure_future(hub.start([silent]))
+    await hub.wait_until(lambda: any(s.status is Status.CONNECTING for s in hub.snapshots()), 5)
+    with anyio.fail_after(10):  # not the 30 s initTimeout
+        await hub.stop()
+        await starting
+    assert hub.tools() == []
+
+
 async def test_envfile_and_placeholders_reach_the_child(hub: Hub, tmp_path, monkeypatch):
     (tmp_path / "server.env").write_text("GREETING=from-envfile\n")
     monkeypatch.setenv("BOOCODE_TEST_MARK", "marked")
