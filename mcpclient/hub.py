@@ -129,6 +129,22 @@ class ServerSnapshot:
     warnings: dict[str, str]  # tool name -> naming warning
     stderr_tail: tuple[str, ...]
 
+    @classmethod
+    def disabled(cls, name: str) -> ServerSnapshot:
+        """The state of a server that is not connected because it is disabled."""
+        return cls(
+            name=name,
+            status=Status.DISABLED,
+            last_error="",
+            connected_at=None,
+            protocol_version="",
+            server_info={},
+            tools=(),
+            prefixed_names={},
+            warnings={},
+            stderr_tail=(),
+        )
+
 
 Listener = Callable[[ServerSnapshot], Awaitable[None] | None]
 
@@ -602,19 +618,7 @@ class Hub:
             await connection.stop()
 
     def _emit_disabled(self, name: str) -> None:
-        snapshot = ServerSnapshot(
-            name=name,
-            status=Status.DISABLED,
-            last_error="",
-            connected_at=None,
-            protocol_version="",
-            server_info={},
-            tools=(),
-            prefixed_names={},
-            warnings={},
-            stderr_tail=(),
-        )
-        self._dispatch(snapshot)
+        self._dispatch(ServerSnapshot.disabled(name))
 
     # -- state and listeners -------------------------------------------------------------
     def add_listener(self, listener: Listener) -> None:
@@ -719,20 +723,7 @@ class Hub:
             if connection is not None:
                 result.append(self._snapshot(connection))
             else:
-                result.append(
-                    ServerSnapshot(
-                        name=name,
-                        status=Status.DISABLED,
-                        last_error="",
-                        connected_at=None,
-                        protocol_version="",
-                        server_info={},
-                        tools=(),
-                        prefixed_names={},
-                        warnings={},
-                        stderr_tail=(),
-                    )
-                )
+                result.append(ServerSnapshot.disabled(name))
         return result
 
     # -- calls ---------------------------------------------------------------------------
