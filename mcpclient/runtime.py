@@ -17,6 +17,7 @@ are closed when the server is stopped with Ctrl-C.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -197,7 +198,11 @@ def run_on_hub_loop(coroutine_factory: Callable[[Hub], Awaitable[Any]], *, timeo
         running = None
     if running is loop:
         raise RuntimeError("run_on_hub_loop() called from the hub's own loop; await the hub instead")
-    future = asyncio.run_coroutine_threadsafe(coroutine_factory(hub), loop)
+    # Schedule from an empty context: under Django's ASGI handler the calling thread carries
+    # the request's ThreadSensitiveContext, and hub tasks started here (server owners, their
+    # persist listeners) outlive the request; inheriting it would make their later
+    # database_sync_to_async calls fail once the request has finished.
+    future = contextvars.Context().run(asyncio.run_coroutine_threadsafe, coroutine_factory(hub), loop)
     try:
         future.result(timeout)
     except TimeoutError:
@@ -227,7 +232,7 @@ def hub_tools() -> list[HubTool]:
 
 async def hub_call(prefixed_name: str, arguments: dict[str, Any]) -> ToolResult:
     """Call an MCP tool by its prefixed name; trouble comes back as an error result."""
-    hub = await ensure_hub()
+    hub = _hub if _hub is not None and _hub_loop is asyncio.get_running_loop() else await ensure_hub()
     return await hub.call_tool(prefixed_name, arguments)
 
 

@@ -212,11 +212,13 @@ class ScriptedLLM:
         api_key: str | None = None,
         models: tuple[str, ...] | None = None,
         responder: Callable[[dict[str, Any]], Reply] | None = None,
+        on_first_chunk: Callable[[dict[str, Any]], None] | None = None,
         port: int = 0,
     ) -> None:
         self.api_key = api_key
         self.models = models
         self.responder = responder
+        self.on_first_chunk = on_first_chunk  # called (server thread) when a stream's first bytes go out
         self.requests: list[dict[str, Any]] = []
         self.aborted_streams = 0  # streams the client closed before the end (a cancelled turn)
         self.connections = 0  # TCP connections accepted (keep-alive reuse keeps this low)
@@ -394,7 +396,7 @@ class ScriptedLLM:
             b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncache-control: no-cache\r\n"
             b"transfer-encoding: chunked\r\n\r\n"
         )
-        finished = await self._stream(reply, model or "scripted", reader, writer)
+        finished = await self._stream(reply, body, model or "scripted", reader, writer)
         if not finished:
             with self._changed:
                 self.aborted_streams += 1
@@ -408,12 +410,21 @@ class ScriptedLLM:
         return True
 
     async def _stream(
-        self, reply: Reply, model: str, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+        self,
+        reply: Reply,
+        body: dict[str, Any],
+        model: str,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
     ) -> bool:
         """Write the reply's actions; ``False`` if the client went away first."""
         assert self._release is not None
+        first = True
         for action in reply.actions(model):
             if isinstance(action, bytes):
+                if first and self.on_first_chunk is not None:
+                    self.on_first_chunk(body)
+                first = False
                 writer.write(b"%x\r\n%s\r\n" % (len(action), action))
                 try:
                     await writer.drain()

@@ -20,7 +20,7 @@ from boocode.chat.status import status_payload
 from boocode.chat.turns import MAX_MESSAGE_CHARS, TurnInProgress, TurnRequest, merge_live_text, registry
 
 MAX_FRAME_BYTES = 64 * 1024
-STATUS_INTERVAL = 5.0  # seconds between status checks (a frame is sent only when it changed)
+STATUS_INTERVAL = 1.0  # seconds between status checks (in memory; a frame is sent only on change)
 CLOSE_UNAUTHENTICATED = 4401
 CLOSE_FORBIDDEN = 4403
 
@@ -109,6 +109,18 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
         assert self.conversation_id is not None
         if not registry.cancel(self.conversation_id):
             await self._error("not_running", "No turn is running.")
+
+    async def dispatch(self, message: dict[str, Any]) -> None:
+        """Relay turn events directly; everything else goes through Channels' dispatch.
+
+        Channels closes stale database connections before every handler (a hop to the database
+        thread) for handlers that use the ORM. Relaying a frame touches no database, and a turn
+        relays dozens, so that hop would only slow the turn's own writes down.
+        """
+        if message["type"] == "chat.event":
+            await self.chat_event(message)
+        else:
+            await super().dispatch(message)
 
     async def chat_event(self, message: dict[str, Any]) -> None:
         """Relay a turn event from the group."""

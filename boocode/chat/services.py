@@ -161,18 +161,26 @@ def llm_history(conversation_id: int, system_prompt: str = "") -> list[dict[str,
     messages: list[dict[str, Any]] = []
     if system_prompt.strip():
         messages.append({"role": "system", "content": system_prompt})
+    # Plain tuples, not model instances: this runs before every model call of every turn.
     rows = Message.objects.filter(
         conversation_id=conversation_id, role__in=[Message.Role.USER, Message.Role.ASSISTANT]
-    ).prefetch_related("tool_calls")
-    for row in rows:
-        if row.role == Message.Role.USER:
-            messages.append({"role": "user", "content": row.content})
+    ).values_list("id", "role", "content")
+    calls_of: dict[int, list[tuple[str, str, str, str]]] = {}
+    for message_id, call_id, name, arguments, output in (
+        ToolCall.objects.filter(message__conversation_id=conversation_id)
+        .order_by("message_id", "index", "id")
+        .values_list("message_id", "call_id", "name", "arguments", "output")
+    ):
+        calls_of.setdefault(message_id, []).append((call_id, name, arguments, output))
+    for message_id, role, content in rows:
+        if role == Message.Role.USER:
+            messages.append({"role": "user", "content": content})
             continue
-        calls = list(row.tool_calls.all())
-        if not row.content and not calls:
+        calls = calls_of.get(message_id, [])
+        if not content and not calls:
             continue
-        messages.append(assistant_entry(row.content, ((c.call_id, c.name, c.arguments) for c in calls)))
-        messages.extend(tool_entry(call.call_id, call.output or INTERRUPTED) for call in calls)
+        messages.append(assistant_entry(content, ((c[0], c[1], c[2]) for c in calls)))
+        messages.extend(tool_entry(call_id, output or INTERRUPTED) for call_id, _, _, output in calls)
     return messages
 
 
@@ -185,24 +193,67 @@ def add_message(
     status: str = Message.Status.COMPLETE,
     error: str = "",
 ) -> dict[str, Any]:
-    """Store a message (and touch the conversation); returns its payload.
+    """Store a message; returns its payload.
 
-    The first user message also names a conversation that still has the default title.
+    What the user sends moves the conversation to the top of the list, and the first user
+    message names a conversation that still has the default title.
     """
     with transaction.atomic():
         message = Message.objects.create(
             conversation_id=conversation_id, role=role, content=content, status=status, error=error
         )
-        conversation = Conversation.objects.get(pk=conversation_id)
-        fields = ["updated_at"]
-        if role == Message.Role.USER and conversation.title == DEFAULT_TITLE and content.strip():
-            first_line = content.strip().splitlines()[0]
-            conversation.title = first_line[:AUTO_TITLE_CHARS] + (
-                "…" if len(first_line) > AUTO_TITLE_CHARS else ""
-            )
-            fields.append("title")
-        conversation.save(update_fields=fields)
+        if role in (Message.Role.USER, Message.Role.CONSOLE):
+            conversations = Conversation.objects.filter(pk=conversation_id)
+            conversations.update(updated_at=message.created_at)
+            if role == Message.Role.USER and content.strip():
+                first_line = content.strip().splitlines()[0]
+                title = first_line[:AUTO_TITLE_CHARS] + ("…" if len(first_line) > AUTO_TITLE_CHARS else "")
+                conversations.filter(title=DEFAULT_TITLE).update(title=title)
     return message_payload(message)
+
+
+_settled: set[int] = set()  # conversations checked for a dead process's leftovers since start
+
+
+def begin_turn(conversation_id: int, role: str, text: str) -> dict[str, Any]:
+    """Store the user's message (first settling, once per process, what a dead one left); its payload."""
+    with transaction.atomic():
+        if conversation_id not in _settled:
+            close_interrupted(conversation_id)
+            _settled.add(conversation_id)
+        return add_message(conversation_id, role, text)
+
+
+def settle_turn(
+    conversation_id: int,
+    message_id: int | None,
+    *,
+    content: str,
+    status: str,
+    error: str,
+    call_output: str,
+) -> tuple[dict[str, Any] | None, bool, list[dict[str, Any]]]:
+    """End a stopped or failed turn: ``(message payload, created, ended tool call payloads)``.
+
+    The streamed message keeps its text with the final status; a failure before any message
+    gets a new failed assistant message carrying the error. Any other message still streaming
+    (one whose creation raced with the cancellation) and unfinished tool calls are closed too.
+    """
+    with transaction.atomic():
+        Message.objects.filter(conversation_id=conversation_id, status=Message.Status.STREAMING).exclude(
+            pk=message_id
+        ).update(status=status, error=error or INTERRUPTED)
+        calls = end_running_calls(conversation_id, output=call_output)
+        if message_id is not None:
+            message = finish_message(message_id, content=content, status=status, error=error)
+            return message, False, calls
+        if status == Message.Status.FAILED:
+            return (
+                add_message(conversation_id, Message.Role.ASSISTANT, status=status, error=error),
+                True,
+                calls,
+            )
+        return None, False, calls
 
 
 def save_partial(message_id: int, content: str) -> None:
@@ -230,8 +281,7 @@ def finish_message(
             for index, (call_id, name, arguments) in enumerate(tool_calls)
         ]
         if calls:
-            ToolCall.objects.bulk_create(calls)
-            calls = list(message.tool_calls.all())
+            calls = ToolCall.objects.bulk_create(calls)  # primary keys come back (RETURNING)
     return message_payload(message, calls)
 
 
@@ -242,18 +292,31 @@ def add_tool_call(message_id: int, *, call_id: str, name: str, arguments: str) -
 
 
 def finish_tool_call(
-    call_pk: int, result: ToolResult, duration_ms: int, *, status: str = ""
+    call: dict[str, Any], result: ToolResult, duration_ms: int, *, status: str = ""
 ) -> dict[str, Any]:
-    """Store a tool's result; the call's payload."""
-    call = ToolCall.objects.get(pk=call_pk)
-    call.output = result.output
-    call.is_error = result.is_error
-    call.parts = result.parts
-    call.duration_ms = duration_ms
-    call.status = status or (ToolCall.Status.ERROR if result.is_error else ToolCall.Status.DONE)
-    call.finished_at = timezone.now()
-    call.save()
-    return tool_call_payload(call)
+    """Store a tool's result on the call ``call`` (its payload); the updated payload."""
+    row = ToolCall(
+        pk=call["id"],
+        message_id=call["message_id"],
+        call_id=call["call_id"],
+        name=call["name"],
+        arguments=call["arguments"],
+        status=status or (ToolCall.Status.ERROR if result.is_error else ToolCall.Status.DONE),
+        output=result.output,
+        is_error=result.is_error,
+        parts=result.parts,
+        duration_ms=duration_ms,
+        finished_at=timezone.now(),
+    )
+    ToolCall.objects.filter(pk=row.pk).update(
+        status=row.status,
+        output=row.output,
+        is_error=row.is_error,
+        parts=row.parts,
+        duration_ms=row.duration_ms,
+        finished_at=row.finished_at,
+    )
+    return tool_call_payload(row)
 
 
 def end_running_calls(conversation_id: int, *, output: str = CANCELLED_OUTPUT) -> list[dict[str, Any]]:

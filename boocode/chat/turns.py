@@ -54,6 +54,9 @@ logger = logging.getLogger(__name__)
 Emit = Callable[[dict[str, Any]], Awaitable[None]]
 
 SAVE_INTERVAL = 0.25  # seconds between saves of the text being streamed
+# Text arriving within this many seconds of the last frame waits and goes out with the next one:
+# fewer frames for every open tab, no visible difference. The first text is never held back.
+DELTA_INTERVAL = 0.03
 MAX_MESSAGE_CHARS = 32_000
 COMMANDS = ("/tools", "/call", "/help")
 NOT_CONFIGURED = (
@@ -119,7 +122,14 @@ def _refresh_agents() -> None:
     refresh_agents_if_changed()
 
 
+def _begin(conversation_id: int, role: str, text: str) -> dict[str, Any]:
+    """Re-read AGENTS.md if it changed, store what the user sent; its payload."""
+    _refresh_agents()
+    return services.begin_turn(conversation_id, role, text)
+
+
 def _load_context(conversation_id: int) -> TurnContext:
+    """Agent, tools and history: one read-only database unit, right before the model is called."""
     from boocode.tools.registry import agent_tools, openai_tools
 
     conversation = Conversation.objects.get(pk=conversation_id)
@@ -158,6 +168,15 @@ async def _execute(name: str, arguments: str, allowed: list[Any] | None) -> Tool
 db = database_sync_to_async
 
 
+def db_read(function: Callable[..., Any]) -> Callable[..., Awaitable[Any]]:
+    """For read-only units on the first-token path: a pool thread with its own connection.
+
+    Writes all go through the one thread of ``db`` (SQLite has one writer); a read there
+    would queue behind other turns' writes, while SQLite in WAL mode reads in parallel.
+    """
+    return database_sync_to_async(function, thread_sensitive=False)
+
+
 class _Turn:
     """The state of one running turn (see the module docstring)."""
 
@@ -167,8 +186,10 @@ class _Turn:
         self._emit_event = emit
         self.request_message_id: int | None = None  # the stored user message or console command
         self.message_id: int | None = None  # the assistant message being streamed
-        self.parts: list[str] = []
-        self.length = 0  # UTF-16 length of the streamed text
+        self.parts: list[str] = []  # its text so far
+        self.unsent: list[str] = []  # text not yet sent in a text_delta
+        self.sent = 0  # UTF-16 length of the text sent so far
+        self.last_emit = 0.0
         self.cap_hit = False
 
     @property
@@ -213,18 +234,15 @@ class _Turn:
     async def _prepare(self, is_command: bool) -> None:
         from mcpclient.runtime import ensure_hub
 
-        await db(services.close_interrupted)(self.conversation_id)
         role = Message.Role.CONSOLE if is_command else Message.Role.USER
-        payload = await db(services.add_message)(self.conversation_id, role, self.request.text)
+        payload = await db(_begin)(self.conversation_id, role, self.request.text)
         self.request_message_id = payload["id"]
         await self.emit({"type": "message", "message": payload})
         await ensure_hub()
-        await db(_refresh_agents)()
-        await self.emit(status_payload())
 
     # --- the conversation with the model -----------------------------------------------------
     async def _converse(self) -> None:
-        context = await db(_load_context)(self.conversation_id)
+        context = await db_read(_load_context)(self.conversation_id)
         if not context.llm.configured:
             raise LLMError(NOT_CONFIGURED, kind="not_configured")
         used = 0
@@ -260,13 +278,6 @@ class _Turn:
         self, context: TurnContext, tools: list[dict[str, Any]] | None
     ) -> tuple[Completion, list[dict[str, Any]]]:
         """One model call, streamed into a new assistant message; returns it and its tool calls."""
-        payload = await db(services.add_message)(
-            self.conversation_id, Message.Role.ASSISTANT, status=Message.Status.STREAMING
-        )
-        self.message_id, self.parts, self.length = payload["id"], [], 0
-        await self.emit({"type": "message_start", "message": payload})
-        last_save = 0.0  # the first delta is saved at once, then every SAVE_INTERVAL
-        completion: Completion | None = None
         stream = stream_chat(
             context.messages,
             llm=context.llm,
@@ -274,25 +285,49 @@ class _Turn:
             temperature=context.temperature,
             top_p=context.top_p,
         )
+        completion: Completion | None = None
         async with contextlib.aclosing(stream):
-            async for event in stream:
-                if isinstance(event, TextDelta):
-                    offset = self.length
-                    self.parts.append(event.text)
-                    self.length += utf16_length(event.text)
-                    await self.emit(
-                        {
-                            "type": "text_delta",
-                            "message_id": self.message_id,
-                            "offset": offset,
-                            "text": event.text,
-                        }
-                    )
-                    if time.monotonic() - last_save >= SAVE_INTERVAL:
-                        await db(services.save_partial)(self.message_id, self.text)
-                        last_save = time.monotonic()
-                else:
-                    completion = event
+            # Each next event is awaited as a task: the request goes out while the message row
+            # is written, and text waiting for its frame is flushed while the model is silent.
+            # The generator must be idle again before aclosing() closes it.
+            upcoming = asyncio.ensure_future(anext(stream))
+            try:
+                payload = await db(services.add_message)(
+                    self.conversation_id, Message.Role.ASSISTANT, status=Message.Status.STREAMING
+                )
+                self.message_id, self.parts, self.unsent, self.sent = payload["id"], [], [], 0
+                self.last_emit = 0.0  # the first text goes out at once
+                await self.emit({"type": "message_start", "message": payload})
+                last_save = time.monotonic()
+                while True:
+                    if self.unsent:
+                        wait = DELTA_INTERVAL - (time.monotonic() - self.last_emit)
+                        if wait > 0:
+                            await asyncio.wait([upcoming], timeout=wait)
+                        if not upcoming.done():
+                            await self._flush()
+                    try:
+                        event = await upcoming
+                    except StopAsyncIteration:
+                        break
+                    if isinstance(event, TextDelta):
+                        self.parts.append(event.text)
+                        self.unsent.append(event.text)
+                        if time.monotonic() - self.last_emit >= DELTA_INTERVAL:
+                            await self._flush()
+                        if time.monotonic() - last_save >= SAVE_INTERVAL:
+                            await db(services.save_partial)(self.message_id, self.text)
+                            last_save = time.monotonic()
+                    else:
+                        completion = event
+                    upcoming = asyncio.ensure_future(anext(stream))
+            except BaseException:
+                upcoming.cancel()
+                await asyncio.wait([upcoming])
+                if not upcoming.cancelled():
+                    upcoming.exception()  # retrieved: the error that matters is the one raised here
+                raise
+            await self._flush()
         assert completion is not None  # stream_chat always ends with a Completion or raises
         requested = completion.tool_calls if tools else []
         final = await db(services.finish_message)(
@@ -304,6 +339,17 @@ class _Turn:
         self.message_id = None
         await self.emit({"type": "message_complete", "message": final})
         return completion, final["tool_calls"]
+
+    async def _flush(self) -> None:
+        """Send the text not yet sent as one ``text_delta`` (deltas are coalesced per DELTA_INTERVAL)."""
+        if not self.unsent or self.message_id is None:
+            return
+        text = "".join(self.unsent)
+        self.unsent.clear()
+        offset = self.sent
+        self.sent += utf16_length(text)
+        self.last_emit = time.monotonic()
+        await self.emit({"type": "text_delta", "message_id": self.message_id, "offset": offset, "text": text})
 
     async def _run_calls(
         self,
@@ -322,14 +368,12 @@ class _Turn:
                     output=f"Not run: the limit of {context.max_tool_calls} tool calls per turn was reached.",
                     is_error=True,
                 )
-                final = await db(services.finish_tool_call)(
-                    call["id"], result, 0, status=ToolCall.Status.SKIPPED
-                )
+                final = await db(services.finish_tool_call)(call, result, 0, status=ToolCall.Status.SKIPPED)
             else:
                 started = time.monotonic()
                 result = await _execute(request.name, request.arguments, context.tools)
                 duration = int((time.monotonic() - started) * 1000)
-                final = await db(services.finish_tool_call)(call["id"], result, duration)
+                final = await db(services.finish_tool_call)(call, result, duration)
             await self.emit({"type": "tool_result", "call": final})
             return result
 
@@ -345,16 +389,16 @@ class _Turn:
         if command == "/help":
             await self._notice(CONSOLE_HELP)
             return
-        agent_name, tools = await db(_load_tools)(self.conversation_id)
+        agent_name, tools = await db_read(_load_tools)(self.conversation_id)
         if command == "/tools":
             await self._notice(_tools_listing(agent_name, tools))
             return
-        name, _, arguments = rest.partition(" ")
-        name = name.strip()
-        if not name:
+        words = rest.split(None, 1)  # the tool's name, then its JSON arguments (default {})
+        if not words:
             await self._notice('Usage: `/call <tool> {"argument": "value"}` — `/tools` lists the tools.')
             return
-        arguments = arguments.strip() or "{}"
+        name = words[0]
+        arguments = words[1].strip() if len(words) > 1 else "{}"
         call = await db(services.add_tool_call)(
             self.request_message_id,
             call_id=f"console_{uuid.uuid4().hex[:12]}",
@@ -365,7 +409,7 @@ class _Turn:
         started = time.monotonic()
         result = await _execute(name, arguments, tools)
         duration = int((time.monotonic() - started) * 1000)
-        final = await db(services.finish_tool_call)(call["id"], result, duration)
+        final = await db(services.finish_tool_call)(call, result, duration)
         await self.emit({"type": "tool_result", "call": final})
 
     async def _notice(self, text: str) -> None:
@@ -374,41 +418,36 @@ class _Turn:
 
     # --- endings -----------------------------------------------------------------------------
     async def _stopped(self) -> None:
-        try:
-            if self.message_id is not None:
-                final = await db(services.finish_message)(
-                    self.message_id, content=self.text, status=Message.Status.STOPPED
-                )
-                self.message_id = None
-                await self.emit({"type": "message_complete", "message": final})
-            for call in await db(services.end_running_calls)(self.conversation_id):
-                await self.emit({"type": "tool_result", "call": call})
-        except (DatabaseError, ObjectDoesNotExist):
-            logger.warning(
-                "conversation %s: could not save the stopped turn", self.conversation_id, exc_info=True
-            )
+        await self._settle(Message.Status.STOPPED, "", services.CANCELLED_OUTPUT)
 
     async def _failed(self, error: str) -> None:
+        await self._settle(Message.Status.FAILED, error, f"Not finished: {error}")
+
+    async def _settle(self, status: str, error: str, call_output: str) -> None:
+        """Store how the turn ended (text so far, unfinished calls) and tell the clients."""
         try:
-            if self.message_id is not None:
-                final = await db(services.finish_message)(
-                    self.message_id, content=self.text, status=Message.Status.FAILED, error=error
-                )
-                self.message_id = None
-                await self.emit({"type": "message_complete", "message": final})
-            else:
-                payload = await db(services.add_message)(
-                    self.conversation_id, Message.Role.ASSISTANT, status=Message.Status.FAILED, error=error
-                )
-                await self.emit({"type": "message", "message": payload})
-            for call in await db(services.end_running_calls)(
-                self.conversation_id, output=f"Not finished: {error}"
-            ):
-                await self.emit({"type": "tool_result", "call": call})
+            message, created, calls = await db(services.settle_turn)(
+                self.conversation_id,
+                self.message_id,
+                content=self.text if self.message_id is not None else "",
+                status=status,
+                error=error,
+                call_output=call_output,
+            )
         except (DatabaseError, ObjectDoesNotExist):
-            logger.warning("conversation %s: could not save the failure", self.conversation_id, exc_info=True)
+            logger.warning(
+                "conversation %s: could not save how the turn ended", self.conversation_id, exc_info=True
+            )
+            return
+        self.message_id = None
+        if message is not None:
+            await self.emit({"type": "message" if created else "message_complete", "message": message})
+        for call in calls:
+            await self.emit({"type": "tool_result", "call": call})
 
     async def _end(self, status: str, error: str) -> None:
+        # turn_end is the last frame of a turn; the status line is refreshed just before it.
+        await self.emit(status_payload())
         await self.emit(
             {
                 "type": "turn_end",
@@ -418,7 +457,6 @@ class _Turn:
                 "cap_hit": self.cap_hit,
             }
         )
-        await self.emit(status_payload())
 
 
 def _tools_listing(agent_name: str, tools: list[Any]) -> str:

@@ -22,22 +22,60 @@ pytestmark = pytest.mark.browser
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [
-    "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-    "--disable-component-update", "--disable-sync",
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
 ]
 PASSWORD = "browser-test-password"
 XSS = "<img src=x onerror=\"window.__pwned='img'\"><script>window.__pwned='script'</script>"
 
 
+class LiveServer:
+    """Daphne in a subprocess; ``restart()`` drops every socket like a server restart does."""
+
+    def __init__(self, env: dict[str, str], port: int, llm: ScriptedLLM) -> None:
+        self.env, self.port, self.llm = env, port, llm
+        self.url = f"http://127.0.0.1:{port}"
+        self.process: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        self.process = subprocess.Popen(
+            [PYTHON, "-m", "daphne", "-b", "127.0.0.1", "-p", str(self.port), "boocode.asgi:application"],
+            cwd=ROOT,
+            env=self.env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+        wait_for_port(self.port, self.process)
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+
+    def restart(self) -> None:
+        self.stop()
+        self.start()
+
+
 @pytest.fixture(scope="module")
-def daphne_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, ScriptedLLM]]:
-    """Daphne on a free port with the scripted LLM and the toolbox server; yields (URL, LLM)."""
+def daphne_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
+    """Daphne on a free port with the scripted LLM and the toolbox server."""
     if not Path(CHROMIUM).exists():
         pytest.skip("Chromium is not installed (make test-deps)")
     data = tmp_path_factory.mktemp("browser-data")
-    (data / "mcp.json").write_text(json.dumps({"mcpServers": {"toolbox": {"command": PYTHON, "args": [str(TOOLBOX)]}}}))
+    (data / "mcp.json").write_text(
+        json.dumps({"mcpServers": {"toolbox": {"command": PYTHON, "args": [str(TOOLBOX)]}}})
+    )
     llm = ScriptedLLM(models=("test-model",)).start()
-    port = free_port()
     env = {
         **os.environ,
         "BOOCODE_DATA_DIR": str(data),
@@ -50,27 +88,29 @@ def daphne_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[st
         "BOOCODE_ADMIN_PASSWORD": PASSWORD,
         "BOOCODE_ALLOWED_HOSTS": "127.0.0.1",
     }
-    for command in (["migrate", "--noinput"], ["ensure_admin"]):
-        subprocess.run([PYTHON, "manage.py", *command], cwd=ROOT, env=env, check=True, capture_output=True)
-    daphne = subprocess.Popen(
-        [PYTHON, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), "boocode.asgi:application"],
-        cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+    setup = (
+        "import django; django.setup(); from django.core.management import call_command; "
+        "call_command('migrate', interactive=False, verbosity=0); call_command('ensure_admin')"
     )
+    subprocess.run(
+        [PYTHON, "-c", setup],
+        cwd=ROOT,
+        env={**env, "DJANGO_SETTINGS_MODULE": "boocode.settings"},
+        check=True,
+        capture_output=True,
+    )
+    server = LiveServer(env, free_port(), llm)
     try:
-        wait_for_port(port, daphne)
-        yield f"http://127.0.0.1:{port}", llm
+        server.start()
+        yield server
     finally:
         llm.release()
-        daphne.terminate()
-        try:
-            daphne.wait(10)
-        except subprocess.TimeoutExpired:
-            daphne.kill()
+        server.stop()
         llm.stop()
 
 
 @pytest.fixture
-def page(daphne_server: tuple[str, ScriptedLLM]) -> Iterator[Any]:
+def page(daphne_server: LiveServer) -> Iterator[Any]:
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as playwright:
@@ -85,15 +125,17 @@ def page(daphne_server: tuple[str, ScriptedLLM]) -> Iterator[Any]:
         assert errors == [], errors
 
 
-def test_chat_in_a_real_browser(page: Any, daphne_server: tuple[str, ScriptedLLM]) -> None:
+def test_chat_in_a_real_browser(page: Any, daphne_server: LiveServer) -> None:
     from playwright.sync_api import expect
 
-    base, llm = daphne_server
+    expect.set_options(timeout=15_000)
+    base, llm = daphne_server.url, daphne_server.llm
     page.goto(f"{base}/")
     assert "/login/" in page.url
     page.fill("input[name=username]", "admin")
     page.fill("input[name=password]", PASSWORD)
     page.click("button[type=submit]")
+    page.click("#sidebar-toggle")  # the conversation list is a drawer at phone width
     page.click("#new-conversation")
     expect(page.locator("#connection-state")).to_have_text("connected")
     expect(page.locator("#server-states .server-ready")).to_contain_text("toolbox: ready")
@@ -141,6 +183,14 @@ def test_chat_in_a_real_browser(page: Any, daphne_server: tuple[str, ScriptedLLM
     expect(stopped.locator(".badge")).to_have_text("stopped")
     expect(page.locator("#stop-button")).to_be_hidden()
     llm.wait_until(lambda server: server.aborted_streams >= 1)
+
+    # A dropped connection (here: the server restarts) comes back by itself, with the history.
+    page.evaluate("document.querySelector('.message.role-user').classList.add('before-reconnect')")
+    daphne_server.restart()
+    expect(page.locator("#connection-state")).to_have_text("connected")
+    expect(page.locator(".before-reconnect")).to_have_count(0)  # the list was rebuilt from history
+    expect(page.locator(".message.status-stopped")).to_contain_text("I am thinking about")
+    expect(page.locator(".message.role-user").first).to_contain_text("Hi there")
 
     # Phone width: nothing overflows sideways.
     assert page.evaluate("document.documentElement.scrollWidth") <= 375

@@ -65,7 +65,7 @@ class Tab:
             while True:
                 frame = await self.ws.receive_json_from(timeout=within)
                 self.frames.append(frame)
-                if kind is None and frame["type"] != "status" or frame["type"] == kind:
+                if (kind is None and frame["type"] != "status") or frame["type"] == kind:
                     return frame
 
     async def until_turn_end(self) -> dict[str, Any]:
@@ -139,7 +139,10 @@ async def test_bad_frames_get_errors_and_the_socket_stays_up(llm: ScriptedLLM) -
     await tab.send({"type": "user_message", "text": "hello"})
     end = await tab.until_turn_end()
     assert end["status"] == "complete"
-    assert await stored(conversation) == [("user", "complete", "hello"), ("assistant", "complete", "still here")]
+    assert await stored(conversation) == [
+        ("user", "complete", "hello"),
+        ("assistant", "complete", "still here"),
+    ]
     await tab.close()
 
 
@@ -158,7 +161,7 @@ async def test_a_turn_with_a_tool_over_the_websocket(llm: ScriptedLLM, toolbox_h
     assert "tool_call" in kinds and kinds.index("tool_call") < kinds.index("tool_result")
     result = next(frame["call"] for frame in tab.frames if frame["type"] == "tool_result")
     assert result["output"] == "<script>alert(1)</script>"  # text: the page shows it with textContent
-    status = [frame for frame in tab.frames if frame["type"] == "status"][-1]
+    status = [frame for frame in tab.frames if frame["type"] == "status"][-1]  # sent before turn_end
     assert status["servers"][0]["name"] == "toolbox" and status["servers"][0]["status"] == "ready"
     await tab.close()
 
@@ -206,8 +209,9 @@ async def test_the_turn_survives_a_dropped_socket_and_a_reconnect_sees_it(llm: S
     await tab.open()
     llm.script(Stall(text="first half, ", after="second half", seconds=30))
     await tab.send({"type": "user_message", "text": "long answer please"})
-    while (await tab.next("text_delta"))["offset"] < 8:  # "firs", "t ha", "lf, "
-        pass
+    received = ""
+    while received != "first half, ":
+        received += (await tab.next("text_delta"))["text"]
     await tab.close()  # the browser went away
 
     back = Tab(conversation, cookie)
@@ -221,11 +225,12 @@ async def test_the_turn_survives_a_dropped_socket_and_a_reconnect_sees_it(llm: S
     end = await back.until_turn_end()
     assert end["status"] == "complete"
     assert (await stored(conversation))[-1] == ("assistant", "complete", "first half, second half")
-    # The deltas received after the history continue exactly where it stopped.
+    # The deltas received after the history continue it: applied the way the page does
+    # (skip what is already shown, never leave a gap), they give the whole answer.
     text = streaming["content"]
     for delta in (f for f in back.frames if f["type"] == "text_delta"):
-        assert delta["offset"] == len(text)
-        text += delta["text"]
+        assert delta["offset"] <= len(text)
+        text += delta["text"][len(text) - delta["offset"] :]
     assert text == "first half, second half"
     await back.close()
     async with asyncio.timeout(5):

@@ -105,7 +105,9 @@ async def test_unknown_model_is_named(server: ScriptedLLM) -> None:
 
 
 async def test_429_and_5xx_are_retried_before_the_first_token(server: ScriptedLLM) -> None:
-    server.script(Error(429, "slow down", headers={"retry-after": "0"}), Error(503, "overloaded"), Text("finally"))
+    server.script(
+        Error(429, "slow down", headers={"retry-after": "0"}), Error(503, "overloaded"), Text("finally")
+    )
     _, completion = await collect(settings_for(server))
     assert completion.text == "finally"
     assert len(server.requests) == 3
@@ -116,7 +118,9 @@ async def test_persistent_server_errors_fail_after_the_retries(server: ScriptedL
     with pytest.raises(LLMError) as caught:
         await collect(settings_for(server, max_retries=2))
     assert caught.value.kind == "server"
-    assert "HTTP 500" in str(caught.value) and "boom" in str(caught.value) and "3 attempts" in str(caught.value)
+    assert (
+        "HTTP 500" in str(caught.value) and "boom" in str(caught.value) and "3 attempts" in str(caught.value)
+    )
 
 
 async def test_bad_request_is_not_retried(server: ScriptedLLM) -> None:

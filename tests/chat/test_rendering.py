@@ -61,10 +61,15 @@ def test_markdown_images_are_never_loaded() -> None:
 
 
 def test_only_raster_images_with_valid_base64_become_data_urls() -> None:
-    assert image_data_url({"type": "image", "mime_type": "image/png", "data": PNG}) == f"data:image/png;base64,{PNG}"
+    assert (
+        image_data_url({"type": "image", "mime_type": "image/png", "data": PNG})
+        == f"data:image/png;base64,{PNG}"
+    )
     assert image_data_url({"type": "image", "mime_type": "image/svg+xml", "data": PNG}) is None
     assert image_data_url({"type": "image", "mime_type": "text/html", "data": PNG}) is None
-    assert image_data_url({"type": "image", "mime_type": "image/png", "data": "not base64!\"><script>"}) is None
+    assert (
+        image_data_url({"type": "image", "mime_type": "image/png", "data": 'not base64!"><script>'}) is None
+    )
     assert image_data_url({"type": "audio", "mime_type": "audio/wav", "data": PNG}) is None
 
 

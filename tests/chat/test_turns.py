@@ -31,7 +31,9 @@ class Recorder:
             self.events.append(event)
             self._changed.notify_all()
 
-    async def wait_for(self, predicate: Callable[[dict[str, Any]], bool], within: float = 10.0) -> dict[str, Any]:
+    async def wait_for(
+        self, predicate: Callable[[dict[str, Any]], bool], within: float = 10.0
+    ) -> dict[str, Any]:
         async with asyncio.timeout(within):
             async with self._changed:
                 while True:
@@ -79,7 +81,8 @@ async def test_text_answer_is_streamed_and_stored(llm: ScriptedLLM) -> None:
     assert events.types[-2:] == ["message_complete", "turn_end"]
     deltas = events.of("text_delta")
     assert "".join(d["text"] for d in deltas) == "Hello **there**"
-    assert [d["offset"] for d in deltas] == [0, 3, 6, 9, 12]
+    offsets = [d["offset"] for d in deltas]
+    assert offsets == [sum(len(d["text"]) for d in deltas[:i]) for i in range(len(deltas))]
     complete = events.of("message_complete")[0]["message"]
     assert complete["html"] == "<p>Hello <strong>there</strong></p>\n"
     assert events.of("turn_end")[0]["status"] == "complete"
@@ -95,7 +98,9 @@ async def test_text_answer_is_streamed_and_stored(llm: ScriptedLLM) -> None:
 
 
 async def test_tool_round_trip_through_a_real_mcp_server(llm: ScriptedLLM, toolbox_hub: Any) -> None:
-    llm.script(ToolCalls([Call("toolbox_echo", {"text": "ping"}, id="call_echo")]), Text("The server said ping."))
+    llm.script(
+        ToolCalls([Call("toolbox_echo", {"text": "ping"}, id="call_echo")]), Text("The server said ping.")
+    )
     conversation = await new_conversation()
     events = Recorder()
     assert await turn(conversation, "echo ping", events) == "complete"
@@ -105,7 +110,10 @@ async def test_tool_round_trip_through_a_real_mcp_server(llm: ScriptedLLM, toolb
     assert "toolbox_delete_everything" not in offered  # readOnlyHint=false never reaches the model
     result = events.of("tool_result")[0]["call"]
     assert (result["name"], result["status"], result["output"], result["is_error"]) == (
-        "toolbox_echo", "done", "ping", False,
+        "toolbox_echo",
+        "done",
+        "ping",
+        False,
     )
     second = llm.requests[1]["messages"]
     assert second[-2]["tool_calls"][0]["id"] == "call_echo"
@@ -113,11 +121,16 @@ async def test_tool_round_trip_through_a_real_mcp_server(llm: ScriptedLLM, toolb
 
     stored = await messages_of(conversation)
     assert [(m.role, m.content) for m in stored] == [
-        ("user", "echo ping"), ("assistant", ""), ("assistant", "The server said ping."),
+        ("user", "echo ping"),
+        ("assistant", ""),
+        ("assistant", "The server said ping."),
     ]
     [call] = stored[1].tool_calls.all()
     assert (call.name, json.loads(call.arguments), call.output, call.status) == (
-        "toolbox_echo", {"text": "ping"}, "ping", "done",
+        "toolbox_echo",
+        {"text": "ping"},
+        "ping",
+        "done",
     )
     assert call.duration_ms is not None and call.finished_at is not None
 
@@ -295,9 +308,12 @@ async def test_console_lists_and_calls_tools_without_a_model(toolbox_hub: Any) -
     events = Recorder()
     await turn(conversation, '/call toolbox_add {"a": "two"}', events)
     assert events.of("tool_result")[0]["call"]["is_error"]
+    events = Recorder()
+    await turn(conversation, '/call toolbox_add\n{"a": 1, "b": 1}', events)
+    assert events.of("tool_result")[0]["call"]["output"] == "2"
 
     stored = await messages_of(conversation)
-    assert [m.role for m in stored] == ["console", "notice", "console", "console"]
+    assert [m.role for m in stored] == ["console", "notice", "console", "console", "console"]
     [call] = stored[2].tool_calls.all()
     assert (call.name, call.output) == ("toolbox_add", "5")
 

@@ -77,9 +77,13 @@ def test_new_rename_agent_delete(client_for: Any, alice: Any) -> None:
     )
     assert response.json() == {"id": conversation.pk, "title": "Trip planning"}
 
-    response = client.post(f"/c/{conversation.pk}/agent/", {"agent": "Assistant"}, HTTP_ACCEPT="application/json")
+    response = client.post(
+        f"/c/{conversation.pk}/agent/", {"agent": "Assistant"}, HTTP_ACCEPT="application/json"
+    )
     assert response.json()["agent"] == "Assistant"
-    response = client.post(f"/c/{conversation.pk}/agent/", {"agent": "Nobody"}, HTTP_ACCEPT="application/json")
+    response = client.post(
+        f"/c/{conversation.pk}/agent/", {"agent": "Nobody"}, HTTP_ACCEPT="application/json"
+    )
     assert response.status_code == 400
     conversation.refresh_from_db()
     assert (conversation.title, conversation.agent_name) == ("Trip planning", "Assistant")
@@ -90,7 +94,9 @@ def test_new_rename_agent_delete(client_for: Any, alice: Any) -> None:
     assert not Conversation.objects.exists()
 
 
-def test_page_names_the_variables_when_no_model_is_configured(client_for: Any, alice: Any, settings: Any) -> None:
+def test_page_names_the_variables_when_no_model_is_configured(
+    client_for: Any, alice: Any, settings: Any
+) -> None:
     conversation = Conversation.objects.create(owner=alice)
     client = client_for()
     page = client.get(f"/c/{conversation.pk}/").content.decode()

@@ -1,0 +1,337 @@
+"""Chat load: N concurrent websocket sessions against a live Daphne, each with its own user.
+
+Starts the scripted OpenAI-compatible server in this process, a fresh data directory, Daphne
+in a subprocess with the toolbox MCP server over stdio (started by Daphne's own hub), then
+runs ``--turns`` turns in each of ``--sessions`` concurrent sessions. Every turn is a full
+tool round trip: the model streams a short text and calls ``toolbox_echo``, the server runs
+it, and the model answers. Prints turns/s, p50/p95 turn latency, the first-token delay and
+what the server adds to the scripted model's own delay (``--llm-delay``), errors, and
+checks in the database that every message and tool call of every turn was persisted.
+
+    .venv/bin/python bench/chat_load.py [--sessions 50] [--turns 5] [--llm-delay 0.05] [--think 0]
+
+``--think 0`` sends each session's next message as soon as its turn ends: the server is
+saturated and the figures show its capacity (latency is then mostly queueing). ``--think 3``
+paces sessions like people reading and typing, and shows the latency they would see.
+
+This is a benchmark, not a test: it prints figures and asserts nothing about time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import random
+import sqlite3
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+import txaio  # noqa: E402
+
+txaio.use_asyncio()
+
+from autobahn.asyncio.websocket import WebSocketClientFactory, WebSocketClientProtocol  # noqa: E402
+
+from tests.conftest import PYTHON, TOOLBOX, free_port, wait_for_port  # noqa: E402
+from tests.llm_server import Call, Reply, ScriptedLLM, Text, ToolCalls  # noqa: E402
+
+FIRST_TEXT = "Let me check that."
+FINAL_TEXT = "The echo came back, so the round trip works. " * 3
+TURN_TIMEOUT = 120.0
+
+SETUP = """
+import json, sys
+import django
+django.setup()
+from django.contrib.auth import BACKEND_SESSION_KEY, HASH_SESSION_KEY, SESSION_KEY, get_user_model
+from django.contrib.sessions.backends.db import SessionStore
+from django.core.management import call_command
+from boocode.chat.models import Conversation
+
+call_command("migrate", interactive=False, verbosity=0)
+out = []
+for index in range(int(sys.argv[1])):
+    user = get_user_model().objects.create_user(f"bench{index}")
+    session = SessionStore()
+    session[SESSION_KEY] = str(user.pk)
+    session[BACKEND_SESSION_KEY] = "django.contrib.auth.backends.ModelBackend"
+    session[HASH_SESSION_KEY] = user.get_session_auth_hash()
+    session.create()
+    conversation = Conversation.objects.create(owner=user)
+    out.append({"cookie": session.session_key, "conversation": conversation.pk})
+print(json.dumps(out))
+"""
+
+
+def responder(body: dict[str, Any], delay: float) -> Reply:
+    """First call of a turn: text + a tool call; after the tool result: the final answer."""
+    last = body["messages"][-1]
+    if last["role"] == "tool":
+        return Text(FINAL_TEXT, chunk_size=8, first_delay=delay)
+    return ToolCalls(
+        [Call("toolbox_echo", {"text": f"ping {last['content']}"})], text=FIRST_TEXT, first_delay=delay
+    )
+
+
+class Client(WebSocketClientProtocol):
+    """Queues every JSON frame; remembers the close code."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.frames: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
+        self.closed: asyncio.Future[int | None] = asyncio.get_event_loop().create_future()
+
+    def onMessage(self, payload: bytes, isBinary: bool) -> None:
+        self.frames.put_nowait(json.loads(payload))
+
+    def onClose(self, wasClean: bool, code: int | None, reason: str | None) -> None:
+        if not self.closed.done():
+            self.closed.set_result(code)
+
+    async def next(self, kinds: set[str], within: float = TURN_TIMEOUT) -> dict[str, Any]:
+        """The next frame whose type is in ``kinds`` (others are dropped)."""
+        async with asyncio.timeout(within):
+            while True:
+                frame = await self.frames.get()
+                if frame["type"] in kinds:
+                    return frame
+
+    def send_json(self, frame: dict[str, Any]) -> None:
+        self.sendMessage(json.dumps(frame).encode())
+
+
+async def open_socket(port: int, cookie: str, conversation: int) -> Client:
+    url = f"ws://127.0.0.1:{port}/ws/conversations/{conversation}/"
+    factory = WebSocketClientFactory(
+        url, headers={"Cookie": f"sessionid={cookie}", "Origin": f"http://127.0.0.1:{port}"}
+    )
+    factory.protocol = Client
+    _, protocol = await asyncio.get_running_loop().create_connection(factory, "127.0.0.1", port)
+    await protocol.is_open
+    await protocol.next({"history"}, within=30)
+    return protocol
+
+
+# When the scripted model sent the first bytes of each turn's first answer, by user text.
+FIRST_CHUNK_AT: dict[str, float] = {}
+
+
+def record_first_chunk(body: dict[str, Any]) -> None:
+    """ScriptedLLM hook (its thread): stamp the first streamed bytes of a turn's first call."""
+    last = body["messages"][-1]
+    if last["role"] == "user":
+        FIRST_CHUNK_AT[last["content"]] = time.perf_counter()
+
+
+@dataclass
+class Results:
+    latencies: list[float] = field(default_factory=list)
+    first_tokens: list[float] = field(default_factory=list)
+    relays: list[float] = field(default_factory=list)  # model's first bytes -> browser's first delta
+    errors: list[str] = field(default_factory=list)
+    turns: int = 0
+
+
+async def run_session(
+    port: int, account: dict[str, Any], turns: int, results: Results, think: float = 0.0
+) -> None:
+    try:
+        client = await open_socket(port, account["cookie"], account["conversation"])
+    except Exception as exc:  # a benchmark counts failures instead of stopping
+        results.errors.append(f"connect: {exc!r}")
+        return
+    for index in range(turns):
+        if think:  # a person reading the answer and typing the next message (spreads arrivals)
+            await asyncio.sleep(think * random.uniform(0.5, 1.5))
+        text = f"turn {index} of {account['conversation']}"
+        started = time.perf_counter()
+        client.send_json({"type": "user_message", "text": text})
+        first: float | None = None
+        try:
+            while True:
+                frame = await client.next({"text_delta", "turn_end", "error"})
+                if frame["type"] == "text_delta" and first is None:
+                    now = time.perf_counter()
+                    first = now - started
+                    if text in FIRST_CHUNK_AT:
+                        results.relays.append(now - FIRST_CHUNK_AT[text])
+                elif frame["type"] == "error":
+                    results.errors.append(f"error frame: {frame['message']}")
+                    break
+                elif frame["type"] == "turn_end":
+                    if frame["status"] != "complete":
+                        results.errors.append(f"turn {frame['status']}: {frame['error']}")
+                    else:
+                        results.latencies.append(time.perf_counter() - started)
+                        if first is not None:
+                            results.first_tokens.append(first)
+                        results.turns += 1
+                    break
+        except TimeoutError:
+            results.errors.append("turn timed out")
+            break
+    client.sendClose()
+    await asyncio.wait([client.closed], timeout=5)
+
+
+async def wait_for_tools(port: int, account: dict[str, Any]) -> None:
+    """Open one socket and wait until the status line reports the toolbox server ready."""
+    client = await open_socket(port, account["cookie"], account["conversation"])
+    async with asyncio.timeout(60):
+        while True:
+            frame = await client.next({"status"})
+            if any(s["name"] == "toolbox" and s["status"] == "ready" for s in frame["servers"]):
+                break
+    client.sendClose()
+
+
+async def load(port: int, accounts: list[dict[str, Any]], turns: int, think: float) -> tuple[Results, float]:
+    await wait_for_tools(port, accounts[0])
+    warmup = Results()
+    await run_session(port, accounts[0], 1, warmup)  # connections, caches, first-use imports
+    if warmup.errors:
+        raise SystemExit(f"warm-up turn failed: {warmup.errors}")
+    results = Results()
+    started = time.perf_counter()
+    await asyncio.gather(*(run_session(port, account, turns, results, think) for account in accounts[1:]))
+    return results, time.perf_counter() - started
+
+
+def check_persistence(database: Path, accounts: list[dict[str, Any]], turns: int) -> tuple[int, int]:
+    """(turns expected, turns missing or wrong in the database) for the measured sessions."""
+    connection = sqlite3.connect(database)
+    missing = 0
+    for account in accounts:
+        rows = connection.execute(
+            "SELECT id, role, status, content FROM chat_message WHERE conversation_id = ? ORDER BY id",
+            (account["conversation"],),
+        ).fetchall()
+        calls = connection.execute(
+            "SELECT m.id, c.status, c.output FROM chat_toolcall c JOIN chat_message m ON m.id = c.message_id "
+            "WHERE m.conversation_id = ?",
+            (account["conversation"],),
+        ).fetchall()
+        call_of = {message_id: (status, output) for message_id, status, output in calls}
+        for index in range(turns):
+            chunk = rows[index * 3 : index * 3 + 3]
+            expected = [
+                ("user", "complete", f"turn {index} of {account['conversation']}"),
+                ("assistant", "complete", FIRST_TEXT),
+                ("assistant", "complete", FINAL_TEXT),
+            ]
+            ok = [row[1:] for row in chunk] == expected
+            ok = ok and call_of.get(chunk[1][0]) == (
+                "done",
+                f"ping turn {index} of {account['conversation']}",
+            )
+            missing += not ok
+    connection.close()
+    return len(accounts) * turns, missing
+
+
+def percentile(samples: list[float], fraction: float) -> float:
+    ordered = sorted(samples)
+    return ordered[min(len(ordered) - 1, int(len(ordered) * fraction))] if ordered else float("nan")
+
+
+def p50_p95(samples_ms: list[float]) -> str:
+    if not samples_ms:
+        return "no samples"
+    return f"p50 {statistics.median(samples_ms):.1f} ms, p95 {percentile(samples_ms, 0.95):.1f} ms"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sessions", type=int, default=50)
+    parser.add_argument("--turns", type=int, default=5, help="turns per session")
+    parser.add_argument(
+        "--llm-delay", type=float, default=0.05, help="the scripted model's first-token delay (s)"
+    )
+    parser.add_argument(
+        "--think",
+        type=float,
+        default=0.0,
+        help="mean pause before each turn (s); 0 = back to back (saturation)",
+    )
+    options = parser.parse_args()
+
+    data = Path(tempfile.mkdtemp(prefix="boocode-bench-"))
+    (data / "mcp.json").write_text(
+        json.dumps({"mcpServers": {"toolbox": {"command": PYTHON, "args": [str(TOOLBOX)]}}})
+    )
+    llm = ScriptedLLM(
+        models=("bench-model",),
+        responder=lambda body: responder(body, options.llm_delay),
+        on_first_chunk=record_first_chunk,
+    ).start()
+    port = free_port()
+    env = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "boocode.settings",
+        "BOOCODE_DATA_DIR": str(data),
+        "BOOCODE_MCP_CONFIG": str(data / "mcp.json"),
+        "BOOCODE_MCP_STDIO_COMMANDS": f"npx,uvx,node,{Path(PYTHON).name}",
+        "BOOCODE_MCP_AUTOSTART": "1",
+        "BOOCODE_LLM_BASE_URL": llm.base_url,
+        "BOOCODE_LLM_MODEL": "bench-model",
+        "BOOCODE_ALLOWED_HOSTS": "127.0.0.1",
+        "BOOCODE_LOG_LEVEL": "WARNING",
+    }
+    setup = subprocess.run(
+        [PYTHON, "-c", SETUP, str(options.sessions + 1)], cwd=ROOT, env=env, check=True, capture_output=True
+    )
+    accounts = json.loads(setup.stdout)
+    daphne = subprocess.Popen(
+        [PYTHON, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), "boocode.asgi:application"],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+    )
+    try:
+        wait_for_port(port, daphne)
+        results, elapsed = asyncio.run(load(port, accounts, options.turns, options.think))
+    finally:
+        daphne.terminate()
+        try:
+            _, stderr = daphne.communicate(timeout=15)
+        except subprocess.TimeoutExpired:
+            daphne.kill()
+            _, stderr = daphne.communicate()
+        llm.stop()
+    expected, missing = check_persistence(data / "boocode.sqlite3", accounts[1:], options.turns)
+
+    latency_ms = [s * 1000 for s in results.latencies]
+    first_ms = [s * 1000 for s in results.first_tokens]
+    added_ms = [value - options.llm_delay * 1000 for value in first_ms]
+    relay_ms = [s * 1000 for s in results.relays]
+    pacing = f"{options.think:g} s mean think time" if options.think else "back to back"
+    print(
+        f"sessions: {options.sessions} concurrent, {options.turns} turns each, {pacing} "
+        "(each turn: streamed text, one MCP tool call, streamed answer)"
+    )
+    print(f"turns completed: {results.turns} in {elapsed:.2f} s -> {results.turns / elapsed:.1f} turns/s")
+    print(f"turn latency: {p50_p95(latency_ms)}")
+    print(f"first token: {p50_p95(first_ms)} (the scripted model's own: {options.llm_delay * 1000:.0f} ms)")
+    print(f"added first-token delay: {p50_p95(added_ms)}")
+    print(f"  of which from the model's first bytes to the text_delta at the client: {p50_p95(relay_ms)}")
+    print(f"errors: {len(results.errors)}" + (f" (first: {results.errors[0]})" if results.errors else ""))
+    print(f"persisted: {expected - missing}/{expected} turns complete in the database; lost: {missing}")
+    if stderr and b"Traceback" in stderr:
+        print("daphne logged tracebacks:\n" + stderr.decode(errors="replace")[-3000:])
+
+
+if __name__ == "__main__":
+    main()
