@@ -1,0 +1,53 @@
+"""Scale-out: the same consumer and turn loop over the real Redis channel layer."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from channels.layers import channel_layers, get_channel_layer
+
+from tests.chat.test_consumer import Tab, conversation_of, login, stored
+from tests.llm_server import ScriptedLLM, Text
+
+TEXT = "Hello from the model, streamed in small pieces."
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.redis]
+
+
+@pytest.fixture
+def redis_layer(settings: Any) -> Iterator[None]:
+    """Point Channels at the local Redis with a prefix of this test's own."""
+    settings.CHANNEL_LAYERS = {
+        "default": {
+            "BACKEND": "channels_redis.core.RedisChannelLayer",
+            "CONFIG": {"hosts": ["redis://127.0.0.1:6379/0"], "prefix": f"boocode-test-{uuid.uuid4().hex}"},
+        }
+    }
+    channel_layers.backends.clear()
+    yield
+    channel_layers.backends.clear()
+
+
+async def test_two_tabs_get_every_event_through_redis(redis_layer: None, llm: ScriptedLLM) -> None:
+    from channels_redis.core import RedisChannelLayer
+
+    assert isinstance(get_channel_layer(), RedisChannelLayer)
+    cookie = await login("alice")
+    conversation = await conversation_of("alice")
+    first, second = Tab(conversation, cookie), Tab(conversation, cookie)
+    await first.open()
+    await second.open()
+    llm.script(Text(TEXT))
+    await first.send({"type": "user_message", "text": "hi"})
+    for tab in (first, second):
+        end = await tab.until_turn_end()
+        assert end["status"] == "complete"
+        text = "".join(frame["text"] for frame in tab.frames if frame["type"] == "text_delta")
+        assert text == TEXT
+    assert (await stored(conversation))[-1] == ("assistant", "complete", TEXT)
+    await first.close()
+    await second.close()
+    await get_channel_layer().flush()
