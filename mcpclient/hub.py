@@ -208,6 +208,54 @@ def _describe(exc: BaseException) -> str:
     return text if len(text) < 500 else text[:500] + "..."
 
 
+class EndWatcher:
+    """The transport's receive stream, handed to the session as is, reporting when it ends.
+
+    The session reads it directly (no extra task or hop per message); when the stream ends
+    or breaks (child exited, connection lost) ``on_end`` runs at once, so the server is marked
+    unavailable without waiting for the next call.
+    """
+
+    def __init__(self, inner: Any, on_end: Callable[[], None]) -> None:
+        self._inner = inner
+        self._on_end = on_end
+
+    async def receive(self) -> Any:
+        """The next message; the end of the stream is reported, then re-raised."""
+        try:
+            return await self._inner.receive()
+        except (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError):
+            self._on_end()
+            raise
+
+    def __aiter__(self) -> EndWatcher:
+        return self
+
+    async def __anext__(self) -> Any:
+        try:
+            return await self.receive()
+        except anyio.EndOfStream:
+            raise StopAsyncIteration from None
+
+    async def aclose(self) -> None:
+        """Close the underlying stream."""
+        await self._inner.aclose()
+
+    def close(self) -> None:
+        """Close the underlying stream without waiting."""
+        self._inner.close()
+
+    async def __aenter__(self) -> EndWatcher:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+    def __getattr__(self, name: str) -> Any:
+        # e.g. ``last_context``, read by the SDK's dispatcher when the transport provides it
+        return getattr(self._inner, name)
+
+
 class ServerConnection:
     """The owner task of one server and the state it publishes."""
 
@@ -396,22 +444,20 @@ class ServerConnection:
     async def _serve(self, resolved: ResolvedServer) -> None:
         with anyio.CancelScope() as scope:
             scope.deadline = anyio.current_time() + self.config.init_timeout
-            async with self._transport(resolved) as (read, write):
-                relay_send, relay_receive = anyio.create_memory_object_stream[Any](0)
-                async with anyio.create_task_group() as group:
-                    group.start_soon(self._relay, read, relay_send)
-                    async with ClientSession(
-                        relay_receive,
-                        write,
-                        message_handler=self._on_message,
-                        client_info=CLIENT_INFO,
-                    ) as session:
-                        init = await session.initialize()
-                        tools = await list_all_tools(session)
-                        scope.deadline = float("inf")
-                        self._ready(session, init, tools)
-                        await self._wait_for_commands(session)
-                    group.cancel_scope.cancel()
+            async with (
+                self._transport(resolved) as (read, write),
+                ClientSession(
+                    EndWatcher(read, lambda: self._set_unavailable("connection closed")),
+                    write,
+                    message_handler=self._on_message,
+                    client_info=CLIENT_INFO,
+                ) as session,
+            ):
+                init = await session.initialize()
+                tools = await list_all_tools(session)
+                scope.deadline = float("inf")
+                self._ready(session, init, tools)
+                await self._wait_for_commands(session)
         if scope.cancelled_caught and self.status is Status.CONNECTING:
             self._fail(
                 f'no answer within {self.config.init_timeout:g} s (the server\'s "initTimeout")'
@@ -453,16 +499,6 @@ class ServerConnection:
                     if self._mark_unavailable_if_closed(exc):
                         return
                     logger.warning('MCP server "%s": re-listing tools failed: %s', self.name, exc)
-
-    async def _relay(self, read: Any, send: Any) -> None:
-        """Forward the transport's messages to the session; report the end of the stream."""
-        async with send:
-            try:
-                async for item in read:
-                    await send.send(item)
-            except (anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream):
-                pass
-        self._set_unavailable("connection closed")
 
     async def _on_message(self, message: Any) -> None:
         if isinstance(message, types.ToolListChangedNotification):
