@@ -10,3 +10,6 @@ import tempfile
 os.environ.setdefault("BOOCODE_DATA_DIR", tempfile.mkdtemp(prefix="boocode-test-"))
 os.environ.setdefault("BOOCODE_MCP_AUTOSTART", "0")
 os.environ.setdefault("BOOCODE_DB_CONN_MAX_AGE", "0")
+# A file rather than SQLite's in-memory test database, so a subprocess started by a test
+# (tests/mcpclient/test_second_process.py) can open it.
+os.environ.setdefault("BOOCODE_TEST_DB_FILE", os.path.join(os.environ["BOOCODE_DATA_DIR"], "test.sqlite3"))

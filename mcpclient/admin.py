@@ -1,0 +1,359 @@
+"""MCP servers in the Django admin: live toggles, edits written back to mcp.json, rediscovery.
+
+The admin only parses requests, calls :mod:`mcpclient.admin_services` and reports the
+outcome; the services validate, write mcp.json, mirror it into the rows and apply the change
+to the running hub. Secrets are never rendered: ``env`` and ``headers`` values are masked
+unless they are placeholders, and the raw ``config`` column is never shown.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from django.contrib import admin, messages
+from django.contrib.admin import ActionLocation
+from django.contrib.admin.actions import delete_selected as django_delete_selected
+from django.core.exceptions import PermissionDenied
+from django.db import transaction
+from django.db.models import QuerySet
+from django.http import HttpRequest, HttpResponse, HttpResponseNotAllowed, HttpResponseRedirect
+from django.urls import URLPattern, path, reverse
+from django.utils.html import format_html
+from django.utils.http import url_has_allowed_host_and_scheme
+from django.utils.text import Truncator
+
+from mcpclient import admin_services
+from mcpclient.admin_services import ServerChangeError
+from mcpclient.forms import McpServerForm
+from mcpclient.models import McpServer, McpTool
+from mcpclient.runtime import get_hub
+
+STATUS_COLOURS = {
+    McpServer.Status.READY: "#2e7d32",
+    McpServer.Status.CONNECTING: "#b26a00",
+    McpServer.Status.FAILED: "#c62828",
+    McpServer.Status.UNAVAILABLE: "#d84315",
+    McpServer.Status.DISABLED: "#757575",
+}
+BOTH = [ActionLocation.CHANGE_LIST, ActionLocation.CHANGE_FORM]
+CHANGE_ACTIONS = ("enable", "disable", "reconnect", "rediscover")
+
+
+class McpToolInline(admin.TabularInline):
+    """The tools discovered on a server, read-only (the server is their source)."""
+
+    model = McpTool
+    fields = ("prefixed_name", "description", "read_only", "rejected", "reject_reason", "warning")
+    readonly_fields = fields
+    extra = 0
+    can_delete = False
+    verbose_name_plural = "discovered tools"
+
+    def has_add_permission(self, request: HttpRequest, obj: McpServer | None = None) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: McpServer | None = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: McpServer | None = None) -> bool:
+        return False
+
+    def has_view_permission(self, request: HttpRequest, obj: McpServer | None = None) -> bool:
+        """Whoever may see the server sees its tools."""
+        user = request.user
+        return user.has_perm("mcpclient.view_mcpserver") or user.has_perm("mcpclient.change_mcpserver")
+
+    @admin.display(boolean=True, description="read-only")
+    def read_only(self, tool: McpTool) -> bool:
+        return tool.read_only
+
+
+@admin.register(McpServer)
+class McpServerAdmin(admin.ModelAdmin):
+    """List, inspect, add, edit, toggle and delete the servers of mcp.json."""
+
+    form = McpServerForm
+    inlines = [McpToolInline]
+    list_display = (
+        "name", "transport", "enabled_toggle", "status_badge", "tool_count", "rejected_count",
+        "short_error", "connected_since",
+    )
+    list_filter = ("status", "transport")
+    search_fields = ("name",)
+    actions = ["enable", "disable", "reconnect", "rediscover", "delete_selected"]
+    readonly_fields = (
+        "status_badge", "last_error", "connected_since", "server_display", "protocol_version",
+        "tool_count", "rejected_count", "stderr_display", "entry_display",
+    )
+    connection_fieldset = (
+        "Connection",
+        {
+            "fields": (
+                "status_badge", "last_error", "connected_since", "server_display", "protocol_version",
+                ("tool_count", "rejected_count"), "stderr_display",
+            )
+        },
+    )
+
+    # -- pages ----------------------------------------------------------------------------
+    def get_fieldsets(self, request: HttpRequest, obj: McpServer | None = None) -> list[tuple[Any, dict]]:
+        """Editable entry fields for those who may change it; the entry as written for all."""
+        if obj is not None and not self.has_change_permission(request, obj):
+            return [
+                (None, {"fields": ("name", "transport", "enabled", "entry_display")}),
+                self.connection_fieldset,
+            ]
+        fieldsets: list[tuple[Any, dict]] = [
+            (None, {"fields": ("name", "transport", "enabled", "loaded")}),
+            ("stdio", {"fields": ("command", "args", "env", "env_file", "cwd")}),
+            ("Streamable HTTP / SSE", {"fields": ("url", "headers")}),
+            ("Limits and other keys", {"fields": (("timeout", "init_timeout"), "extra")}),
+        ]
+        if obj is not None:
+            fieldsets.append(("As written in mcp.json", {"fields": ("entry_display",)}))
+            fieldsets.append(self.connection_fieldset)
+        return fieldsets
+
+    def get_form(self, request: HttpRequest, obj: McpServer | None = None, **kwargs: Any) -> type:
+        form = super().get_form(request, obj, **kwargs)
+        save_error = getattr(request, "_mcp_save_error", None)
+        if save_error:
+            message, field = save_error
+            form = type(form.__name__, (form,), {"save_error": message, "save_error_field": field})
+        return form
+
+    def get_list_display(self, request: HttpRequest) -> tuple[str, ...]:
+        if self.has_change_permission(request):
+            return self.list_display
+        return tuple("enabled" if name == "enabled_toggle" else name for name in self.list_display)
+
+    def changelist_view(
+        self, request: HttpRequest, extra_context: dict[str, Any] | None = None
+    ) -> HttpResponse:
+        """Refuse actions the user may not run (403); re-read mcp.json if it changed on disk."""
+        if request.method == "POST" and "action" in request.POST:
+            action = request.POST.get("action")
+            if action in CHANGE_ACTIONS and not self.has_change_permission(request):
+                raise PermissionDenied
+            if action == "delete_selected" and not self.has_delete_permission(request):
+                raise PermissionDenied
+        else:
+            self._refresh(request)
+        return super().changelist_view(request, extra_context)
+
+    def changeform_view(
+        self,
+        request: HttpRequest,
+        object_id: str | None = None,
+        form_url: str = "",
+        extra_context: dict[str, Any] | None = None,
+    ) -> HttpResponse:
+        """Show the form again with the error when mcp.json could not be written."""
+        if request.method == "GET":
+            self._refresh(request)
+        try:
+            return super().changeform_view(request, object_id, form_url, extra_context)
+        except ServerChangeError as exc:
+            # Nothing was changed (the transaction rolled back): show the submitted form again.
+            request._mcp_save_error = (str(exc), exc.field)  # type: ignore[attr-defined]
+            return super().changeform_view(request, object_id, form_url, extra_context)
+
+    def delete_view(
+        self, request: HttpRequest, object_id: str, extra_context: dict[str, Any] | None = None
+    ) -> HttpResponse:
+        """Django's delete page; a failed write is reported on the server's page."""
+        try:
+            return super().delete_view(request, object_id, extra_context)
+        except ServerChangeError as exc:
+            self.message_user(request, str(exc), messages.ERROR)
+            return HttpResponseRedirect(reverse("admin:mcpclient_mcpserver_change", args=[object_id]))
+
+    def get_urls(self) -> list[URLPattern]:
+        toggle = path(
+            "<path:object_id>/toggle/",
+            self.admin_site.admin_view(self.toggle_view),
+            name="mcpclient_mcpserver_toggle",
+        )
+        return [toggle, *super().get_urls()]
+
+    def toggle_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
+        """POST ``enabled=1|0``: the list's per-row enable/disable button."""
+        if request.method != "POST":
+            return HttpResponseNotAllowed(["POST"])
+        server = self.get_object(request, object_id)
+        if server is None:
+            return HttpResponseRedirect(reverse("admin:mcpclient_mcpserver_changelist"))
+        if not self.has_change_permission(request, server):
+            raise PermissionDenied
+        self._set_enabled(request, [server.name], request.POST.get("enabled") == "1")
+        back = request.headers.get("referer", "")
+        if not url_has_allowed_host_and_scheme(back, {request.get_host()}, request.is_secure()):
+            back = reverse("admin:mcpclient_mcpserver_changelist")
+        return HttpResponseRedirect(back)
+
+    def _refresh(self, request: HttpRequest) -> None:
+        error = admin_services.refresh_from_file()
+        if error:
+            self.message_user(request, f"mcp.json cannot be used: {error}", messages.ERROR)
+        if get_hub() is None:
+            self.message_user(
+                request,
+                "The MCP hub does not run in this process: changes are written to mcp.json and the "
+                "web server applies them before its next chat turn.",
+                messages.INFO,
+            )
+
+    # -- saving ---------------------------------------------------------------------------
+    def save_model(self, request: HttpRequest, obj: McpServer, form: McpServerForm, change: bool) -> None:
+        """Write the entry through to mcp.json (the service saves the row)."""
+        assert form.entry is not None  # a valid form always built one
+        row = admin_services.save_server(
+            name=form.cleaned_data["name"],
+            entry=form.entry,
+            original_name=form.original_name,
+            expected=form.original,
+        )
+        obj.pk = row.pk
+        obj.refresh_from_db()
+        obj._state.adding = False
+
+    def delete_model(self, request: HttpRequest, obj: McpServer) -> None:
+        """Remove the entry from mcp.json (the service deletes the row)."""
+        admin_services.delete_servers(names=[obj.name])
+
+    def delete_queryset(self, request: HttpRequest, queryset: QuerySet[McpServer]) -> None:
+        """Remove the entries from mcp.json in one write."""
+        admin_services.delete_servers(names=list(queryset.values_list("name", flat=True)))
+
+    # -- actions --------------------------------------------------------------------------
+    def _set_enabled(self, request: HttpRequest, names: list[str], enabled: bool) -> None:
+        try:
+            changed = admin_services.set_servers_enabled(names=names, enabled=enabled)
+        except ServerChangeError as exc:
+            self.message_user(request, str(exc), messages.ERROR)
+            return
+        verb = "enabled" if enabled else "disabled"
+        if changed:
+            summary = f"{verb.title()}: {', '.join(changed)} (mcp.json updated)."
+            self.message_user(request, summary, messages.SUCCESS)
+        else:
+            self.message_user(request, f"Already {verb}: nothing to change.", messages.INFO)
+
+    def _live(self, request: HttpRequest, queryset: QuerySet[McpServer], verb: str) -> list[str]:
+        """The enabled, valid servers of ``queryset``; the others are reported and skipped."""
+        names, skipped = [], []
+        for server in queryset:
+            (names if server.enabled and not server.config_error else skipped).append(server.name)
+        if skipped:
+            self.message_user(
+                request, f"Not {verb} (disabled or invalid): {', '.join(skipped)}.", messages.WARNING
+            )
+        return names
+
+    def _report(self, request: HttpRequest, names: list[str], verb: str) -> None:
+        rows = McpServer.objects.filter(name__in=names)
+        summary = "; ".join(f"{row.name}: {row.status}, {row.tool_count} tools" for row in rows)
+        self.message_user(request, f"{verb}: {summary}.", messages.SUCCESS)
+
+    @admin.action(description="Enable", permissions=["change"], location=BOTH)
+    def enable(self, request: HttpRequest, queryset: QuerySet[McpServer]) -> None:
+        """Write ``"enabled": true`` where it was false; the hub connects the servers."""
+        self._set_enabled(request, list(queryset.values_list("name", flat=True)), True)
+
+    @admin.action(description="Disable", permissions=["change"], location=BOTH)
+    def disable(self, request: HttpRequest, queryset: QuerySet[McpServer]) -> None:
+        """Write ``"enabled": false``; the hub closes the sessions and stops the children."""
+        self._set_enabled(request, list(queryset.values_list("name", flat=True)), False)
+
+    @admin.action(description="Reconnect", permissions=["change"], location=BOTH)
+    def reconnect(self, request: HttpRequest, queryset: QuerySet[McpServer]) -> None:
+        """Close and reopen the sessions of the enabled servers in this process's hub."""
+        names = self._live(request, queryset, "reconnected")
+        if names:
+            # After the commit: the change page runs actions inside a transaction, and the hub
+            # writes the servers' state from other threads while this request waits for it.
+            transaction.on_commit(lambda: self._reconnect_now(request, names))
+
+    def _reconnect_now(self, request: HttpRequest, names: list[str]) -> None:
+        if admin_services.reconnect_servers(names=names):
+            self._report(request, names, "Reconnected")
+        else:
+            self.message_user(
+                request, "The MCP hub does not run in this process: nothing to reconnect.", messages.WARNING
+            )
+
+    @admin.action(description="Rediscover tools", permissions=["change"], location=BOTH)
+    def rediscover(self, request: HttpRequest, queryset: QuerySet[McpServer]) -> None:
+        """List the enabled servers' tools again and store them."""
+        names = self._live(request, queryset, "rediscovered")
+        if names:
+            transaction.on_commit(lambda: self._rediscover_now(request, names))  # see reconnect()
+
+    def _rediscover_now(self, request: HttpRequest, names: list[str]) -> None:
+        try:
+            admin_services.rediscover_servers(names=names)
+        except ServerChangeError as exc:
+            self.message_user(request, str(exc), messages.ERROR)
+            return
+        self._report(request, names, "Tools listed again")
+
+    @admin.action(description="Delete selected MCP servers", permissions=["delete"])
+    def delete_selected(self, request: HttpRequest, queryset: QuerySet[McpServer]) -> HttpResponse | None:
+        """Django's confirmation page and deletion, with a write failure shown as a message."""
+        try:
+            return django_delete_selected(self, request, queryset)
+        except ServerChangeError as exc:
+            self.message_user(request, str(exc), messages.ERROR)
+            return None
+
+    # -- columns and read-only fields -------------------------------------------------------
+    @admin.display(description="enabled", ordering="enabled")
+    def enabled_toggle(self, server: McpServer) -> str:
+        url = reverse("admin:mcpclient_mcpserver_toggle", args=[server.pk])
+        label, value, title = ("on", "0", "Disable") if server.enabled else ("off", "1", "Enable")
+        return format_html(
+            '<button type="submit" class="button mcp-toggle" formaction="{}" name="enabled" value="{}" '
+            'title="{} {}">{}</button>',
+            url, value, title, server.name, label,
+        )
+
+    @admin.display(description="status", ordering="status")
+    def status_badge(self, server: McpServer) -> str:
+        colour = STATUS_COLOURS.get(server.status, "#757575")
+        return format_html(
+            '<span class="mcp-status mcp-status-{}" style="color: {}; font-weight: bold">● {}</span>',
+            server.status, colour, server.get_status_display(),
+        )
+
+    @admin.display(description="last error")
+    def short_error(self, server: McpServer) -> str:
+        if not server.last_error:
+            return "-"
+        short = Truncator(server.last_error).chars(80)
+        return format_html('<span title="{}">{}</span>', server.last_error, short)
+
+    @admin.display(description="connected since", ordering="connected_at")
+    def connected_since(self, server: McpServer) -> Any:
+        return server.connected_at
+
+    @admin.display(description="server")
+    def server_display(self, server: McpServer) -> str:
+        info = server.server_info or {}
+        text = " ".join(str(info[key]) for key in ("name", "version") if info.get(key))
+        if info.get("title"):
+            text += f" ({info['title']})"
+        return text or "-"
+
+    @admin.display(description="stderr (last lines)")
+    def stderr_display(self, server: McpServer) -> str:
+        if not server.stderr_tail:
+            return "-"
+        return format_html('<pre class="mcp-stderr" style="max-height: 20em; overflow: auto">{}</pre>',
+                           server.stderr_tail)
+
+    @admin.display(description="entry (secrets masked)")
+    def entry_display(self, server: McpServer) -> str:
+        entry = admin_services.masked_entry(admin_services.current_entry(server))
+        text = json.dumps(entry, indent=2, ensure_ascii=False)
+        return format_html('<pre class="mcp-entry">{}</pre>', text)

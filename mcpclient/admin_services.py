@@ -1,0 +1,481 @@
+"""Admin changes to MCP servers: validated, written through to mcp.json, applied live.
+
+Every change follows the same path (``_write_through``):
+
+1. the new entry is validated like the file loader does (``parse_server``), plus the stdio
+   command allowlist, and a ``ServerChangeError`` names the form field at fault;
+2. inside one database transaction, mcp.json is rewritten atomically by
+   :mod:`mcpclient.writeback` (other entries, key order, unknown keys and placeholders kept),
+   then ``sync_servers`` mirrors the file into the rows, records the file's modification
+   time and bumps ``McpState.version``. A failed write raises before any row changed, and
+   any later failure rolls the rows back, so the file and the database never disagree and
+   ``manage.py mcp_sync`` afterwards has nothing to do;
+3. after the commit (``transaction.on_commit``), the hub of this process, if one runs, applies
+   the change at once: a disabled server's session is closed and its child stopped, an
+   enabled or edited one is (re)connected, and the tool registry follows. Other processes see
+   the new version stamp before their next turn.
+
+Secrets: values of ``env`` and ``headers`` are shown masked (``MASK``) unless they are only
+placeholders such as ``${TOKEN}`` (optionally after an auth scheme: ``Bearer ${TOKEN}``). A
+masked value submitted back unchanged keeps the stored value (:func:`unmask_values`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import json
+import logging
+import os
+import re
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from django.conf import settings
+from django.db import transaction
+from django.utils.crypto import salted_hmac
+
+from mcpclient import runtime
+from mcpclient.config import _PLACEHOLDER_RE as PLACEHOLDER_RE
+from mcpclient.config import STDIO, ConfigError, ServerConfig, load_config, parse_server
+from mcpclient.hub import Hub
+from mcpclient.models import McpServer, McpState, McpTool
+from mcpclient.sync import SyncReport, config_mtime_ns, current_state, sync_servers
+from mcpclient.writeback import WritebackError, set_enabled, update_server
+
+logger = logging.getLogger(__name__)
+
+MASK = "••••••"
+
+# Keys of an entry that the structured form edits -> the form field that edits them.
+KEY_FIELDS: dict[str, str] = {
+    "type": "transport",
+    "command": "command",
+    "args": "args",
+    "env": "env",
+    "environment": "env",
+    "envFile": "env_file",
+    "cwd": "cwd",
+    "url": "url",
+    "headers": "headers",
+    "enabled": "enabled",
+    "timeout": "timeout",
+    "initTimeout": "init_timeout",
+}
+_TRANSPORTS = {
+    "stdio": "stdio",
+    "local": "stdio",
+    "streamableHttp": "streamableHttp",
+    "streamable-http": "streamableHttp",
+    "http": "streamableHttp",
+    "remote": "streamableHttp",
+    "sse": "sse",
+}
+# What may stay visible around placeholders: an auth scheme ("Bearer ") and separators.
+_SHOWN_REMAINDER_RE = re.compile(r"^[\s:/@.,;_-]*(?:[A-Za-z]+ +)?[\s:/@.,;_-]*$")
+_ERROR_KEY_RE = re.compile(r'^(?:conflicting )?"([A-Za-z]+)')
+
+
+class ServerChangeError(Exception):
+    """A change could not be made; nothing was changed. ``field`` names the form field at fault."""
+
+    def __init__(self, message: str, field: str | None = None) -> None:
+        super().__init__(message)
+        self.field = field
+
+
+# --- Secrets -------------------------------------------------------------------------------
+
+
+def is_shown(value: object) -> bool:
+    """True when ``value`` may be displayed: made of placeholders (and at most an auth scheme)."""
+    if not isinstance(value, str) or not PLACEHOLDER_RE.search(value):
+        return False
+    return bool(_SHOWN_REMAINDER_RE.match(PLACEHOLDER_RE.sub("", value)))
+
+
+def mask_values(values: Mapping[str, object]) -> dict[str, str]:
+    """``values`` with every value that is not a placeholder replaced by :data:`MASK`."""
+    return {
+        key: value if isinstance(value, str) and is_shown(value) else MASK for key, value in values.items()
+    }
+
+
+def unmask_values(new: Mapping[str, str], original: object, *, field: str) -> dict[str, str]:
+    """Replace each masked value in ``new`` by the stored value of the same key.
+
+    Raises ``ServerChangeError`` when a masked value has no stored value to keep (a new or
+    renamed key): the mask is not a value.
+    """
+    stored = original if isinstance(original, dict) else {}
+    result: dict[str, str] = {}
+    for key, value in new.items():
+        if value == MASK:
+            if key not in stored:
+                raise ServerChangeError(
+                    f'{key}: enter a value ("{MASK}" only stands for a value that is already stored)', field
+                )
+            result[key] = stored[key]
+        else:
+            result[key] = value
+    return result
+
+
+def masked_entry(entry: object) -> object:
+    """A copy of an entry that is safe to display: ``env``/``environment``/``headers`` masked."""
+    if not isinstance(entry, dict):
+        return entry
+    shown = copy.deepcopy(entry)
+    for key in ("env", "environment", "headers"):
+        if isinstance(shown.get(key), dict):
+            shown[key] = mask_values(shown[key])
+    return shown
+
+
+# --- Entry <-> form values -------------------------------------------------------------------
+
+
+def _as_dict(entry: object) -> dict[str, Any]:
+    return entry if isinstance(entry, dict) else {}
+
+
+def infer_transport(entry: Mapping[str, Any]) -> str:
+    """The canonical transport of an entry as the loader would read it, or "" if unclear."""
+    kind = entry.get("type")
+    if kind is not None:
+        return _TRANSPORTS.get(kind, "") if isinstance(kind, str) else ""
+    if "command" in entry and "url" not in entry:
+        return "stdio"
+    if "url" in entry and "command" not in entry:
+        return "streamableHttp"
+    return ""
+
+
+def _env_key(entry: Mapping[str, Any]) -> str:
+    return "environment" if "environment" in entry else "env"
+
+
+def _milliseconds(value: object) -> int | None:
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
+
+
+def _command_and_args(entry: Mapping[str, Any]) -> tuple[str, list[str]]:
+    command, args = entry.get("command"), entry.get("args")
+    extra = [str(arg) for arg in args] if isinstance(args, list) else []
+    if isinstance(command, list):  # opencode: "command": ["npx", "-y", "pkg"]
+        parts = [str(part) for part in command]
+        return (parts[0] if parts else ""), parts[1:] + extra
+    return (command if isinstance(command, str) else ""), extra
+
+
+def entry_values(entry: object) -> dict[str, Any]:
+    """The form's initial values for an entry (env/headers as stored: mask them to display)."""
+    raw = _as_dict(entry)
+    command, args = _command_and_args(raw)
+    env = raw.get(_env_key(raw))
+    headers = raw.get("headers")
+    enabled = raw.get("enabled", True)
+
+    def text(key: str) -> str:
+        value = raw.get(key)
+        return value if isinstance(value, str) else ""
+
+    return {
+        "transport": infer_transport(raw),
+        "command": command,
+        "args": args,
+        "env": dict(env) if isinstance(env, dict) else {},
+        "env_file": text("envFile"),
+        "cwd": text("cwd"),
+        "url": text("url"),
+        "headers": dict(headers) if isinstance(headers, dict) else {},
+        "enabled": enabled if isinstance(enabled, bool) else True,
+        "timeout": _milliseconds(raw.get("timeout")),
+        "init_timeout": _milliseconds(raw.get("initTimeout")),
+        "extra": {key: value for key, value in raw.items() if key not in KEY_FIELDS},
+    }
+
+
+def build_entry(original: object, changes: Mapping[str, Any]) -> dict[str, Any]:
+    """Apply the form fields that changed to a copy of the original entry.
+
+    ``changes`` maps field names (see :func:`entry_values`) to new values; a field that is
+    absent was not touched and its key stays exactly as written (an alias such as
+    ``"type": "http"``, opencode's command array, an invalid value still to be fixed). A
+    cleared field removes its key; a new key is appended, except ``type``, which goes first.
+    Unknown keys come from ``changes["extra"]`` when given and otherwise stay as they are.
+    """
+    base = _as_dict(original)
+    entry = copy.deepcopy(base)
+
+    def put(key: str, value: Any, empty: bool) -> None:
+        if empty:
+            entry.pop(key, None)
+        else:
+            entry[key] = value
+
+    if "command" in changes or "args" in changes:
+        command, args = _command_and_args(base)
+        command = changes.get("command", command)
+        args = list(changes.get("args", args))
+        put("command", command, not command)
+        # Keep an explicit (even empty) "args" when the entry had one.
+        put("args", args, not args and "args" not in base)
+    if "env" in changes:
+        put(_env_key(base), dict(changes["env"]), not changes["env"])
+    for field, key in (("env_file", "envFile"), ("cwd", "cwd"), ("url", "url")):
+        if field in changes:
+            put(key, changes[field], not changes[field])
+    if "headers" in changes:
+        put("headers", dict(changes["headers"]), not changes["headers"])
+    if "enabled" in changes:
+        entry["enabled"] = bool(changes["enabled"])
+    for field, key in (("timeout", "timeout"), ("init_timeout", "initTimeout")):
+        if field in changes:
+            put(key, changes[field], changes[field] is None)
+    if "extra" in changes:
+        extra = changes["extra"]
+        for key in [key for key in entry if key not in KEY_FIELDS and key not in extra]:
+            del entry[key]
+        for key, value in extra.items():
+            entry[key] = copy.deepcopy(value)
+    if "transport" in changes:
+        transport = changes["transport"]
+        if "type" in entry:
+            entry["type"] = transport
+        elif infer_transport(entry) != transport:
+            entry = {"type": transport, **entry}
+    return entry
+
+
+# --- Validation ----------------------------------------------------------------------------
+
+
+def _field_of(message: str, name: str) -> str | None:
+    """The form field a loader error is about, read from the quoted key it names."""
+    prefix = f'server "{name}": '
+    if prefix not in message:
+        return "name" if "the name may only contain" in message else None
+    rest = message.split(prefix, 1)[1]
+    if rest.startswith("the name may only contain"):
+        return "name"
+    match = _ERROR_KEY_RE.match(rest)
+    return KEY_FIELDS.get(match.group(1)) if match else None
+
+
+def validate_entry(name: str, entry: object, *, check_command: bool = True) -> ServerConfig:
+    """Validate like the file loader; with ``check_command``, the stdio allowlist too.
+
+    Raises ``ServerChangeError`` whose ``field`` names the form field at fault.
+    """
+    source = Path(settings.MCP_CONFIG).name
+    try:
+        config = parse_server(name, entry, source=source)
+    except ConfigError as exc:
+        raise ServerChangeError(str(exc), _field_of(str(exc), name)) from None
+    if check_command and config.transport == STDIO and config.command is not None:
+        # A placeholder may stand for the command: that one is checked when connecting.
+        if not PLACEHOLDER_RE.search(config.command):
+            executable = os.path.basename(config.command.rstrip("/"))
+            if executable not in settings.MCP_STDIO_COMMANDS:
+                raise ServerChangeError(
+                    f'{source}: server "{name}": command "{executable}" is not allowed; '
+                    "add it to BOOCODE_MCP_STDIO_COMMANDS to allow it",
+                    "command",
+                )
+    return config
+
+
+# --- Write-through -------------------------------------------------------------------------
+
+
+def _apply_live() -> None:
+    """Let this process's hub (if any) apply the new version now and persist its state."""
+
+    async def apply(hub: Hub) -> None:
+        await runtime.ensure_hub()
+        await hub.drain_listeners()
+
+    runtime.run_on_hub_loop(apply)
+
+
+def _write_through(write: Callable[[Path], None]) -> SyncReport:
+    """Run ``write(path)`` on mcp.json and mirror the file into the rows, in one transaction."""
+    path = Path(settings.MCP_CONFIG)
+    try:
+        with transaction.atomic():
+            current_state()
+            # One admin change at a time across processes (the file has its own lock too).
+            McpState.objects.select_for_update().get(pk=1)
+            before = {row.name: (row.config, row.enabled) for row in McpServer.objects.all()}
+            write(path)
+            report = sync_servers(path)
+            _settle_rows(report, before)
+    except WritebackError as exc:
+        raise ServerChangeError(str(exc)) from None
+    except ConfigError as exc:  # the file was written but cannot be read back: rows unchanged
+        raise ServerChangeError(str(exc)) from None
+    if report.changed:
+        transaction.on_commit(_apply_live)
+    return report
+
+
+def _settle_rows(report: SyncReport, before: Mapping[str, tuple[Any, bool]]) -> None:
+    """Show the state the hub is about to reach: changed enabled servers connect, disabled have no tools."""
+    after = {
+        name: (config, enabled)
+        for name, config, enabled in McpServer.objects.values_list("name", "config", "enabled")
+    }
+    touched = [name for name in report.created + report.updated if before.get(name) != after.get(name)]
+    McpServer.objects.filter(name__in=touched, enabled=True, config_error="").update(
+        status=McpServer.Status.CONNECTING, last_error=""
+    )
+    disabled = McpServer.objects.filter(name__in=touched, enabled=False)
+    McpTool.objects.filter(server__in=disabled).delete()
+    disabled.update(tool_count=0, rejected_count=0, connected_at=None)
+
+
+def _file_entries(path: Path) -> dict[str, Any] | None:
+    """The entries of mcp.json as written, or None when the file cannot be read."""
+    try:
+        return load_config(path).raw_servers
+    except ConfigError:
+        return None  # the write-back refuses such a file with its own message
+
+
+def current_entry(server: McpServer) -> Any:
+    """The server's entry as written in mcp.json, else as stored in its row.
+
+    Edits start from the file: it is the source of truth, and it keeps the key order, which a
+    PostgreSQL ``jsonb`` column does not.
+    """
+    entries = _file_entries(Path(settings.MCP_CONFIG))
+    if entries is not None and server.name in entries:
+        return entries[server.name]
+    return server.config
+
+
+def entry_digest(entry: object) -> str:
+    """A keyed digest of an entry, to tell whether it changed since a page was rendered.
+
+    Keyed with SECRET_KEY so that it reveals nothing about the (masked) secrets it covers.
+    """
+    canonical = json.dumps(entry, sort_keys=True, ensure_ascii=False)
+    return salted_hmac("mcpclient.admin.entry", canonical, algorithm="sha256").hexdigest()
+
+
+def stale_message(name: str) -> str:
+    """The error for an edit that started from an entry that has changed since."""
+    source = Path(settings.MCP_CONFIG).name
+    return (
+        f'{source}: server "{name}" was changed in the file since this page was loaded; '
+        "reload the page and make the change again"
+    )
+
+
+def save_server(
+    *, name: str, entry: dict[str, Any], original_name: str | None = None, expected: object = None
+) -> McpServer:
+    """Add a server (``original_name`` None) or replace/rename one, and return its row.
+
+    ``expected`` is the entry the edit started from: if mcp.json holds something else for the
+    server (edited by hand meanwhile), nothing is written.
+    """
+    check_command = original_name is None or _command_and_args(_as_dict(expected)) != _command_and_args(entry)
+    validate_entry(name, entry, check_command=check_command)
+    source = Path(settings.MCP_CONFIG).name
+
+    def write(path: Path) -> None:
+        entries = _file_entries(path)
+        if original_name is None:
+            if entries is not None and name in entries:
+                raise ServerChangeError(f'{source}: server "{name}" already exists', "name")
+            update_server(path, name, entry)
+            return
+        if entries is not None and original_name in entries and entries[original_name] != expected:
+            raise ServerChangeError(stale_message(original_name))
+        if name != original_name and entries is not None and name in entries:
+            raise ServerChangeError(f'{source}: server "{name}" already exists', "name")
+        update_server(path, name, entry, rename_from=original_name if name != original_name else None)
+
+    _write_through(write)
+    return McpServer.objects.get(name=name)
+
+
+def delete_servers(*, names: Sequence[str]) -> None:
+    """Remove servers from mcp.json and the database; their sessions close."""
+
+    def write(path: Path) -> None:
+        for name in names:
+            update_server(path, name, None)
+
+    _write_through(write)
+
+
+def set_servers_enabled(*, names: Sequence[str], enabled: bool) -> list[str]:
+    """Enable or disable servers (only the ``enabled`` key is written); the names that changed."""
+    before = dict(McpServer.objects.filter(name__in=names).values_list("name", "enabled"))
+
+    def write(path: Path) -> None:
+        for name in names:
+            set_enabled(path, name, enabled)
+
+    _write_through(write)
+    return [name for name in names if before.get(name) is not enabled]
+
+
+def refresh_from_file() -> str | None:
+    """Mirror mcp.json if it changed on disk since the last sync; the file's error, if any.
+
+    Cheap (one ``stat``) when nothing changed. A change is applied to this process's hub.
+    """
+    if config_mtime_ns() == current_state().config_mtime_ns:
+        return None
+    try:
+        report = sync_servers()
+    except ConfigError as exc:
+        return str(exc)
+    if report.changed:
+        transaction.on_commit(_apply_live)
+    return None
+
+
+# --- Live actions --------------------------------------------------------------------------
+
+
+def reconnect_servers(*, names: Sequence[str]) -> bool:
+    """Close and reopen the servers' sessions in this process's hub; False if none runs here.
+
+    Waits for the hub and for its database writes: call it outside a transaction.
+    """
+
+    async def reconnect(hub: Hub) -> None:
+        await asyncio.gather(*(hub.reconnect(name) for name in names))
+        await hub.drain_listeners()
+
+    return runtime.run_on_hub_loop(reconnect)
+
+
+def rediscover_servers(*, names: Sequence[str]) -> None:
+    """List the servers' tools again and store them.
+
+    With a hub in this process its live sessions list again (the registry follows); without
+    one, the servers are started briefly as ``manage.py mcp_discover`` does and the version
+    stamp tells the process that runs the hub. Call it outside a transaction (see
+    :func:`reconnect_servers`).
+    """
+
+    async def rediscover(hub: Hub) -> None:
+        await asyncio.gather(*(hub.rediscover(name) for name in names))
+        await hub.drain_listeners()
+
+    if not runtime.run_on_hub_loop(rediscover):
+        from mcpclient.services import discover_servers
+
+        try:
+            discover_servers(list(names))
+        except ValueError as exc:
+            raise ServerChangeError(str(exc)) from None

@@ -1,0 +1,685 @@
+"""The MCP server admin: pages, permissions, write-through to mcp.json and live toggles.
+
+Pages are driven with Django's test clients, forms are submitted the way a browser would (the
+fields are read from the page, so masked secrets go back exactly as shown), and the live
+tests run a real hub with real stdio/HTTP toolbox servers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+from html.parser import HTMLParser
+from io import StringIO
+from pathlib import Path
+from typing import Any
+
+import pytest
+from asgiref.sync import ThreadSensitiveContext, sync_to_async
+from channels.db import database_sync_to_async
+from channels.layers import get_channel_layer
+from django.contrib.auth.models import Permission, User
+from django.core.management import call_command
+from django.db import connection
+from django.test import AsyncClient, Client
+from django.urls import reverse
+
+from mcpclient import runtime
+from mcpclient.admin_services import MASK
+from mcpclient.config import parse_server
+from mcpclient.hub import Hub
+from mcpclient.models import McpServer, McpState, McpTool
+from tests.conftest import ROOT, TEST_COMMANDS, toolbox_entry
+
+pytestmark = [pytest.mark.postgres]
+
+CHANGELIST = "admin:mcpclient_mcpserver_changelist"
+
+
+# --- helpers -------------------------------------------------------------------------------
+
+
+class _FormReader(HTMLParser):
+    """Collects what a browser would submit for one form (by id)."""
+
+    def __init__(self, form_id: str) -> None:
+        super().__init__(convert_charrefs=True)
+        self.form_id = form_id
+        self.inside = False
+        self.fields: list[tuple[str, str]] = []
+        self._textarea: str | None = None
+        self._text = ""
+        self._select: str | None = None
+        self._options: list[tuple[str, bool]] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        a = {key: value or "" for key, value in attrs}
+        if tag == "form":
+            self.inside = a.get("id") == self.form_id
+            return
+        if not self.inside:
+            return
+        if tag == "input" and "name" in a:
+            kind = a.get("type", "text")
+            if kind in ("submit", "button", "image", "reset", "file"):
+                return
+            if kind in ("checkbox", "radio") and "checked" not in a:
+                return
+            self.fields.append((a["name"], a.get("value", "on" if kind == "checkbox" else "")))
+        elif tag == "textarea" and "name" in a:
+            self._textarea, self._text = a["name"], ""
+        elif tag == "select" and "name" in a:
+            self._select, self._options = a["name"], []
+        elif tag == "option" and self._select is not None:
+            self._options.append((a.get("value", ""), "selected" in a))
+
+    def handle_data(self, data: str) -> None:
+        if self._textarea is not None:
+            self._text += data
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag == "form":
+            self.inside = False
+        elif tag == "textarea" and self._textarea is not None:
+            # A browser drops the newline right after <textarea>.
+            text = self._text[1:] if self._text.startswith("\n") else self._text
+            self.fields.append((self._textarea, text))
+            self._textarea = None
+        elif tag == "select" and self._select is not None:
+            chosen = [value for value, selected in self._options if selected] or [self._options[0][0]]
+            self.fields.append((self._select, chosen[0]))
+            self._select = None
+
+
+def form_fields(html: str, form_id: str = "mcpserver_form") -> dict[str, Any]:
+    """The form's fields as the test client posts them (a list for repeated names)."""
+    reader = _FormReader(form_id)
+    reader.feed(html)
+    data: dict[str, Any] = {}
+    for name, value in reader.fields:
+        if name in data:
+            data[name] = [*data[name], value] if isinstance(data[name], list) else [data[name], value]
+        else:
+            data[name] = value
+    assert data, f"no form {form_id!r} on the page"
+    return data
+
+
+def write_config(path: Path, servers: dict[str, Any], **top: Any) -> str:
+    """Write mcp.json formatted like the write-back formats it; return the text."""
+    text = json.dumps({**top, "mcpServers": servers}, indent=2, ensure_ascii=False) + "\n"
+    path.write_text(text)
+    return text
+
+
+def expected_text(servers: dict[str, Any], **top: Any) -> str:
+    return json.dumps({**top, "mcpServers": servers}, indent=2, ensure_ascii=False) + "\n"
+
+
+def read_entries(path: Path) -> dict[str, Any]:
+    return json.loads(path.read_text())["mcpServers"]
+
+
+def change_url(name: str) -> str:
+    return reverse("admin:mcpclient_mcpserver_change", args=[McpServer.objects.get(name=name).pk])
+
+
+def assert_sync_is_a_no_op() -> None:
+    version = McpState.objects.get().version
+    out = StringIO()
+    call_command("mcp_sync", stdout=out)
+    assert "0 created, 0 updated, 0 deleted" in out.getvalue()
+    assert McpState.objects.get().version == version
+
+
+def messages_of(response: Any) -> list[str]:
+    return [str(message) for message in response.context["messages"]] if response.context else []
+
+
+SECRET = "s3cret-token-value"
+HEADER_SECRET = "hunter2-api-key"
+
+
+@pytest.fixture
+def mcp_file(tmp_path: Path, settings: Any) -> Path:
+    settings.MCP_CONFIG = tmp_path / "mcp.json"
+    settings.MCP_STDIO_COMMANDS = TEST_COMMANDS
+    return settings.MCP_CONFIG
+
+
+@pytest.fixture
+def servers() -> dict[str, Any]:
+    """Three entries: one with secrets, placeholders and unknown keys; an http one; an invalid one."""
+    return {
+        "tb": {
+            **toolbox_entry(),
+            "env": {"API_TOKEN": SECRET, "GITHUB": "${GITHUB_TOKEN}"},
+            "x-note": {"kept": ["as", "written"], "n": 1.5},
+        },
+        "docs": {
+            "type": "http",
+            "url": "https://docs.example.invalid/mcp",
+            "headers": {"Authorization": "Bearer ${DOCS_TOKEN}", "X-Api-Key": HEADER_SECRET},
+            "timeout": 120000,
+        },
+        "broken": {"type": "stdio"},
+    }
+
+
+@pytest.fixture
+def synced(mcp_file: Path, servers: dict[str, Any]) -> Path:
+    write_config(mcp_file, servers, **{"$schema": "https://example.invalid/schema.json"})
+    call_command("mcp_sync", stdout=StringIO())
+    return mcp_file
+
+
+@pytest.fixture
+def viewer(db: Any) -> Client:
+    """A staff user who may view servers but not change, add or delete them."""
+    user = User.objects.create_user("viewer", password="x", is_staff=True)
+    user.user_permissions.add(Permission.objects.get(codename="view_mcpserver"))
+    client = Client()
+    client.force_login(user)
+    return client
+
+
+# --- access --------------------------------------------------------------------------------
+
+
+@pytest.mark.django_db
+def test_non_staff_users_are_sent_to_the_login_page(client: Client, synced: Path) -> None:
+    User.objects.create_user("alice", password="x")
+    client.login(username="alice", password="x")
+    for url in (reverse(CHANGELIST), change_url("tb"), reverse("admin:mcpclient_mcpserver_add")):
+        response = client.get(url)
+        assert response.status_code == 302 and response["Location"].startswith("/admin/login/")
+    response = client.post(reverse("admin:mcpclient_mcpserver_toggle", args=[1]), {"enabled": "0"})
+    assert response.status_code == 302 and response["Location"].startswith("/admin/login/")
+
+
+@pytest.mark.django_db
+def test_staff_without_change_permission_can_look_but_not_change(viewer: Client, synced: Path) -> None:
+    before = synced.read_bytes()
+    tb = McpServer.objects.get(name="tb")
+    body = viewer.get(reverse(CHANGELIST)).content.decode()
+    assert "tb" in body and "mcp-toggle" not in body and '<option value="disable">' not in body
+    page = viewer.get(change_url("tb"))
+    assert page.status_code == 200
+    html = page.content.decode()
+    assert SECRET not in html and "${GITHUB_TOKEN}" in html and 'name="_save"' not in html
+
+    assert viewer.post(change_url("tb"), {"name": "tb", "transport": "stdio"}).status_code == 403
+    toggle = reverse("admin:mcpclient_mcpserver_toggle", args=[tb.pk])
+    assert viewer.post(toggle, {"enabled": "0"}).status_code == 403
+    for action in ("disable", "enable", "reconnect", "rediscover", "delete_selected"):
+        response = viewer.post(reverse(CHANGELIST), {"action": action, "_selected_action": [tb.pk]})
+        assert response.status_code == 403, action
+    response = viewer.post(change_url("tb"), {"CHANGE_FORM-action": "disable", "_selected_action": tb.pk})
+    assert response.status_code == 403
+    assert viewer.get(reverse("admin:mcpclient_mcpserver_add")).status_code == 403
+    delete = reverse("admin:mcpclient_mcpserver_delete", args=[tb.pk])
+    assert viewer.post(delete, {"post": "yes"}).status_code == 403
+    assert synced.read_bytes() == before
+    assert McpServer.objects.get(name="tb").enabled is True
+
+
+# --- list and detail -----------------------------------------------------------------------
+
+
+@pytest.mark.django_db
+def test_list_shows_state_with_colours_toggles_and_filters(admin_client: Client, synced: Path) -> None:
+    McpServer.objects.filter(name="tb").update(status="ready", tool_count=12, rejected_count=1)
+    long_error = "connection refused or unreachable " + "x" * 200
+    McpServer.objects.filter(name="docs").update(status="unavailable", last_error=long_error)
+    body = admin_client.get(reverse(CHANGELIST)).content.decode()
+    assert 'class="mcp-status mcp-status-ready" style="color: #2e7d32' in body
+    assert 'class="mcp-status mcp-status-failed" style="color: #c62828' in body  # the invalid entry
+    assert 'class="mcp-status mcp-status-unavailable"' in body
+    assert "connection refused or unreachable xxx" in body and "x" * 100 not in body.replace(long_error, "")
+    assert '<td class="field-tool_count">12</td>' in body
+    assert '<td class="field-rejected_count">1</td>' in body
+    tb = McpServer.objects.get(name="tb")
+    toggle = reverse("admin:mcpclient_mcpserver_toggle", args=[tb.pk])
+    assert f'formaction="{toggle}" name="enabled" value="0"' in body
+    assert "?status__exact=failed" in body and "?transport__exact=sse" in body
+
+    failed = admin_client.get(reverse(CHANGELIST), {"status__exact": "failed"}).content.decode()
+    assert ">broken<" in failed and ">tb<" not in failed
+    http = admin_client.get(reverse(CHANGELIST), {"transport__exact": "streamableHttp"}).content.decode()
+    assert ">docs<" in http and ">tb<" not in http
+
+
+@pytest.mark.django_db
+def test_detail_shows_entry_tools_stderr_and_never_a_secret(
+    admin_client: Client, synced: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("GITHUB_TOKEN", "expanded-github-token")
+    # Real discovery against the stdio toolbox fills tools, protocol version and server info.
+    call_command("mcp_discover", "tb", stdout=StringIO())
+    McpServer.objects.filter(name="tb").update(stderr_tail="toolbox: line one\ntoolbox: <b>line two</b>")
+    tb = McpServer.objects.get(name="tb")
+    assert tb.tool_count == 12 and tb.protocol_version
+    html = admin_client.get(change_url("tb")).content.decode()
+
+    assert SECRET not in html and "expanded-github-token" not in html
+    assert f"API_TOKEN={MASK}" in html and "GITHUB=${GITHUB_TOKEN}" in html
+    assert "&quot;x-note&quot;" in html  # unknown keys in the "other keys" field
+    assert "tb_echo" in html and "tb_delete_everything" in html
+    assert "readOnlyHint is false" in html  # the rejected tool's reason
+    assert tb.protocol_version in html and "toolbox 1.0.0" in html
+    assert "toolbox: &lt;b&gt;line two&lt;/b&gt;" in html
+    assert "mcp-status-ready" in html
+
+    docs = admin_client.get(change_url("docs")).content.decode()
+    assert HEADER_SECRET not in docs
+    assert "Authorization=Bearer ${DOCS_TOKEN}" in docs and f"X-Api-Key={MASK}" in docs
+    assert 'value="120000"' in docs
+
+
+# --- write-through -------------------------------------------------------------------------
+
+
+@pytest.mark.django_db
+def test_editing_one_field_rewrites_only_that_key(
+    admin_client: Client, synced: Path, servers: dict[str, Any]
+) -> None:
+    url = change_url("tb")
+    data = form_fields(admin_client.get(url).content.decode())
+    data["args"] += "\n--extra-tools\n2"
+    data["_save"] = "Save"
+    response = admin_client.post(url, data)
+    assert response.status_code == 302, response.content.decode()[:3000]
+
+    servers["tb"]["args"] += ["--extra-tools", "2"]
+    # Secret kept (not the mask), placeholders, unknown keys, other entries, key order and
+    # the other top-level key: byte for byte.
+    assert synced.read_text() == expected_text(servers, **{"$schema": "https://example.invalid/schema.json"})
+    row = McpServer.objects.get(name="tb")
+    assert row.config == servers["tb"] and row.status == "connecting"
+    assert_sync_is_a_no_op()
+
+    # Editing a secret for real replaces it; an unchanged masked header keeps its value.
+    url = change_url("docs")
+    data = form_fields(admin_client.get(url).content.decode())
+    assert data["headers"] == f"Authorization=Bearer ${{DOCS_TOKEN}}\nX-Api-Key={MASK}"
+    data["headers"] += "\nX-Trace=on"
+    data["_save"] = "Save"
+    assert admin_client.post(url, data).status_code == 302
+    headers = json.loads(synced.read_text())["mcpServers"]["docs"]["headers"]
+    assert headers == {"Authorization": "Bearer ${DOCS_TOKEN}", "X-Api-Key": HEADER_SECRET, "X-Trace": "on"}
+    assert json.loads(synced.read_text())["mcpServers"]["docs"]["type"] == "http"  # alias kept
+    assert_sync_is_a_no_op()
+
+
+@pytest.mark.django_db
+def test_entries_in_other_dialects_keep_untouched_keys(admin_client: Client, mcp_file: Path) -> None:
+    entry = {
+        "type": "local",
+        "command": ["npx", "-y", "some-server"],
+        "environment": {"KEY": "value"},
+        "timeout": 5000.0,
+    }
+    write_config(mcp_file, {"oc": entry})
+    url = reverse("admin:mcpclient_mcpserver_add")  # any admin GET mirrors the file
+    admin_client.get(url)
+    data = form_fields(admin_client.get(change_url("oc")).content.decode())
+    assert (data["command"], data["args"]) == ("npx", "-y\nsome-server")
+    data.pop("enabled")  # untick
+    data["_save"] = "Save"
+    assert admin_client.post(change_url("oc"), data).status_code == 302
+    assert json.loads(mcp_file.read_text())["mcpServers"]["oc"] == {**entry, "enabled": False}
+
+
+@pytest.mark.django_db
+def test_invalid_input_is_reported_on_the_field_and_nothing_is_written(
+    admin_client: Client, synced: Path
+) -> None:
+    before = synced.read_bytes()
+    url = change_url("tb")
+    start = form_fields(admin_client.get(url).content.decode())
+
+    def submit(**changes: str) -> dict[str, list[str]]:
+        data = {**start, **changes, "_save": "Save"}
+        response = admin_client.post(url, data)
+        assert response.status_code == 200, changes
+        errors = response.context["adminform"].form.errors
+        return {field: list(messages) for field, messages in errors.items()}
+
+    prefix = 'mcp.json: server "tb": '
+    assert submit(command="") == {
+        "command": [prefix + '"command" (for stdio) or "url" (for streamableHttp/sse) is required']
+    }
+    assert submit(url="https://example.invalid/mcp") == {
+        "command": [prefix + 'conflicting "command" and "url": set "type" or keep only one of them']
+    }
+    assert submit(transport="sse") == {
+        "url": ['mcp.json: server "tb": "url" is required for sse']
+    }
+    assert submit(command="bash")["command"][0].endswith(
+        'command "bash" is not allowed; add it to BOOCODE_MCP_STDIO_COMMANDS to allow it'
+    )
+    assert submit(env="NOT A PAIR") == {"env": ["line 1: expected KEY=VALUE"]}
+    assert "env" in submit(env="BAD NAME=1")
+    masked_new = submit(env=f"OTHER={MASK}")
+    assert "OTHER: enter a value" in masked_new["env"][0]
+    assert submit(extra='{"command": "x"}') == {"extra": ['"command" has its own field above']}
+    assert "not valid JSON" in submit(extra="{nope")["extra"][0]
+    assert "name" in submit(name="bad name")
+    assert "name" in submit(name="docs")  # taken
+    assert synced.read_bytes() == before
+
+
+@pytest.mark.django_db
+def test_add_rename_and_delete_write_through(
+    admin_client: Client, synced: Path, servers: dict[str, Any]
+) -> None:
+    add = reverse("admin:mcpclient_mcpserver_add")
+    data = form_fields(admin_client.get(add).content.decode())
+    data.update(name="time", command="uvx", args="mcp-server-time", env="TZ=${TZ}", _save="Save")
+    response = admin_client.post(add, data)
+    assert response.status_code == 302, response.content.decode()[:3000]
+    servers["time"] = {"command": "uvx", "args": ["mcp-server-time"], "env": {"TZ": "${TZ}"}}
+    top = {"$schema": "https://example.invalid/schema.json"}
+    assert synced.read_text() == expected_text(servers, **top)
+    assert McpServer.objects.get(name="time").position == 3
+    assert_sync_is_a_no_op()
+
+    data = form_fields(admin_client.get(add).content.decode())
+    data.update(name="events", transport="sse", url="https://events.example.invalid/sse", _save="Save")
+    assert admin_client.post(add, data).status_code == 302
+    assert json.loads(synced.read_text())["mcpServers"]["events"] == {
+        "type": "sse",
+        "url": "https://events.example.invalid/sse",
+    }
+
+    url = change_url("docs")
+    data = form_fields(admin_client.get(url).content.decode())
+    data.update(name="manuals", _save="Save")
+    assert admin_client.post(url, data).status_code == 302
+    assert list(json.loads(synced.read_text())["mcpServers"]) == ["tb", "manuals", "broken", "time", "events"]
+    assert json.loads(synced.read_text())["mcpServers"]["manuals"] == servers["docs"]
+
+    time = McpServer.objects.get(name="time")
+    response = admin_client.post(reverse("admin:mcpclient_mcpserver_delete", args=[time.pk]), {"post": "yes"})
+    assert response.status_code == 302
+    assert list(json.loads(synced.read_text())["mcpServers"]) == ["tb", "manuals", "broken", "events"]
+    assert not McpServer.objects.filter(name="time").exists()
+
+    events = McpServer.objects.get(name="events")
+    response = admin_client.post(
+        reverse(CHANGELIST), {"action": "delete_selected", "_selected_action": [events.pk], "post": "yes"}
+    )
+    assert response.status_code == 302
+    assert list(json.loads(synced.read_text())["mcpServers"]) == ["tb", "manuals", "broken"]
+    assert_sync_is_a_no_op()
+
+
+@pytest.mark.django_db
+def test_toggle_writes_only_the_enabled_key(
+    admin_client: Client, synced: Path, servers: dict[str, Any]
+) -> None:
+    tb = McpServer.objects.get(name="tb")
+    McpTool.objects.create(server=tb, name="echo", prefixed_name="tb_echo")
+    toggle = reverse("admin:mcpclient_mcpserver_toggle", args=[tb.pk])
+    assert admin_client.get(toggle).status_code == 405
+    response = admin_client.post(toggle, {"enabled": "0"}, HTTP_REFERER="http://testserver/admin/x/?q=1")
+    assert response.status_code == 302 and response["Location"] == "http://testserver/admin/x/?q=1"
+    top = {"$schema": "https://example.invalid/schema.json"}
+    servers["tb"]["enabled"] = False
+    assert synced.read_text() == expected_text(servers, **top)
+    tb.refresh_from_db()
+    assert (tb.enabled, tb.status, tb.tool_count, tb.tools.count()) == (False, "disabled", 0, 0)
+    assert_sync_is_a_no_op()
+
+    response = admin_client.post(reverse(CHANGELIST), {"action": "enable", "_selected_action": [tb.pk]})
+    assert response.status_code == 302
+    servers["tb"]["enabled"] = True
+    assert synced.read_text() == expected_text(servers, **top)
+    assert McpServer.objects.get(name="tb").status == "connecting"
+    assert_sync_is_a_no_op()
+
+
+@pytest.mark.django_db
+def test_a_failed_write_leaves_the_file_and_the_database_as_they_were(
+    admin_client: Client, synced: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    before = synced.read_bytes()
+    version = McpState.objects.get().version
+    real_replace = os.replace
+
+    def full_disk(src: Any, dst: Any) -> None:
+        if Path(dst).name == "mcp.json":
+            raise OSError(28, "No space left on device")
+        real_replace(src, dst)
+
+    url = change_url("tb")
+    data = form_fields(admin_client.get(url).content.decode())
+    data.update(args="changed", _save="Save")
+    monkeypatch.setattr(os, "replace", full_disk)
+
+    response = admin_client.post(url, data)
+    assert response.status_code == 200
+    html = response.content.decode()
+    assert "No space left on device; the file is unchanged" in html
+    assert SECRET not in html
+    assert response.context["adminform"].form["args"].value() == "changed"  # the input is kept
+
+    tb = McpServer.objects.get(name="tb")
+    response = admin_client.post(reverse("admin:mcpclient_mcpserver_toggle", args=[tb.pk]), {"enabled": "0"})
+    assert response.status_code == 302
+    response = admin_client.post(reverse(CHANGELIST), {"action": "disable", "_selected_action": [tb.pk]})
+    assert any("No space left on device" in m for m in messages_of(admin_client.get(reverse(CHANGELIST))))
+    delete = reverse("admin:mcpclient_mcpserver_delete", args=[tb.pk])
+    assert admin_client.post(delete, {"post": "yes"}).status_code == 302
+
+    assert synced.read_bytes() == before
+    assert [p.name for p in synced.parent.iterdir() if p.name.endswith(".tmp")] == []
+    tb.refresh_from_db()
+    assert tb.enabled is True and tb.config["args"] == toolbox_entry()["args"]
+    assert McpState.objects.get().version == version
+    monkeypatch.undo()
+    assert_sync_is_a_no_op()
+
+
+@pytest.mark.django_db
+def test_hand_edits_are_picked_up_and_never_overwritten(admin_client: Client, synced: Path) -> None:
+    url = change_url("tb")
+    data = form_fields(admin_client.get(url).content.decode())
+    document = json.loads(synced.read_text())
+    document["mcpServers"]["tb"]["args"].append("--tag")
+    document["mcpServers"]["tb"]["args"].append("by-hand")
+    synced.write_text(json.dumps(document, indent=2))
+    os.utime(synced, ns=(1, 1))  # a different mtime even on a coarse clock
+
+    data.update(cwd="/tmp", _save="Save")
+    response = admin_client.post(url, data)
+    assert response.status_code == 200
+    assert "was changed in the file since this page was loaded" in response.content.decode()
+    assert json.loads(synced.read_text())["mcpServers"]["tb"]["args"][-1] == "by-hand"
+
+    admin_client.get(reverse(CHANGELIST))  # the admin mirrors the file again
+    assert McpServer.objects.get(name="tb").config["args"][-1] == "by-hand"
+
+
+# --- live hub ------------------------------------------------------------------------------
+
+
+def _process_with_tag(tag: str) -> bool:
+    """True if a live process has ``tag`` in its command line."""
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if tag.encode() in (entry / "cmdline").read_bytes():
+                    return True
+            except OSError:
+                continue
+    return False
+
+
+class AsgiAdmin:
+    """An AsyncClient whose requests run as under Django's ASGI handler (Daphne).
+
+    ``ASGIHandler`` gives each request its own ``ThreadSensitiveContext``, so a sync admin
+    view runs in a thread of its own while the hub keeps the shared database thread; the
+    test client alone would run the view in that shared thread. Like the handler at the end
+    of a request, the request thread's database connection is closed.
+    """
+
+    def __init__(self, client: AsyncClient) -> None:
+        self.client = client
+
+    async def get(self, url: str) -> Any:
+        async with ThreadSensitiveContext():
+            try:
+                return await self.client.get(url)
+            finally:
+                await sync_to_async(lambda: connection.close())()
+
+    async def post(self, url: str, data: dict[str, Any]) -> Any:
+        async with ThreadSensitiveContext():
+            try:
+                return await self.client.post(url, data)
+            finally:
+                await sync_to_async(lambda: connection.close())()
+
+
+async def _admin(username: str = "root") -> AsgiAdmin:
+    user = await database_sync_to_async(User.objects.create_superuser)(username, password="x")
+    client = AsyncClient()
+    await client.aforce_login(user)
+    return AsgiAdmin(client)
+
+
+async def _row(name: str) -> McpServer:
+    return await McpServer.objects.aget(name=name)
+
+
+async def _stop_hub() -> None:
+    hub = runtime.get_hub()
+    if hub is not None:
+        await hub.stop()
+        await hub.drain_listeners()
+    runtime.set_hub(None)
+    await database_sync_to_async(lambda: connection.close())()  # the async ORM's thread keeps one open
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_toggling_a_server_of_the_live_hub_removes_and_restores_its_tools(
+    mcp_file: Path, settings: Any
+) -> None:
+    settings.MCP_AUTOSTART = True
+    tag = f"admin-live-{os.getpid()}"
+    write_config(mcp_file, {"tb": toolbox_entry("--tag", tag), "other": toolbox_entry()})
+    await database_sync_to_async(call_command)("mcp_sync", stdout=StringIO())
+    layer = get_channel_layer()
+    channel = await layer.new_channel()
+    await layer.group_add(runtime.STATUS_GROUP, channel)
+    try:
+        async with asyncio.timeout(60):
+            await runtime.ensure_hub()
+            names = {tool.prefixed_name for tool in runtime.hub_tools()}
+            assert {"tb_echo", "other_echo"} <= names
+            assert _process_with_tag(tag)
+            client = await _admin()
+            tb = await _row("tb")
+
+            # Disable from the list: when the response arrives the session is closed, the
+            # child stopped, the tools gone, the row and the status line updated.
+            toggle = reverse("admin:mcpclient_mcpserver_toggle", args=[tb.pk])
+            response = await client.post(toggle, {"enabled": "0"})
+            assert response.status_code == 302
+            names = {tool.prefixed_name for tool in runtime.hub_tools()}
+            assert "tb_echo" not in names and "other_echo" in names
+            assert not _process_with_tag(tag)
+            row = await _row("tb")
+            assert (row.enabled, row.status, row.tool_count) == (False, "disabled", 0)
+            assert read_entries(mcp_file)["tb"]["enabled"] is False
+            while True:
+                message = await layer.receive(channel)
+                statuses = {server["name"]: server["status"] for server in message["servers"]}
+                if statuses.get("tb") == "disabled":
+                    break
+
+            # Enable with the list action: connected again, tools back.
+            enable = {"action": "enable", "_selected_action": [tb.pk]}
+            response = await client.post(reverse(CHANGELIST), enable)
+            assert response.status_code == 302
+            assert "tb_echo" in {tool.prefixed_name for tool in runtime.hub_tools()}
+            assert _process_with_tag(tag)
+            row = await _row("tb")
+            assert (row.enabled, row.status, row.tool_count) == (True, "ready", 12)
+            first_connected = row.connected_at
+
+            # Edit: the server is reconnected with the new arguments.
+            url = reverse("admin:mcpclient_mcpserver_change", args=[tb.pk])
+            data = form_fields((await client.get(url)).content.decode())
+            data.update(args=data["args"] + "\n--extra-tools\n2", _save="Save")
+            response = await client.post(url, data)
+            assert response.status_code == 302
+            assert "tb_item_001" in {tool.prefixed_name for tool in runtime.hub_tools()}
+            assert (await _row("tb")).tool_count == 14
+
+            # Reconnect from the change page's action.
+            response = await client.post(url, {"CHANGE_FORM-action": "reconnect", "_selected_action": tb.pk})
+            assert response.status_code == 302
+            row = await _row("tb")
+            assert row.status == "ready" and row.connected_at > first_connected
+            assert "tb_item_001" in {tool.prefixed_name for tool in runtime.hub_tools()}
+    finally:
+        await layer.group_discard(runtime.STATUS_GROUP, channel)
+        await _stop_hub()
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_rediscover_action_lists_tools_the_hub_was_not_told_about(
+    mcp_file: Path, settings: Any, http_toolbox: Any
+) -> None:
+    settings.MCP_AUTOSTART = True
+    server = http_toolbox()
+    write_config(mcp_file, {"web": {"url": server.url}})
+    await database_sync_to_async(call_command)("mcp_sync", stdout=StringIO())
+    other = Hub(base_dir=ROOT, allowed_commands=TEST_COMMANDS)
+    try:
+        async with asyncio.timeout(60):
+            await runtime.ensure_hub()
+            assert "web_fresh" not in {tool.prefixed_name for tool in runtime.hub_tools()}
+            # Another client adds a tool; only that client's session is notified.
+            await other.start([parse_server("web", {"url": server.url})])
+            assert not (await other.call_tool("web_add_tool", {"name": "fresh"})).is_error
+            await runtime.ensure_hub()
+            assert "web_fresh" not in {tool.prefixed_name for tool in runtime.hub_tools()}
+
+            client = await _admin()
+            web = await _row("web")
+            rediscover = {"action": "rediscover", "_selected_action": [web.pk]}
+            response = await client.post(reverse(CHANGELIST), rediscover)
+            assert response.status_code == 302
+            assert "web_fresh" in {tool.prefixed_name for tool in runtime.hub_tools()}
+            assert await McpTool.objects.filter(server__name="web", prefixed_name="web_fresh").aexists()
+    finally:
+        await other.stop()
+        await _stop_hub()
+
+
+@pytest.mark.django_db(transaction=True)  # actions run after the commit, as in production
+def test_rediscover_without_a_hub_in_this_process_runs_a_discovery(
+    admin_client: Client, mcp_file: Path
+) -> None:
+    write_config(mcp_file, {"tb": toolbox_entry(), "off": toolbox_entry(enabled=False)})
+    admin_client.get(reverse(CHANGELIST))  # mirrors the file
+    tb, off = McpServer.objects.get(name="tb"), McpServer.objects.get(name="off")
+    version = McpState.objects.get().version
+    response = admin_client.post(
+        reverse(CHANGELIST), {"action": "rediscover", "_selected_action": [tb.pk, off.pk]}, follow=True
+    )
+    shown = messages_of(response)
+    assert "Not rediscovered (disabled or invalid): off." in shown
+    assert "Tools listed again: tb: ready, 12 tools." in shown
+    assert McpTool.objects.filter(server=tb, rejected=False).count() == 12
+    assert McpState.objects.get().version > version  # a hub in another process will follow
+
+    response = admin_client.post(
+        reverse(CHANGELIST), {"action": "reconnect", "_selected_action": [tb.pk]}, follow=True
+    )
+    assert "The MCP hub does not run in this process: nothing to reconnect." in messages_of(response)
