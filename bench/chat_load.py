@@ -1,7 +1,7 @@
 """Chat load: N concurrent websocket sessions against a live Daphne, each with its own user.
 
-Starts the scripted OpenAI-compatible server in this process, a fresh data directory, Daphne
-in a subprocess with the toolbox MCP server over stdio (started by Daphne's own hub), then
+Starts the scripted OpenAI-compatible server in a process of its own, a fresh data directory,
+Daphne in a subprocess with the toolbox MCP server over stdio (started by Daphne's own hub), then
 runs ``--turns`` turns in each of ``--sessions`` concurrent sessions. Every turn is a full
 tool round trip: the model streams a short text and calls ``toolbox_echo``, the server runs
 it, and the model answers. Prints turns/s, p50/p95 turn latency, the first-token delay and
@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import multiprocessing
 import os
 import random
 import sqlite3
@@ -31,6 +32,7 @@ import sys
 import tempfile
 import time
 from dataclasses import dataclass, field
+from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
@@ -85,15 +87,18 @@ def responder(body: dict[str, Any], delay: float) -> Reply:
 
 
 class Client(WebSocketClientProtocol):
-    """Queues every JSON frame; remembers the close code."""
+    """Queues every JSON frame with the time it arrived; remembers the close code."""
 
     def __init__(self) -> None:
         super().__init__()
-        self.frames: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
+        self.frames: asyncio.Queue[tuple[float, dict[str, Any]]] = asyncio.Queue()
         self.closed: asyncio.Future[int | None] = asyncio.get_event_loop().create_future()
+        self.received_at = 0.0  # when the frame last returned by next() arrived
 
     def onMessage(self, payload: bytes, isBinary: bool) -> None:
-        self.frames.put_nowait(json.loads(payload))
+        # Stamped here, not when the session's task gets to it: with 50 sessions in one loop
+        # that wait is the benchmark's own, not the server's.
+        self.frames.put_nowait((time.perf_counter(), json.loads(payload)))
 
     def onClose(self, wasClean: bool, code: int | None, reason: str | None) -> None:
         if not self.closed.done():
@@ -103,7 +108,7 @@ class Client(WebSocketClientProtocol):
         """The next frame whose type is in ``kinds`` (others are dropped)."""
         async with asyncio.timeout(within):
             while True:
-                frame = await self.frames.get()
+                self.received_at, frame = await self.frames.get()
                 if frame["type"] in kinds:
                     return frame
 
@@ -123,22 +128,35 @@ async def open_socket(port: int, cookie: str, conversation: int) -> Client:
     return protocol
 
 
-# When the scripted model sent the first bytes of each turn's first answer, by user text.
-FIRST_CHUNK_AT: dict[str, float] = {}
+def serve_model(delay: float, conn: Connection) -> None:
+    """The scripted model, in a process of its own so that the clients do not slow it down.
 
+    Sends its base URL, serves until told to stop, then sends when it sent the first bytes
+    of each turn's first answer (``time.perf_counter()``, the same clock in every process).
+    """
+    first_chunk_at: dict[str, float] = {}
 
-def record_first_chunk(body: dict[str, Any]) -> None:
-    """ScriptedLLM hook (its thread): stamp the first streamed bytes of a turn's first call."""
-    last = body["messages"][-1]
-    if last["role"] == "user":
-        FIRST_CHUNK_AT[last["content"]] = time.perf_counter()
+    def record_first_chunk(body: dict[str, Any]) -> None:
+        last = body["messages"][-1]
+        if last["role"] == "user":
+            first_chunk_at[last["content"]] = time.perf_counter()
+
+    llm = ScriptedLLM(
+        models=("bench-model",),
+        responder=lambda body: responder(body, delay),
+        on_first_chunk=record_first_chunk,
+    ).start()
+    conn.send(llm.base_url)
+    conn.recv()
+    llm.stop()
+    conn.send(first_chunk_at)
 
 
 @dataclass
 class Results:
     latencies: list[float] = field(default_factory=list)
     first_tokens: list[float] = field(default_factory=list)
-    relays: list[float] = field(default_factory=list)  # model's first bytes -> browser's first delta
+    first_delta_at: dict[str, float] = field(default_factory=dict)  # by user text
     errors: list[str] = field(default_factory=list)
     turns: int = 0
 
@@ -162,10 +180,8 @@ async def run_session(
             while True:
                 frame = await client.next({"text_delta", "turn_end", "error"})
                 if frame["type"] == "text_delta" and first is None:
-                    now = time.perf_counter()
-                    first = now - started
-                    if text in FIRST_CHUNK_AT:
-                        results.relays.append(now - FIRST_CHUNK_AT[text])
+                    first = client.received_at - started
+                    results.first_delta_at[text] = client.received_at
                 elif frame["type"] == "error":
                     results.errors.append(f"error frame: {frame['message']}")
                     break
@@ -173,7 +189,7 @@ async def run_session(
                     if frame["status"] != "complete":
                         results.errors.append(f"turn {frame['status']}: {frame['error']}")
                     else:
-                        results.latencies.append(time.perf_counter() - started)
+                        results.latencies.append(client.received_at - started)
                         if first is not None:
                             results.first_tokens.append(first)
                         results.turns += 1
@@ -270,11 +286,14 @@ def main() -> None:
     (data / "mcp.json").write_text(
         json.dumps({"mcpServers": {"toolbox": {"command": PYTHON, "args": [str(TOOLBOX)]}}})
     )
-    llm = ScriptedLLM(
-        models=("bench-model",),
-        responder=lambda body: responder(body, options.llm_delay),
-        on_first_chunk=record_first_chunk,
-    ).start()
+    # The model runs in its own process: in this one it would share the interpreter lock with
+    # the clients, and the time it waited for it would count as delay added by the server.
+    model_conn, child_conn = multiprocessing.Pipe()
+    model = multiprocessing.get_context("fork").Process(
+        target=serve_model, args=(options.llm_delay, child_conn), daemon=True
+    )
+    model.start()
+    base_url = model_conn.recv()
     port = free_port()
     env = {
         **os.environ,
@@ -283,7 +302,7 @@ def main() -> None:
         "BOOCODE_MCP_CONFIG": str(data / "mcp.json"),
         "BOOCODE_MCP_STDIO_COMMANDS": f"npx,uvx,node,{Path(PYTHON).name}",
         "BOOCODE_MCP_AUTOSTART": "1",
-        "BOOCODE_LLM_BASE_URL": llm.base_url,
+        "BOOCODE_LLM_BASE_URL": base_url,
         "BOOCODE_LLM_MODEL": "bench-model",
         "BOOCODE_ALLOWED_HOSTS": "127.0.0.1",
         "BOOCODE_LOG_LEVEL": "WARNING",
@@ -310,13 +329,19 @@ def main() -> None:
         except subprocess.TimeoutExpired:
             daphne.kill()
             _, stderr = daphne.communicate()
-        llm.stop()
+        model_conn.send("stop")
+        first_chunk_at: dict[str, float] = model_conn.recv()
+        model.join(10)
     expected, missing = check_persistence(data / "boocode.sqlite3", accounts[1:], options.turns)
 
     latency_ms = [s * 1000 for s in results.latencies]
     first_ms = [s * 1000 for s in results.first_tokens]
     added_ms = [value - options.llm_delay * 1000 for value in first_ms]
-    relay_ms = [s * 1000 for s in results.relays]
+    relay_ms = [
+        (at - first_chunk_at[text]) * 1000
+        for text, at in results.first_delta_at.items()
+        if text in first_chunk_at
+    ]
     pacing = f"{options.think:g} s mean think time" if options.think else "back to back"
     print(
         f"sessions: {options.sessions} concurrent, {options.turns} turns each, {pacing} "

@@ -129,8 +129,9 @@ if _redis_url:
     }
 else:
     # Capacity: a tab that falls behind a fast stream must not lose frames (the default is 100).
+    # ChatChannelLayer is Channels' in-memory layer without its per-message expiry sweep.
     CHANNEL_LAYERS = {
-        "default": {"BACKEND": "channels.layers.InMemoryChannelLayer", "CONFIG": {"capacity": 1000}}
+        "default": {"BACKEND": "boocode.chat.layers.ChatChannelLayer", "CONFIG": {"capacity": 1000}}
     }
 
 AUTH_PASSWORD_VALIDATORS = [

@@ -5,7 +5,9 @@ event loop (Daphne has no ASGI lifespan, so the first request or websocket does 
 a lock). It also checks, cheaply, whether servers changed elsewhere (mcp.json edited by
 hand, ``manage.py mcp_sync`` / ``mcp_discover`` or the admin in another process): one
 ``stat`` of mcp.json and one query of ``McpState.version``; a change is applied to the
-running hub without a restart.
+running hub without a restart. The chat turn passes ``max_age``: the file is still stat'ed
+on every turn, but the version is read at most once per :data:`TURN_CHECK_INTERVAL`, so a
+change made in another process without touching the file reaches the turns within that time.
 
 ``hub_tools()``, ``hub_call()`` and ``hub_statuses()`` are what a later deployment would
 turn into channel-layer messages to a hub worker process; callers never see the SDK.
@@ -19,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import logging
+import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -33,9 +36,12 @@ logger = logging.getLogger(__name__)
 _hub: Hub | None = None
 _hub_loop: asyncio.AbstractEventLoop | None = None
 _seen_version: int = -1
+_checked_at: float = float("-inf")  # time.monotonic() of the last read of McpState
+_seen_mtime_ns: int | None = None  # mcp.json's mtime as synced into McpState at that read
 _lock: asyncio.Lock | None = None
 _lock_loop: asyncio.AbstractEventLoop | None = None
 _persist_lock: asyncio.Lock | None = None
+_persist_lock_loop: asyncio.AbstractEventLoop | None = None
 
 
 def get_hub() -> Hub | None:
@@ -45,9 +51,10 @@ def get_hub() -> Hub | None:
 
 def set_hub(hub: Hub | None, *, version: int = -1) -> None:
     """Install ``hub`` as the process-wide hub (tests and ``mcp_*`` commands)."""
-    global _hub, _hub_loop, _seen_version
+    global _hub, _hub_loop, _seen_version, _checked_at, _seen_mtime_ns
     _hub = hub
     _seen_version = version
+    _checked_at, _seen_mtime_ns = float("-inf"), None
     try:
         _hub_loop = asyncio.get_running_loop() if hub is not None else None
     except RuntimeError:
@@ -89,11 +96,13 @@ async def broadcast_listener(snapshot: ServerSnapshot) -> None:
 
 async def persist_listener(snapshot: ServerSnapshot) -> None:
     """Write a snapshot to the database, in the order snapshots were produced."""
-    global _persist_lock
+    global _persist_lock, _persist_lock_loop
     from mcpclient.sync import persist_snapshot
 
-    if _persist_lock is None:
-        _persist_lock = asyncio.Lock()
+    loop = asyncio.get_running_loop()
+    if _persist_lock is None or _persist_lock_loop is not loop:
+        # One lock per loop: an asyncio.Lock that was ever waited on is bound to its loop.
+        _persist_lock, _persist_lock_loop = asyncio.Lock(), loop
     async with _persist_lock:
         try:
             await database_sync_to_async(persist_snapshot)(snapshot)
@@ -101,8 +110,8 @@ async def persist_listener(snapshot: ServerSnapshot) -> None:
             logger.exception('could not save the state of MCP server "%s"', snapshot.name)
 
 
-def _read_changes() -> tuple[int, list[Any] | None]:
-    """Sync mcp.json if it changed on disk; return (version, configs if version moved)."""
+def _read_changes() -> tuple[int, int, list[Any] | None]:
+    """Sync mcp.json if it changed on disk; return (version, synced mtime, configs if version moved)."""
     from mcpclient.config import ConfigError
     from mcpclient.sync import config_mtime_ns, current_state, server_configs, sync_servers
 
@@ -116,28 +125,59 @@ def _read_changes() -> tuple[int, list[Any] | None]:
             logger.error("mcp.json changed on disk but cannot be used: %s", exc)
         state = current_state()
     if state.version == _seen_version:
-        return state.version, None
-    return state.version, server_configs()
+        return state.version, state.config_mtime_ns, None
+    return state.version, state.config_mtime_ns, server_configs()
 
 
-async def ensure_hub() -> Hub:
-    """The running hub, started on first use; applies changes made in other processes."""
+async def _check_changes() -> tuple[int, list[Any] | None]:
+    """Read McpState (syncing mcp.json first if it changed); remember when, for ``max_age``."""
+    global _checked_at, _seen_mtime_ns
+    started = time.monotonic()
+    version, mtime_ns, configs = await database_sync_to_async(_read_changes)()
+    _checked_at, _seen_mtime_ns = started, mtime_ns
+    return version, configs
+
+
+def _recently_checked(max_age: float) -> bool:
+    """Whether McpState was read less than ``max_age`` seconds ago and mcp.json is unchanged since."""
+    from mcpclient.sync import config_mtime_ns
+
+    return time.monotonic() - _checked_at < max_age and config_mtime_ns() == _seen_mtime_ns
+
+
+TURN_CHECK_INTERVAL = 1.0  # seconds a chat turn reuses the last read of McpState.version
+
+
+async def ensure_hub(*, max_age: float = 0.0) -> Hub:
+    """The running hub, started on first use; applies changes made in other processes.
+
+    mcp.json is stat'ed on every call (an edited file is synced and applied at once).
+    ``McpState.version`` is read on every call too, unless it was read less than ``max_age``
+    seconds ago: the chat turn passes :data:`TURN_CHECK_INTERVAL` so that a turn costs no
+    query; callers that just changed something in another process leave it at 0.
+    """
     global _hub, _hub_loop, _seen_version
     loop = asyncio.get_running_loop()
-    if _hub is not None and _hub_loop is loop and not settings.MCP_AUTOSTART:
-        return _hub
+    if _hub is not None and _hub_loop is loop:
+        if not settings.MCP_AUTOSTART:
+            return _hub
+        # While a change is being applied (lock held), wait for it like any other caller.
+        if max_age > 0 and not _loop_lock().locked() and _recently_checked(max_age):
+            return _hub
     async with _loop_lock():
         if _hub is None or _hub_loop is not loop:
             if not settings.MCP_AUTOSTART:
                 _hub, _hub_loop = Hub(base_dir=settings.MCP_CONFIG.parent), loop
                 return _hub
-            version, configs = await database_sync_to_async(_read_changes)()
+            version, configs = await _check_changes()
             hub = new_hub()
             _hub, _hub_loop, _seen_version = hub, loop, version
             _install_shutdown_trigger(hub)
             await hub.start(configs or [])
             return hub
-        version, configs = await database_sync_to_async(_read_changes)()
+        if max_age > 0 and _recently_checked(max_age):
+            return _hub  # checked by the caller that held the lock before us
+        version, configs = await _check_changes()
         if configs is not None:
             _seen_version = version
             logger.info("MCP servers changed elsewhere (version %d): applying", version)

@@ -6,11 +6,12 @@ second start raises :class:`TurnInProgress`). The task belongs to no websocket: 
 goes to ``emit`` (the consumer wires it to the conversation's channel-layer group), so a
 dropped socket does not stop the turn and every open tab sees it.
 
-Steps: store the user message; make sure the MCP hub runs and AGENTS.md is current; load the
-agent, its tools (the registry's glob policy) and the history; stream the model; run the tool
-calls of one step concurrently through the registry; feed the results back and loop until
-the model answers without tools. When the agent's ``max_tool_calls`` is used up, one last
-call is made without tools and a notice says so.
+Steps: in one database unit, re-read AGENTS.md if it changed, store the user message, load the
+agent and the history and create the assistant message the first answer streams into; make
+sure the MCP hub runs; apply the agent's glob policy to the tools the registry has now (in
+memory); stream the model; run the tool calls of one step concurrently through the registry;
+feed the results back and loop until the model answers without tools. When the agent's
+``max_tool_calls`` is used up, one last call is made without tools and a notice says so.
 
 Stop: ``registry.cancel(conversation_id)`` cancels the task wherever it waits: in the model
 stream (the HTTP response is closed) or in the tool calls (the task group cancels them and
@@ -22,8 +23,10 @@ marks the message ``failed`` with a message for the user and ends the turn ``fai
 everything stored before stays.
 
 Persistence: each write is one short ``database_sync_to_async`` call and the model is never
-awaited inside one. Streamed text is saved every :data:`SAVE_INTERVAL` seconds, so a page
-reloaded mid-turn shows it; a reconnecting page also gets the live text (:func:`live_text`).
+awaited inside one; before the first model request there is exactly one (every hop to the
+database thread waits behind the other turns' writes). Streamed text is saved every
+:data:`SAVE_INTERVAL` seconds, so a page reloaded mid-turn shows it; a reconnecting page also
+gets the live text (:func:`live_text`).
 """
 
 from __future__ import annotations
@@ -36,7 +39,7 @@ import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from channels.db import database_sync_to_async
 from django.core.exceptions import ObjectDoesNotExist
@@ -45,9 +48,12 @@ from django.db import DatabaseError
 from boocode.chat import llm as llm_client
 from boocode.chat import services
 from boocode.chat.llm import Completion, LLMError, LLMSettings, TextDelta, ToolCallRequest, stream_chat
-from boocode.chat.models import Conversation, Message, ToolCall
+from boocode.chat.models import Message, ToolCall
 from boocode.chat.status import status_payload
 from mcpclient.results import ToolResult
+
+if TYPE_CHECKING:
+    from agents.models import Agent
 
 logger = logging.getLogger(__name__)
 
@@ -87,8 +93,18 @@ class TurnRequest:
 
 
 @dataclass
+class TurnStart:
+    """What the first database unit of a turn stored and loaded."""
+
+    payload: dict[str, Any]  # the stored user message or console command
+    agent: Agent
+    history: list[dict[str, Any]] | None  # the model's messages (None for console commands)
+    answer: dict[str, Any] | None  # the assistant message the first answer streams into
+
+
+@dataclass
 class TurnContext:
-    """What one turn works with, loaded in one database unit."""
+    """What one turn works with: the agent, its tools right now and the history."""
 
     agent_name: str
     llm: LLMSettings
@@ -122,37 +138,43 @@ def _refresh_agents() -> None:
     refresh_agents_if_changed()
 
 
-def _begin(conversation_id: int, role: str, text: str) -> dict[str, Any]:
-    """Re-read AGENTS.md if it changed, store what the user sent; its payload."""
+def _start(conversation_id: int, role: str, text: str, *, for_model: bool) -> TurnStart:
+    """The one database unit before the model is called.
+
+    Re-reads AGENTS.md if it changed, stores what the user sent, then (committed) loads the
+    conversation's agent. For the model it also loads the history and, when a model is
+    configured, creates the assistant message of the first answer: created here, no write
+    competes with sending the request.
+    """
     _refresh_agents()
-    return services.begin_turn(conversation_id, role, text)
+    payload, agent_name = services.begin_turn(conversation_id, role, text)
+    agent = services.resolve_agent(agent_name)
+    if not for_model:
+        return TurnStart(payload=payload, agent=agent, history=None, answer=None)
+    history = services.llm_history(conversation_id, agent.prompt)
+    answer = None
+    if LLMSettings.from_settings(agent.model).configured:
+        answer = services.add_message(
+            conversation_id, Message.Role.ASSISTANT, status=Message.Status.STREAMING
+        )
+    return TurnStart(payload=payload, agent=agent, history=history, answer=answer)
 
 
-def _load_context(conversation_id: int) -> TurnContext:
-    """Agent, tools and history: one read-only database unit, right before the model is called."""
+def _context(agent: Agent, history: list[dict[str, Any]]) -> TurnContext:
+    """The turn's context; the tools are the registry's current ones (in memory, no query)."""
     from boocode.tools.registry import agent_tools, openai_tools
 
-    conversation = Conversation.objects.get(pk=conversation_id)
-    agent = services.resolve_agent(conversation.agent_name)
     tools = agent_tools(agent)
     return TurnContext(
         agent_name=agent.name,
         llm=LLMSettings.from_settings(agent.model),
         tools=tools,
         openai_tools=openai_tools(tools),
-        messages=services.llm_history(conversation_id, agent.prompt),
+        messages=history,
         temperature=agent.temperature,
         top_p=agent.top_p,
         max_tool_calls=agent.max_tool_calls,
     )
-
-
-def _load_tools(conversation_id: int) -> tuple[str, list[Any]]:
-    from boocode.tools.registry import agent_tools
-
-    conversation = Conversation.objects.get(pk=conversation_id)
-    agent = services.resolve_agent(conversation.agent_name)
-    return agent.name, agent_tools(agent)
 
 
 async def _execute(name: str, arguments: str, allowed: list[Any] | None) -> ToolResult:
@@ -166,15 +188,6 @@ async def _execute(name: str, arguments: str, allowed: list[Any] | None) -> Tool
 
 
 db = database_sync_to_async
-
-
-def db_read(function: Callable[..., Any]) -> Callable[..., Awaitable[Any]]:
-    """For read-only units on the first-token path: a pool thread with its own connection.
-
-    Writes all go through the one thread of ``db`` (SQLite has one writer); a read there
-    would queue behind other turns' writes, while SQLite in WAL mode reads in parallel.
-    """
-    return database_sync_to_async(function, thread_sensitive=False)
 
 
 class _Turn:
@@ -210,11 +223,11 @@ class _Turn:
         status, error = "complete", ""
         try:
             command = parse_command(self.request.text)
-            await self._prepare(command is not None)
+            start = await self._prepare(command is not None)
             if command is not None:
-                await self._console(*command)
+                await self._console(start.agent, *command)
             else:
-                await self._converse()
+                await self._converse(start)
         except asyncio.CancelledError:
             await self._stopped()
             await self._end("stopped", "")
@@ -231,18 +244,23 @@ class _Turn:
         await self._end(status, error)
         return status
 
-    async def _prepare(self, is_command: bool) -> None:
-        from mcpclient.runtime import ensure_hub
+    async def _prepare(self, is_command: bool) -> TurnStart:
+        from mcpclient.runtime import TURN_CHECK_INTERVAL, ensure_hub
 
         role = Message.Role.CONSOLE if is_command else Message.Role.USER
-        payload = await db(_begin)(self.conversation_id, role, self.request.text)
-        self.request_message_id = payload["id"]
-        await self.emit({"type": "message", "message": payload})
-        await ensure_hub()
+        start = await db(_start)(self.conversation_id, role, self.request.text, for_model=not is_command)
+        self.request_message_id = start.payload["id"]
+        await self.emit({"type": "message", "message": start.payload})
+        if start.answer is not None:
+            await self._open_message(start.answer)
+        # After the echo: the first turn may wait here while the MCP servers start.
+        await ensure_hub(max_age=TURN_CHECK_INTERVAL)
+        return start
 
     # --- the conversation with the model -----------------------------------------------------
-    async def _converse(self) -> None:
-        context = await db_read(_load_context)(self.conversation_id)
+    async def _converse(self, start: TurnStart) -> None:
+        assert start.history is not None
+        context = _context(start.agent, start.history)
         if not context.llm.configured:
             raise LLMError(NOT_CONFIGURED, kind="not_configured")
         used = 0
@@ -288,16 +306,17 @@ class _Turn:
         completion: Completion | None = None
         async with contextlib.aclosing(stream):
             # Each next event is awaited as a task: the request goes out while the message row
-            # is written, and text waiting for its frame is flushed while the model is silent.
-            # The generator must be idle again before aclosing() closes it.
+            # is written (after a tool step; the first one was created with the user's message),
+            # and text waiting for its frame is flushed while the model is silent. The
+            # generator must be idle again before aclosing() closes it.
             upcoming = asyncio.ensure_future(anext(stream))
             try:
-                payload = await db(services.add_message)(
-                    self.conversation_id, Message.Role.ASSISTANT, status=Message.Status.STREAMING
-                )
-                self.message_id, self.parts, self.unsent, self.sent = payload["id"], [], [], 0
-                self.last_emit = 0.0  # the first text goes out at once
-                await self.emit({"type": "message_start", "message": payload})
+                if self.message_id is None:
+                    await self._open_message(
+                        await db(services.add_message)(
+                            self.conversation_id, Message.Role.ASSISTANT, status=Message.Status.STREAMING
+                        )
+                    )
                 last_save = time.monotonic()
                 while True:
                     if self.unsent:
@@ -339,6 +358,12 @@ class _Turn:
         self.message_id = None
         await self.emit({"type": "message_complete", "message": final})
         return completion, final["tool_calls"]
+
+    async def _open_message(self, payload: dict[str, Any]) -> None:
+        """Start streaming into the assistant message ``payload`` (just created)."""
+        self.message_id, self.parts, self.unsent, self.sent = payload["id"], [], [], 0
+        self.last_emit = 0.0  # the first text goes out at once
+        await self.emit({"type": "message_start", "message": payload})
 
     async def _flush(self) -> None:
         """Send the text not yet sent as one ``text_delta`` (deltas are coalesced per DELTA_INTERVAL)."""
@@ -385,13 +410,15 @@ class _Turn:
         return [task.result() for task in tasks]
 
     # --- the tool console --------------------------------------------------------------------
-    async def _console(self, command: str, rest: str) -> None:
+    async def _console(self, agent: Agent, command: str, rest: str) -> None:
+        from boocode.tools.registry import agent_tools
+
         if command == "/help":
             await self._notice(CONSOLE_HELP)
             return
-        agent_name, tools = await db_read(_load_tools)(self.conversation_id)
+        tools = agent_tools(agent)
         if command == "/tools":
-            await self._notice(_tools_listing(agent_name, tools))
+            await self._notice(_tools_listing(agent.name, tools))
             return
         words = rest.split(None, 1)  # the tool's name, then its JSON arguments (default {})
         if not words:
