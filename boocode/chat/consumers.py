@@ -17,10 +17,13 @@ from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from boocode.chat import services
 from boocode.chat.events import group_emitter, group_name
 from boocode.chat.status import status_payload
+from mcpclient.runtime import STATUS_GROUP
 from boocode.chat.turns import MAX_MESSAGE_CHARS, TurnInProgress, TurnRequest, merge_live_text, registry
 
 MAX_FRAME_BYTES = 64 * 1024
-STATUS_INTERVAL = 1.0  # seconds between status checks (in memory; a frame is sent only on change)
+# Server changes arrive at once through the mcp_status group; the periodic check (in memory,
+# a frame only on change) also covers the model's state.
+STATUS_INTERVAL = 1.0
 CLOSE_UNAUTHENTICATED = 4401
 CLOSE_FORBIDDEN = 4403
 
@@ -47,6 +50,7 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
         self.conversation_id = conversation_id
         # Join before reading the history: nothing emitted from now on can fall between the two.
         await self.channel_layer.group_add(group_name(conversation_id), self.channel_name)
+        await self.channel_layer.group_add(STATUS_GROUP, self.channel_name)
         history = await database_sync_to_async(services.history_payload)(conversation_id)
         await self.send_json(
             {
@@ -66,6 +70,7 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
             self.status_task.cancel()
         if self.conversation_id is not None:
             await self.channel_layer.group_discard(group_name(self.conversation_id), self.channel_name)
+            await self.channel_layer.group_discard(STATUS_GROUP, self.channel_name)
 
     async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
         """Check size and JSON shape, then dispatch on ``type``; problems get an error frame."""
@@ -119,6 +124,8 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
         """
         if message["type"] == "chat.event":
             await self.chat_event(message)
+        elif message["type"] == "mcp.status":
+            await self.mcp_status(message)
         else:
             await super().dispatch(message)
 
@@ -128,6 +135,10 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
         if event.get("type") == "status":
             self.last_status = event
         await self.send_json(event)
+
+    async def mcp_status(self, message: dict[str, Any]) -> None:
+        """A server changed state (admin toggle, crash, list_changed): update the status line now."""
+        await self._send_status()
 
     async def _error(self, code: str, text: str) -> None:
         await self.send_json({"type": "error", "code": code, "message": text})

@@ -235,3 +235,30 @@ async def test_the_turn_survives_a_dropped_socket_and_a_reconnect_sees_it(llm: S
     await back.close()
     async with asyncio.timeout(5):
         await registry.wait(conversation)
+
+
+async def test_status_line_follows_server_changes_at_once(
+    llm: ScriptedLLM, hub: Any, toolbox_config: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from boocode.chat import consumers
+    from mcpclient import runtime
+
+    monkeypatch.setattr(consumers, "STATUS_INTERVAL", 3600.0)  # only the broadcast can update it
+    cookie = await login("alice")
+    tab = Tab(await conversation_of("alice"), cookie)
+    await tab.open()
+    hub.add_listener(runtime.broadcast_listener)
+    runtime.set_hub(hub)
+    try:
+        await hub.start([toolbox_config("tb")])
+        while True:
+            frame = await tab.next("status", within=5)
+            if frame["servers"] and frame["servers"][0]["status"] == "ready":
+                break
+        assert frame["servers"][0]["name"] == "tb" and frame["servers"][0]["tool_count"] == 12
+        await hub.apply([toolbox_config("tb", enabled=False)])
+        while (await tab.next("status", within=5))["servers"][0]["status"] != "disabled":
+            pass
+    finally:
+        runtime.set_hub(None)
+        await tab.close()
