@@ -62,7 +62,9 @@ def open_transport(kind: str, url: str):
     return streamable_http_client(url, http_client=create_mcp_http_client())
 
 
-async def persistent_pair(kind: str, url: str, calls: int, rounds: int = 10) -> tuple[list[float], list[float]]:
+async def persistent_pair(
+    kind: str, url: str, calls: int, rounds: int = 10
+) -> tuple[list[float], list[float]]:
     """(a) one persistent ClientSession and (b) the hub's call_tool, measured in alternating rounds.
 
     Both are open at once and take turns in batches, so load from anything else on the
@@ -114,7 +116,9 @@ async def main() -> None:
             a, b = summary(sdk), summary(ours)
             c = summary(await fresh_session(kind, server.url, options.fresh_calls))
             for label, (median, p95) in (
-                ("(a) SDK persistent session", a), ("(b) hub.call_tool", b), ("(c) new session per call", c),
+                ("(a) SDK persistent session", a),
+                ("(b) hub.call_tool", b),
+                ("(c) new session per call", c),
             ):
                 print(f"{kind:<10}{label:<28}{median:>10.3f}{p95:>10.3f}")
             print(f"{kind:<10}{'ratio b/a (median)':<28}{b[0] / a[0]:>10.3f}   (target <= 1.10)")

@@ -17,8 +17,8 @@ from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from boocode.chat import services
 from boocode.chat.events import group_emitter, group_name
 from boocode.chat.status import status_payload
-from mcpclient.runtime import STATUS_GROUP
 from boocode.chat.turns import MAX_MESSAGE_CHARS, TurnInProgress, TurnRequest, merge_live_text, registry
+from mcpclient.runtime import STATUS_GROUP
 
 MAX_FRAME_BYTES = 64 * 1024
 # Server changes arrive at once through the mcp_status group; the periodic check (in memory,

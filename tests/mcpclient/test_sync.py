@@ -33,12 +33,18 @@ def mcp_file(tmp_path, settings):
 
 @pytest.mark.django_db
 def test_sync_creates_updates_and_deletes(mcp_file):
-    write_config(mcp_file, {
-        "github": {"url": "https://example.invalid/mcp", "headers": {"Authorization": "Bearer ${GITHUB_TOKEN}"},
-                   "x-note": "kept"},
-        "local": {"command": "npx", "args": ["-y", "some-server"], "enabled": False},
-        "broken": {"type": "stdio"},
-    })
+    write_config(
+        mcp_file,
+        {
+            "github": {
+                "url": "https://example.invalid/mcp",
+                "headers": {"Authorization": "Bearer ${GITHUB_TOKEN}"},
+                "x-note": "kept",
+            },
+            "local": {"command": "npx", "args": ["-y", "some-server"], "enabled": False},
+            "broken": {"type": "stdio"},
+        },
+    )
     report = sync_servers()
     assert sorted(report.created) == ["broken", "github", "local"]
     github = McpServer.objects.get(name="github")
@@ -96,7 +102,9 @@ async def test_running_hub_persists_state_and_follows_file_edits(mcp_file, setti
         assert row.tool_count == 12 and row.rejected_count == 1
         rejected = await McpTool.objects.aget(server=row, rejected=True)
         assert rejected.prefixed_name == "tb_delete_everything" and "readOnlyHint" in rejected.reject_reason
-        assert runtime.hub_statuses() == [{"name": "tb", "status": "ready", "tool_count": 12, "last_error": ""}]
+        assert runtime.hub_statuses() == [
+            {"name": "tb", "status": "ready", "tool_count": 12, "last_error": ""}
+        ]
 
         # The file is edited by hand: the next ensure_hub (before a turn) applies it.
         write_config(mcp_file, {"tb": toolbox_entry(enabled=False), "tb2": toolbox_entry()})
@@ -129,11 +137,14 @@ async def _sync():
 
 @pytest.mark.django_db
 def test_mcp_discover_command(mcp_file):
-    write_config(mcp_file, {
-        "tb": toolbox_entry(),
-        "off": toolbox_entry(enabled=False),
-        "dead": {"command": PYTHON, "args": ["-c", "pass"]},
-    })
+    write_config(
+        mcp_file,
+        {
+            "tb": toolbox_entry(),
+            "off": toolbox_entry(enabled=False),
+            "dead": {"command": PYTHON, "args": ["-c", "pass"]},
+        },
+    )
     out = StringIO()
     call_command("mcp_discover", stdout=out)
     lines = out.getvalue().splitlines()
@@ -146,7 +157,10 @@ def test_mcp_discover_command(mcp_file):
     data = json.loads(out.getvalue())
     tools = {t["prefixed_name"]: t for t in data["servers"][0]["tools"]}
     assert tools["tb_echo"]["name"] == "echo" and not tools["tb_echo"]["rejected"]
-    assert tools["tb_delete_everything"]["rejected"] and "readOnlyHint" in tools["tb_delete_everything"]["reason"]
+    assert (
+        tools["tb_delete_everything"]["rejected"]
+        and "readOnlyHint" in tools["tb_delete_everything"]["reason"]
+    )
 
     with pytest.raises(CommandError, match="failed: dead"):
         call_command("mcp_discover", "dead", stdout=StringIO())
