@@ -82,8 +82,8 @@ class McpTool(models.Model):
 class McpState(models.Model):
     """A single row whose ``version`` changes whenever servers change in any process.
 
-    The running web process compares it before each turn (one cheap query) to pick up
-    changes made by ``manage.py mcp_sync`` / ``mcp_discover`` in another shell.
+    The running web process reads it before a turn (at most once a second) to pick up
+    changes made by ``manage.py mcp_sync`` / ``mcp_discover`` or the admin in another process.
     """
 
     version = models.PositiveBigIntegerField(default=0)
