@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import datetime as dt
 import logging
 import os
@@ -159,11 +160,8 @@ def discover_tool(tool: types.Tool) -> DiscoveredTool:
         annotations=annotations,
     )
     if not discovered.read_only:
-        return DiscoveredTool(
-            name=discovered.name,
-            description=discovered.description,
-            input_schema=discovered.input_schema,
-            annotations=annotations,
+        return dataclasses.replace(
+            discovered,
             rejected=True,
             reject_reason="readOnlyHint is false: only read-only tools are offered to the model",
         )

@@ -124,3 +124,23 @@ async def hub() -> AsyncIterator[Hub]:
         yield instance
     finally:
         await instance.stop()
+
+
+async def stop_process_hub() -> None:
+    """Stop the process-wide hub a test installed, let its listeners finish, forget it.
+
+    Also closes the database connection of the async ORM's thread, which would otherwise
+    stay open and keep PostgreSQL from dropping the test database.
+    """
+    from channels.db import database_sync_to_async
+    from django.db import connection
+
+    from mcpclient import runtime
+
+    hub = runtime.get_hub()
+    if hub is not None:
+        await hub.stop()
+        await hub.drain_listeners()
+    runtime.set_hub(None)
+    await database_sync_to_async(lambda: connection.close())()
+

@@ -30,7 +30,7 @@ from mcpclient.admin_services import MASK
 from mcpclient.config import parse_server
 from mcpclient.hub import Hub
 from mcpclient.models import McpServer, McpState, McpTool
-from tests.conftest import ROOT, TEST_COMMANDS, toolbox_entry
+from tests.conftest import ROOT, TEST_COMMANDS, stop_process_hub, toolbox_entry
 
 pytestmark = [pytest.mark.postgres]
 
@@ -556,12 +556,7 @@ async def _row(name: str) -> McpServer:
 
 
 async def _stop_hub() -> None:
-    hub = runtime.get_hub()
-    if hub is not None:
-        await hub.stop()
-        await hub.drain_listeners()
-    runtime.set_hub(None)
-    await database_sync_to_async(lambda: connection.close())()  # the async ORM's thread keeps one open
+    await stop_process_hub()
 
 
 @pytest.mark.django_db(transaction=True)

@@ -24,7 +24,7 @@ from mcpclient import runtime
 from mcpclient.config import parse_server
 from mcpclient.hub import Hub
 from mcpclient.models import McpServer, McpState, McpTool
-from tests.conftest import PYTHON, ROOT, TEST_COMMANDS
+from tests.conftest import PYTHON, ROOT, TEST_COMMANDS, stop_process_hub
 
 pytestmark = [pytest.mark.postgres]
 
@@ -123,9 +123,4 @@ async def test_discovery_and_toggles_in_another_process_reach_the_running_hub(
             assert (row.enabled, row.status, row.tool_count) == (False, "disabled", 0)
     finally:
         await other_client.stop()
-        hub = runtime.get_hub()
-        if hub is not None:
-            await hub.stop()
-            await hub.drain_listeners()
-        runtime.set_hub(None)
-        await database_sync_to_async(lambda: connection.close())()  # the async ORM's thread keeps one open
+        await stop_process_hub()

@@ -9,12 +9,11 @@ from pathlib import Path
 import pytest
 from channels.db import database_sync_to_async
 from django.core.management import CommandError, call_command
-from django.db import connection
 
 from mcpclient import runtime
 from mcpclient.models import McpServer, McpState, McpTool
 from mcpclient.sync import sync_servers
-from tests.conftest import PYTHON, TEST_COMMANDS, toolbox_entry
+from tests.conftest import PYTHON, TEST_COMMANDS, stop_process_hub, toolbox_entry
 
 pytestmark = [pytest.mark.postgres]
 
@@ -123,12 +122,7 @@ async def test_running_hub_persists_state_and_follows_file_edits(mcp_file, setti
         assert row.status == "unavailable" and "connection closed" in row.last_error
         assert "crashing on request" in row.stderr_tail
     finally:
-        hub = runtime.get_hub()
-        if hub is not None:
-            await hub.stop()
-            await hub.drain_listeners()
-        runtime.set_hub(None)
-        await database_sync_to_async(lambda: connection.close())()  # the async ORM's thread keeps one open
+        await stop_process_hub()
 
 
 async def _sync():
