@@ -52,20 +52,12 @@ def test_a_bad_variable_stops_the_process_with_a_clear_message(tmp_path):
 def test_secret_key_is_generated_once_and_private(tmp_path):
     env = {**os.environ, "BOOCODE_DATA_DIR": str(tmp_path)}
     env.pop("BOOCODE_SECRET_KEY", None)
-    code = "from django.conf import settings; print(settings.SECRET_KEY)"
-    first = subprocess.run(
-        [PYTHON, "-c", f"import django; django.setup(); {code}"],
-        cwd=ROOT,
-        env={**env, "DJANGO_SETTINGS_MODULE": "boocode.settings"},
-        capture_output=True,
-        text=True,
-    )
-    second = subprocess.run(
-        [PYTHON, "-c", f"import django; django.setup(); {code}"],
-        cwd=ROOT,
-        env={**env, "DJANGO_SETTINGS_MODULE": "boocode.settings"},
-        capture_output=True,
-        text=True,
-    )
+    env["DJANGO_SETTINGS_MODULE"] = "boocode.settings"
+    code = "import django; django.setup(); from django.conf import settings; print(settings.SECRET_KEY)"
+
+    def secret_key() -> subprocess.CompletedProcess[str]:
+        return subprocess.run([PYTHON, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True)
+
+    first, second = secret_key(), secret_key()
     assert first.stdout == second.stdout and len(first.stdout.strip()) > 40
     assert (tmp_path / "secret_key").stat().st_mode & 0o777 == 0o600
