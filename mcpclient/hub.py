@@ -282,6 +282,7 @@ class ServerConnection:
         self._settled = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._stopping = False
+        self._relist_pending = False
 
     # -- control (any task) -------------------------------------------------------------
     async def start(self) -> None:
@@ -319,8 +320,13 @@ class ServerConnection:
             self._task.cancel()
 
     def request_relist(self) -> None:
-        """Ask the owner to list the tools again (after ``tools/list_changed``)."""
-        self._commands.put_nowait("relist")
+        """Ask the owner to list the tools again (after ``tools/list_changed``).
+
+        A burst of notifications while a listing is pending costs one listing.
+        """
+        if not self._relist_pending:
+            self._relist_pending = True
+            self._commands.put_nowait("relist")
 
     async def relist(self) -> None:
         """List the tools again now and wait for the result (used by rediscovery)."""
@@ -342,7 +348,7 @@ class ServerConnection:
         """Call ``tool`` on the live session, bounded by the server's timeout."""
         session = self.session
         if session is None or self.status is not Status.READY:
-            return self._unreachable(self.last_error or f"the server is {self.status.value}")
+            return self.unreachable(self.last_error or f"the server is {self.status.value}")
         try:
             result = await session.call_tool(tool, arguments, read_timeout_seconds=self.config.timeout)
         except MCPError as exc:
@@ -352,11 +358,11 @@ class ServerConnection:
                     f'(the server\'s "timeout" in mcp.json)'
                 )
             if self._mark_unavailable_if_closed(exc):
-                return self._unreachable(self.last_error)
+                return self.unreachable(self.last_error)
             return ToolResult.error(f'MCP server "{self.name}": tool "{tool}" failed: {exc.error.message}')
         except (httpx2.TransportError, anyio.ClosedResourceError, anyio.BrokenResourceError, OSError) as exc:
             self._set_unavailable(_describe(exc))
-            return self._unreachable(self.last_error)
+            return self.unreachable(self.last_error)
         return extract_result(result)
 
     async def _list_within_timeout(self, session: ClientSession) -> list[types.Tool]:
@@ -366,7 +372,8 @@ class ServerConnection:
         except TimeoutError:
             raise MCPError(code=REQUEST_TIMEOUT, message="tools/list timed out") from None
 
-    def _unreachable(self, reason: str) -> ToolResult:
+    def unreachable(self, reason: str) -> ToolResult:
+        """The error result a call to this server gets while it is not ready."""
         return ToolResult.error(f'MCP server "{self.name}" unreachable: {reason}')
 
     def _mark_unavailable_if_closed(self, exc: MCPError) -> bool:
@@ -488,9 +495,7 @@ class ServerConnection:
             if command in ("stop", "closed"):
                 return
             if command == "relist":
-                # Coalesce a burst of list_changed notifications into one listing.
-                while not self._commands.empty() and self._commands._queue[0] == "relist":  # type: ignore[attr-defined]
-                    self._commands.get_nowait()
+                self._relist_pending = False
                 try:
                     self._set_tools(await self._list_within_timeout(session))
                 except MCPError as exc:
@@ -778,5 +783,5 @@ class Hub:
             if connection.status is not Status.READY:
                 for tool in connection.tools:
                     if self._names.get((name, tool.name), ("",))[0] == prefixed_name:
-                        return connection._unreachable(connection.last_error or connection.status.value)
+                        return connection.unreachable(connection.last_error or connection.status.value)
         return ToolResult.error(f'Unknown tool "{prefixed_name}": it is not offered by any ready MCP server')
