@@ -5,6 +5,11 @@ file (or are now invalid) are deleted, problems are reported, never raised. Each
 remembers the file's signature (mtime, size, inode) at its last sync, so
 ``refresh_agents_if_changed()`` costs one ``stat()`` when nothing changed and the chat can call it
 before every turn: editing the file never needs a restart.
+
+Reads (:func:`get_agent`, :func:`list_agents`, :func:`default_agent`) come from a per-process
+copy of the rows, loaded with one query on first use and dropped by every sync of this
+process. The rows change only when the file does, and a process syncs (so reloads) as soon as
+it sees the file change, so a turn resolves its agent without a query.
 """
 
 from __future__ import annotations
@@ -37,6 +42,8 @@ logger = logging.getLogger(__name__)
 _Signature = tuple[int, int, int] | None
 _lock = threading.Lock()
 _synced: dict[Path, _Signature] = {}  # file -> signature at this process's last sync
+_rows: list[Agent] | None = None  # this process's copy of the rows, in file order (None: not loaded)
+_generation = 0  # bumped by every sync: a copy read before one is not kept
 
 
 @dataclass
@@ -127,6 +134,7 @@ def sync_agents(path: Path | None = None) -> SyncReport:
                     raise
                 report.created, report.updated, report.deleted, report.unchanged = [], [], [], []
         _synced[path] = signature
+        _forget_rows()
     return report
 
 
@@ -171,6 +179,7 @@ def reset_sync_state() -> None:
     """Forget what this process synced, so the next refresh re-reads the file (tests)."""
     with _lock:
         _synced.clear()
+        _forget_rows()
 
 
 def agents_file_errors() -> list[AgentError]:
@@ -178,14 +187,34 @@ def agents_file_errors() -> list[AgentError]:
     return _specs(agents_file_path())[2]
 
 
+def _forget_rows() -> None:
+    """Drop this process's copy of the rows (called with ``_lock`` held)."""
+    global _rows, _generation
+    _rows = None
+    _generation += 1
+
+
+def _cached_rows() -> list[Agent]:
+    """The rows in file order, from this process's copy (one query when it is not loaded)."""
+    global _rows
+    rows = _rows
+    if rows is None:
+        generation = _generation
+        rows = list(Agent.objects.all())
+        with _lock:
+            if generation == _generation:
+                _rows = rows
+    return rows
+
+
 def get_agent(name: str) -> Agent | None:
     """The agent called ``name``, or ``None``."""
-    return Agent.objects.filter(name=name).first()
+    return next((agent for agent in _cached_rows() if agent.name == name), None)
 
 
 def list_agents() -> list[Agent]:
     """Every agent, in file order."""
-    return list(Agent.objects.all())
+    return list(_cached_rows())
 
 
 def default_agent() -> Agent:
@@ -193,10 +222,10 @@ def default_agent() -> Agent:
 
     Syncs first if there are no rows yet, so it always returns an agent.
     """
-    agent = Agent.objects.first()
-    if agent is None:
+    rows = _cached_rows()
+    if not rows:
         sync_agents()
-        agent = Agent.objects.first()
-    if agent is None:  # pragma: no cover - sync always leaves at least one agent
+        rows = _cached_rows()
+    if not rows:  # pragma: no cover - sync always leaves at least one agent
         raise RuntimeError("no agent after syncing the agents file")
-    return agent
+    return rows[0]

@@ -131,32 +131,36 @@ async def open_socket(port: int, cookie: str, conversation: int) -> Client:
 def serve_model(delay: float, conn: Connection) -> None:
     """The scripted model, in a process of its own so that the clients do not slow it down.
 
-    Sends its base URL, serves until told to stop, then sends when it sent the first bytes
-    of each turn's first answer (``time.perf_counter()``, the same clock in every process).
+    Sends its base URL, serves until told to stop, then sends when each turn's first request
+    arrived and when it sent that answer's first bytes (``time.perf_counter()``, the same clock
+    in every process), by user text.
     """
+    request_at: dict[str, float] = {}
     first_chunk_at: dict[str, float] = {}
 
-    def record_first_chunk(body: dict[str, Any]) -> None:
+    def stamp(into: dict[str, float], body: dict[str, Any]) -> None:
         last = body["messages"][-1]
         if last["role"] == "user":
-            first_chunk_at[last["content"]] = time.perf_counter()
+            into[last["content"]] = time.perf_counter()
 
     llm = ScriptedLLM(
         models=("bench-model",),
         responder=lambda body: responder(body, delay),
-        on_first_chunk=record_first_chunk,
+        on_request=lambda body: stamp(request_at, body),
+        on_first_chunk=lambda body: stamp(first_chunk_at, body),
     ).start()
     conn.send(llm.base_url)
     conn.recv()
     llm.stop()
-    conn.send(first_chunk_at)
+    conn.send((request_at, first_chunk_at))
 
 
 @dataclass
 class Results:
     latencies: list[float] = field(default_factory=list)
     first_tokens: list[float] = field(default_factory=list)
-    first_delta_at: dict[str, float] = field(default_factory=dict)  # by user text
+    sent_at: dict[str, float] = field(default_factory=dict)  # by user text
+    first_delta_at: dict[str, float] = field(default_factory=dict)
     errors: list[str] = field(default_factory=list)
     turns: int = 0
 
@@ -173,7 +177,7 @@ async def run_session(
         if think:  # a person reading the answer and typing the next message (spreads arrivals)
             await asyncio.sleep(think * random.uniform(0.5, 1.5))
         text = f"turn {index} of {account['conversation']}"
-        started = time.perf_counter()
+        started = results.sent_at[text] = time.perf_counter()
         client.send_json({"type": "user_message", "text": text})
         first: float | None = None
         try:
@@ -256,6 +260,25 @@ def check_persistence(database: Path, accounts: list[dict[str, Any]], turns: int
     return len(accounts) * turns, missing
 
 
+def cpu_times() -> list[int] | None:
+    """The machine's CPU counters (user, nice, system, idle, iowait, irq, softirq, steal), Linux only."""
+    try:
+        with open("/proc/stat") as stat:
+            return [int(value) for value in stat.readline().split()[1:9]]
+    except (OSError, ValueError):
+        return None
+
+
+def cpu_share(before: list[int] | None, after: list[int] | None) -> str:
+    """How the machine's CPUs spent the run; "steal" is time the hypervisor gave to other guests."""
+    if before is None or after is None:
+        return "not available"
+    spent = [b - a for a, b in zip(before, after, strict=True)]
+    total = sum(spent) or 1
+    user, _, system, idle, _, _, _, steal = (100 * value / total for value in spent)
+    return f"user {user:.0f}%, system {system:.0f}%, idle {idle:.0f}%, stolen by the hypervisor {steal:.1f}%"
+
+
 def percentile(samples: list[float], fraction: float) -> float:
     ordered = sorted(samples)
     return ordered[min(len(ordered) - 1, int(len(ordered) * fraction))] if ordered else float("nan")
@@ -321,7 +344,9 @@ def main() -> None:
     )
     try:
         wait_for_port(port, daphne)
+        cpu_before = cpu_times()
         results, elapsed = asyncio.run(load(port, accounts, options.turns, options.think))
+        cpu_after = cpu_times()
     finally:
         daphne.terminate()
         try:
@@ -330,18 +355,23 @@ def main() -> None:
             daphne.kill()
             _, stderr = daphne.communicate()
         model_conn.send("stop")
-        first_chunk_at: dict[str, float] = model_conn.recv()
+        request_at, first_chunk_at = model_conn.recv()
         model.join(10)
     expected, missing = check_persistence(data / "boocode.sqlite3", accounts[1:], options.turns)
 
     latency_ms = [s * 1000 for s in results.latencies]
     first_ms = [s * 1000 for s in results.first_tokens]
-    added_ms = [value - options.llm_delay * 1000 for value in first_ms]
-    relay_ms = [
-        (at - first_chunk_at[text]) * 1000
-        for text, at in results.first_delta_at.items()
-        if text in first_chunk_at
-    ]
+    # What the server adds: from the user's frame to the model's request, plus from the model's
+    # first bytes to the text_delta at the client. The model's own time in between (its
+    # scripted delay and whatever its process took beyond that) is not the server's.
+    before_ms, relay_ms, model_ms = [], [], []
+    for text, at in results.first_delta_at.items():
+        if text in request_at and text in first_chunk_at:
+            before_ms.append((request_at[text] - results.sent_at[text]) * 1000)
+            model_ms.append((first_chunk_at[text] - request_at[text]) * 1000)
+            relay_ms.append((at - first_chunk_at[text]) * 1000)
+    added_ms = [before + relay for before, relay in zip(before_ms, relay_ms, strict=True)]
+    nominal_ms = [value - options.llm_delay * 1000 for value in first_ms]
     pacing = f"{options.think:g} s mean think time" if options.think else "back to back"
     print(
         f"sessions: {options.sessions} concurrent, {options.turns} turns each, {pacing} "
@@ -350,8 +380,12 @@ def main() -> None:
     print(f"turns completed: {results.turns} in {elapsed:.2f} s -> {results.turns / elapsed:.1f} turns/s")
     print(f"turn latency: {p50_p95(latency_ms)}")
     print(f"first token: {p50_p95(first_ms)} (the scripted model's own: {options.llm_delay * 1000:.0f} ms)")
-    print(f"added first-token delay: {p50_p95(added_ms)}")
-    print(f"  of which from the model's first bytes to the text_delta at the client: {p50_p95(relay_ms)}")
+    print(f"first token minus the model's nominal {options.llm_delay * 1000:.0f} ms: {p50_p95(nominal_ms)}")
+    print(f"  the model's own, from its request to its first bytes: {p50_p95(model_ms)}")
+    print(f"added first-token delay (the server's part): {p50_p95(added_ms)}")
+    print(f"  from the user's frame to the model's request: {p50_p95(before_ms)}")
+    print(f"  from the model's first bytes to the text_delta at the client: {p50_p95(relay_ms)}")
+    print(f"machine CPU during the run: {cpu_share(cpu_before, cpu_after)}")
     print(f"errors: {len(results.errors)}" + (f" (first: {results.errors[0]})" if results.errors else ""))
     print(f"persisted: {expected - missing}/{expected} turns complete in the database; lost: {missing}")
     if stderr and b"Traceback" in stderr:

@@ -28,6 +28,7 @@ from typing import Any
 from channels.db import database_sync_to_async
 from django.conf import settings
 
+from boocode.shutdown import on_server_shutdown
 from mcpclient.hub import Hub, HubTool, ServerSnapshot
 from mcpclient.results import ToolResult
 
@@ -207,19 +208,12 @@ def start_hub_soon() -> None:
 
 def _install_shutdown_trigger(hub: Hub) -> None:
     """Stop the hub before Daphne's reactor shuts down (no orphan stdio children)."""
-    try:
-        from twisted.internet import reactor
-        from twisted.internet.defer import Deferred
-    except ImportError:  # pragma: no cover - Twisted comes with Daphne
-        return
-    if not getattr(reactor, "running", False):
-        return
 
-    def stop_hub() -> Deferred:
+    async def stop_hub() -> None:
         logger.info("stopping MCP servers")
-        return Deferred.fromFuture(asyncio.ensure_future(hub.stop()))
+        await hub.stop()
 
-    reactor.addSystemEventTrigger("before", "shutdown", stop_hub)
+    on_server_shutdown(stop_hub)
 
 
 def run_on_hub_loop(coroutine_factory: Callable[[Hub], Awaitable[Any]], *, timeout: float = 60.0) -> bool:

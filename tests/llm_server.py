@@ -12,7 +12,8 @@ chunked transfer encoding; connections are kept alive like a real server's.
         llm.requests[0]["messages"]
 
 Replies: :class:`Text`, :class:`ToolCalls`, :class:`Error`, :class:`Stall`, :class:`Raw`,
-:class:`Drop`. Run ``python tests/llm_server.py --port N`` to serve a fixed echo script by hand.
+:class:`Bytes`, :class:`Drop`. Run ``python tests/llm_server.py --port N`` to serve a fixed
+echo script by hand.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["Call", "Drop", "Error", "Raw", "ScriptedLLM", "Stall", "Text", "ToolCalls"]
+__all__ = ["Bytes", "Call", "Drop", "Error", "Raw", "ScriptedLLM", "Stall", "Text", "ToolCalls"]
 
 # One streamed action: bytes to write, a float of seconds to sleep, or _WAIT to block until released.
 _WAIT = object()
@@ -196,6 +197,20 @@ class Raw(Reply):
 
 
 @dataclass
+class Bytes(Reply):
+    """Write these pieces of the body verbatim, ``gap`` seconds apart (so each arrives on its own)."""
+
+    pieces: list[bytes]
+    gap: float = 0.02
+
+    def actions(self, model: str) -> Iterator[Action]:
+        for index, piece in enumerate(self.pieces):
+            if index:
+                yield float(self.gap)
+            yield piece
+
+
+@dataclass
 class Drop(Reply):
     """Close the connection without answering."""
 
@@ -212,12 +227,14 @@ class ScriptedLLM:
         api_key: str | None = None,
         models: tuple[str, ...] | None = None,
         responder: Callable[[dict[str, Any]], Reply] | None = None,
+        on_request: Callable[[dict[str, Any]], None] | None = None,
         on_first_chunk: Callable[[dict[str, Any]], None] | None = None,
         port: int = 0,
     ) -> None:
         self.api_key = api_key
         self.models = models
         self.responder = responder
+        self.on_request = on_request  # called (server thread) with each chat request's body on arrival
         self.on_first_chunk = on_first_chunk  # called (server thread) when a stream's first bytes go out
         self.requests: list[dict[str, Any]] = []
         self.aborted_streams = 0  # streams the client closed before the end (a cancelled turn)
@@ -371,6 +388,8 @@ class ScriptedLLM:
         except ValueError:
             await self._send(writer, 400, b'{"error": {"message": "invalid JSON body"}}')
             return True
+        if self.on_request is not None:
+            self.on_request(body)
         with self._changed:
             self.requests.append(body)
             self._changed.notify_all()

@@ -116,16 +116,20 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
             await self._error("not_running", "No turn is running.")
 
     async def dispatch(self, message: dict[str, Any]) -> None:
-        """Relay turn events directly; everything else goes through Channels' dispatch.
+        """Relay turn events and handle incoming frames directly; the rest goes through Channels.
 
         Channels closes stale database connections before every handler (a hop to the database
         thread) for handlers that use the ORM. Relaying a frame touches no database, and a turn
-        relays dozens, so that hop would only slow the turn's own writes down.
+        relays dozens; an incoming frame's database work goes through ``database_sync_to_async``,
+        which closes stale connections itself, before and after. The hop would only put a wait
+        (behind other turns' writes) between a user's message and the model request.
         """
         if message["type"] == "chat.event":
             await self.chat_event(message)
         elif message["type"] == "mcp.status":
             await self.mcp_status(message)
+        elif message["type"] == "websocket.receive":
+            await self.websocket_receive(message)
         else:
             await super().dispatch(message)
 

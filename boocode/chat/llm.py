@@ -10,34 +10,47 @@ are retried with backoff, but only before the first token: a half-streamed answe
 replayed. Cancelling the consumer closes the HTTP response, so the server sees the
 connection go away.
 
-One ``httpx2.AsyncClient`` is kept per event loop so connections are reused between turns.
+One ``aiohttp.ClientSession`` is kept per event loop so connections are reused between turns
+(aiohttp rather than the MCP SDK's httpx2: with dozens of kept-alive connections its pool
+hands one out without probing every other, and a streamed answer costs about a quarter of
+the CPU; see docs/benchmarks.md).
 """
 
 from __future__ import annotations
 
 import asyncio
+import codecs
+import errno
+import functools
 import json
 import logging
 import random
+import re
 import uuid
 import weakref
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import urlsplit
+from urllib.request import getproxies, proxy_bypass
 
-import httpx2
+import aiohttp
 from django.conf import settings
+
+from boocode.shutdown import on_server_shutdown
 
 logger = logging.getLogger(__name__)
 
 RETRY_BASE_DELAY = 0.5  # seconds; doubled per attempt, plus jitter
 RETRY_AFTER_CAP = 20.0  # never wait longer than this for a Retry-After header
 ERROR_BODY_LIMIT = 64 * 1024
+MAX_LINE_CHARS = 16 * 1024 * 1024  # one server-sent-events line; longer is a broken stream
+_LINE_BREAK = re.compile(r"\r\n|\r|\n")  # the SSE line ends (not str.splitlines' Unicode ones)
 
 # The last connection-level failure seen in this process (None after a success), for the status line.
 last_error: str | None = None
 
-_clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, httpx2.AsyncClient] = (
+_sessions: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, aiohttp.ClientSession] = (
     weakref.WeakKeyDictionary()
 )
 
@@ -112,16 +125,39 @@ class Completion:
     finish_reason: str | None = None
 
 
-def http_client() -> httpx2.AsyncClient:
-    """The shared client of the running event loop (created on first use)."""
+def http_session() -> aiohttp.ClientSession:
+    """The shared session of the running event loop (created on first use).
+
+    No cookies are kept, so nothing one turn's server set travels with another's request.
+    Proxies come from :func:`proxy_for`, not from aiohttp's ``trust_env`` (which reads
+    ``~/.netrc`` in a worker thread on every request).
+    """
     loop = asyncio.get_running_loop()
-    client = _clients.get(loop)
-    if client is None or client.is_closed:
-        client = httpx2.AsyncClient(
-            limits=httpx2.Limits(max_connections=200, max_keepalive_connections=100, keepalive_expiry=60.0),
+    session = _sessions.get(loop)
+    if session is None or session.closed:
+        session = aiohttp.ClientSession(
+            connector=aiohttp.TCPConnector(limit=200, keepalive_timeout=60.0),
+            cookie_jar=aiohttp.DummyCookieJar(),
         )
-        _clients[loop] = client
-    return client
+        _sessions[loop] = session
+        on_server_shutdown(close_http_session)
+    return session
+
+
+@functools.lru_cache(maxsize=32)
+def proxy_for(url: str) -> str | None:
+    """The proxy the environment names for ``url`` (``HTTP_PROXY``/``HTTPS_PROXY``, ``NO_PROXY``)."""
+    parts = urlsplit(url)
+    if parts.hostname is None or proxy_bypass(parts.hostname):
+        return None
+    return getproxies().get(parts.scheme)
+
+
+async def close_http_session() -> None:
+    """Close the running loop's session, if any (server shutdown, tests)."""
+    session = _sessions.pop(asyncio.get_running_loop(), None)
+    if session is not None and not session.closed:
+        await session.close()
 
 
 def build_request(
@@ -163,16 +199,20 @@ async def stream_chat(
     headers = {"accept": "text/event-stream"}
     if llm.api_key:
         headers["authorization"] = f"Bearer {llm.api_key}"
-    timeout = httpx2.Timeout(llm.timeout, connect=min(llm.timeout, 10.0))
-    client = http_client()
+    # sock_read bounds the wait for the answer and every silence in it; connect includes the
+    # wait for a free connection of the pool.
+    timeout = aiohttp.ClientTimeout(
+        total=None, connect=llm.timeout, sock_connect=min(llm.timeout, 10.0), sock_read=llm.timeout
+    )
+    session = http_session()
 
     for attempt in range(llm.max_retries + 1):
         retry_delay: float | None = None
         try:
-            async with client.stream(
-                "POST", llm.url, json=body, headers=headers, timeout=timeout
+            async with session.post(
+                llm.url, json=body, headers=headers, timeout=timeout, proxy=proxy_for(llm.url)
             ) as response:
-                if response.status_code != 200:
+                if response.status != 200:
                     error = await _status_error(response, llm)
                     if error.kind not in ("rate_limit", "server") or attempt >= llm.max_retries:
                         if attempt:
@@ -184,18 +224,22 @@ async def stream_chat(
                     async for event in _parse_stream(response, llm):
                         yield event
                     return
-        except httpx2.ConnectTimeout:
+        except aiohttp.ConnectionTimeoutError:
             raise LLMError(
                 f"Timed out connecting to the model server at {llm.base_url} (BOOCODE_LLM_BASE_URL).",
                 kind="timeout",
             ) from None
-        except httpx2.ConnectError as exc:
+        except aiohttp.ServerTimeoutError:
+            raise LLMError(
+                f"The model did not answer within {llm.timeout:g} s (BOOCODE_LLM_TIMEOUT).", kind="timeout"
+            ) from None
+        except (aiohttp.ClientConnectorError, aiohttp.InvalidURL) as exc:
             raise LLMError(
                 f"Cannot connect to the model server at {llm.base_url} ({_reason(exc)}). "
                 "Check BOOCODE_LLM_BASE_URL and that the server is running.",
                 kind="connect",
             ) from None
-        except httpx2.RemoteProtocolError as exc:
+        except aiohttp.ServerDisconnectedError as exc:
             # A kept-alive connection the server had already closed: nothing was received, so retry.
             if attempt >= llm.max_retries:
                 raise LLMError(
@@ -203,24 +247,34 @@ async def stream_chat(
                     kind="disconnected",
                 ) from None
             retry_delay = 0.0 if attempt == 0 else _backoff(attempt)
-        except httpx2.TimeoutException:
+        except aiohttp.ClientResponseError as exc:
             raise LLMError(
-                f"The model did not answer within {llm.timeout:g} s (BOOCODE_LLM_TIMEOUT).", kind="timeout"
+                f"The model server at {llm.base_url} sent an invalid HTTP response ({exc.message}).",
+                kind="malformed",
+            ) from None
+        except aiohttp.ClientError as exc:
+            raise LLMError(
+                f"The connection to the model server at {llm.base_url} failed "
+                f"({str(exc) or type(exc).__name__}).",
+                kind="disconnected",
             ) from None
         if retry_delay:
             await asyncio.sleep(retry_delay)
 
 
 def _reason(exc: Exception) -> str:
-    text = str(exc) or type(exc).__name__
-    return "connection refused" if "refused" in text.lower() or "111" in text else text
+    if isinstance(exc, aiohttp.ClientConnectorError) and exc.os_error.errno == errno.ECONNREFUSED:
+        return "connection refused"
+    if isinstance(exc, aiohttp.ClientConnectorError):
+        return exc.os_error.strerror or str(exc.os_error) or type(exc.os_error).__name__
+    return str(exc) or type(exc).__name__
 
 
 def _backoff(attempt: int) -> float:
     return RETRY_BASE_DELAY * (2**attempt) * (0.75 + random.random() / 2)
 
 
-def _retry_delay(response: httpx2.Response, attempt: int) -> float:
+def _retry_delay(response: aiohttp.ClientResponse, attempt: int) -> float:
     value = response.headers.get("retry-after", "")
     try:
         return max(0.0, min(float(value), RETRY_AFTER_CAP))
@@ -228,15 +282,18 @@ def _retry_delay(response: httpx2.Response, attempt: int) -> float:
         return _backoff(attempt)
 
 
-async def _status_error(response: httpx2.Response, llm: LLMSettings) -> LLMError:
+async def _status_error(response: aiohttp.ClientResponse, llm: LLMSettings) -> LLMError:
     """An ``LLMError`` for a non-200 answer, quoting the server's own message."""
     raw = b""
-    async for chunk in response.aiter_bytes():
-        raw += chunk
-        if len(raw) >= ERROR_BODY_LIMIT:
-            break
+    try:
+        async for chunk in response.content.iter_chunked(ERROR_BODY_LIMIT):
+            raw += chunk
+            if len(raw) >= ERROR_BODY_LIMIT:
+                break
+    except aiohttp.ClientError:
+        pass  # the status says enough; the body was a courtesy
     detail = _error_detail(raw.decode("utf-8", errors="replace"))
-    status = response.status_code
+    status = response.status
     suffix = f": {detail}" if detail else ""
     if status in (401, 403):
         return LLMError(
@@ -325,14 +382,36 @@ class _ToolCallBuilder:
         ]
 
 
-async def _parse_stream(response: httpx2.Response, llm: LLMSettings) -> AsyncIterator[TextDelta | Completion]:
+async def _lines(response: aiohttp.ClientResponse) -> AsyncIterator[str]:
+    """The body's lines, split at CRLF, LF or CR (a CR ending one chunk may pair with the next LF)."""
+    decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+    pending = ""
+    async for chunk in response.content.iter_any():
+        text = pending + decoder.decode(chunk)
+        held = text.endswith("\r")
+        lines = _LINE_BREAK.split(text[:-1] if held else text)
+        pending = lines.pop() + ("\r" if held else "")
+        if len(pending) > MAX_LINE_CHARS:
+            raise ValueError(f"a line longer than {MAX_LINE_CHARS} characters")
+        for line in lines:
+            yield line
+    pending += decoder.decode(b"", final=True)
+    for line in _LINE_BREAK.split(pending):
+        if line:
+            yield line
+
+
+async def _parse_stream(
+    response: aiohttp.ClientResponse, llm: LLMSettings
+) -> AsyncIterator[TextDelta | Completion]:
     """Read server-sent events until ``[DONE]``; yield text and, last, the completion."""
     text: list[str] = []
     tools = _ToolCallBuilder()
     finish_reason: str | None = None
     done = False
+    lines = _lines(response)
     try:
-        async for line in response.aiter_lines():
+        async for line in lines:
             # After [DONE] the body is read to its end (not abandoned) so the connection is reused.
             if done or not line.startswith("data:"):
                 continue  # also blank separators, comments (": keep-alive"), event:/id: fields
@@ -366,14 +445,18 @@ async def _parse_stream(response: httpx2.Response, llm: LLMSettings) -> AsyncIte
                 raise LLMError(
                     f"The model server sent a malformed stream ({exc}): {data[:200]!r}", kind="malformed"
                 ) from None
-    except httpx2.TimeoutException:
+    except ValueError as exc:  # from _lines: a line with no end in sight
+        raise LLMError(f"The model server sent a malformed stream ({exc}).", kind="malformed") from None
+    except aiohttp.ServerTimeoutError:
         raise LLMError(
             f"The model stopped sending for {llm.timeout:g} s (BOOCODE_LLM_TIMEOUT).", kind="timeout"
         ) from None
-    except (httpx2.RemoteProtocolError, httpx2.ReadError):
+    except aiohttp.ClientError:
         raise LLMError(
             "The connection to the model server closed in the middle of the answer.", kind="disconnected"
         ) from None
+    finally:
+        await lines.aclose()
     if not done and finish_reason is None:
         raise LLMError("The model server's stream ended before the answer was complete.", kind="disconnected")
     yield Completion(text="".join(text), tool_calls=tools.build(), finish_reason=finish_reason)

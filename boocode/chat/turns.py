@@ -6,12 +6,14 @@ second start raises :class:`TurnInProgress`). The task belongs to no websocket: 
 goes to ``emit`` (the consumer wires it to the conversation's channel-layer group), so a
 dropped socket does not stop the turn and every open tab sees it.
 
-Steps: in one database unit, re-read AGENTS.md if it changed, store the user message, load the
-agent and the history and create the assistant message the first answer streams into; make
-sure the MCP hub runs; apply the agent's glob policy to the tools the registry has now (in
-memory); stream the model; run the tool calls of one step concurrently through the registry;
-feed the results back and loop until the model answers without tools. When the agent's
-``max_tool_calls`` is used up, one last call is made without tools and a notice says so.
+Steps: read what the model request needs (re-read AGENTS.md if it changed, the
+conversation's agent, the history) in one read-only database unit; store the user message
+and the assistant message the first answer streams into in one write unit that runs while
+the first model request goes out; make sure the MCP hub runs; apply the agent's glob policy
+to the tools the registry has now (in memory); stream the model; run the tool calls of one
+step concurrently through the registry; feed the results back and loop until the model
+answers without tools. When the agent's ``max_tool_calls`` is used up, one last call is made
+without tools and a notice says so. Console commands store the command first, then run.
 
 Stop: ``registry.cancel(conversation_id)`` cancels the task wherever it waits: in the model
 stream (the HTTP response is closed) or in the tool calls (the task group cancels them and
@@ -22,9 +24,12 @@ Failures: an :class:`~boocode.chat.llm.LLMError` (or any unexpected error, which
 marks the message ``failed`` with a message for the user and ends the turn ``failed``;
 everything stored before stays.
 
-Persistence: each write is one short ``database_sync_to_async`` call and the model is never
-awaited inside one; before the first model request there is exactly one (every hop to the
-database thread waits behind the other turns' writes). Streamed text is saved every
+Persistence: each write is one short ``database_sync_to_async`` call on Channels' database
+thread, and the model is never awaited inside one. The only unit before the first model
+request is the read, and it runs on the loop's worker threads (``thread_sensitive=False``,
+a connection of their own) so it never queues behind other turns' writes. No event of the
+answer is handled before the write unit has finished, so frames and rows keep their order
+(``message`` echo, ``message_start``, ``text_delta``...). Streamed text is saved every
 :data:`SAVE_INTERVAL` seconds, so a page reloaded mid-turn shows it; a reconnecting page also
 gets the live text (:func:`live_text`).
 """
@@ -36,8 +41,9 @@ import contextlib
 import logging
 import time
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
+from datetime import datetime
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
@@ -93,16 +99,6 @@ class TurnRequest:
 
 
 @dataclass
-class TurnStart:
-    """What the first database unit of a turn stored and loaded."""
-
-    payload: dict[str, Any]  # the stored user message or console command
-    agent: Agent
-    history: list[dict[str, Any]] | None  # the model's messages (None for console commands)
-    answer: dict[str, Any] | None  # the assistant message the first answer streams into
-
-
-@dataclass
 class TurnContext:
     """What one turn works with: the agent, its tools right now and the history."""
 
@@ -138,26 +134,22 @@ def _refresh_agents() -> None:
     refresh_agents_if_changed()
 
 
-def _start(conversation_id: int, role: str, text: str, *, for_model: bool) -> TurnStart:
-    """The one database unit before the model is called.
+def _read_for_model(conversation_id: int, text: str) -> tuple[Agent, list[dict[str, Any]]]:
+    """The read before the model request: the conversation's agent and the model's messages.
 
-    Re-reads AGENTS.md if it changed, stores what the user sent, then (committed) loads the
-    conversation's agent. For the model it also loads the history and, when a model is
-    configured, creates the assistant message of the first answer: created here, no write
-    competes with sending the request.
+    Re-reads AGENTS.md if it changed. The history ends with ``text``, the message that is
+    stored while the request goes out.
     """
-    _refresh_agents()
-    payload, agent_name = services.begin_turn(conversation_id, role, text)
-    agent = services.resolve_agent(agent_name)
-    if not for_model:
-        return TurnStart(payload=payload, agent=agent, history=None, answer=None)
+    agent = _conversation_agent(conversation_id)
     history = services.llm_history(conversation_id, agent.prompt)
-    answer = None
-    if LLMSettings.from_settings(agent.model).configured:
-        answer = services.add_message(
-            conversation_id, Message.Role.ASSISTANT, status=Message.Status.STREAMING
-        )
-    return TurnStart(payload=payload, agent=agent, history=history, answer=answer)
+    history.append({"role": "user", "content": text})
+    return agent, history
+
+
+def _conversation_agent(conversation_id: int) -> Agent:
+    """The conversation's agent (or the default), after re-reading AGENTS.md if it changed."""
+    _refresh_agents()
+    return services.resolve_agent(services.conversation_agent_name(conversation_id))
 
 
 def _context(agent: Agent, history: list[dict[str, Any]]) -> TurnContext:
@@ -187,7 +179,14 @@ async def _execute(name: str, arguments: str, allowed: list[Any] | None) -> Tool
         return ToolResult(output=f"{name} failed: {type(exc).__name__}: {exc}", is_error=True)
 
 
+def _eager[T](coroutine: Coroutine[Any, Any, T]) -> asyncio.Task[T]:
+    """A task that runs ``coroutine`` now, up to its first real wait (saves a loop iteration)."""
+    return asyncio.eager_task_factory(asyncio.get_running_loop(), coroutine)
+
+
 db = database_sync_to_async
+# Reads on the loop's worker threads: they do not wait behind the writes on the database thread.
+db_read = partial(database_sync_to_async, thread_sensitive=False)
 
 
 class _Turn:
@@ -199,11 +198,13 @@ class _Turn:
         self._emit_event = emit
         self.request_message_id: int | None = None  # the stored user message or console command
         self.message_id: int | None = None  # the assistant message being streamed
+        self.message_created_at: datetime | None = None
         self.parts: list[str] = []  # its text so far
         self.unsent: list[str] = []  # text not yet sent in a text_delta
         self.sent = 0  # UTF-16 length of the text sent so far
         self.last_emit = 0.0
         self.cap_hit = False
+        self.storing: asyncio.Task[None] | None = None  # the start being stored (first model request)
 
     @property
     def text(self) -> str:
@@ -223,12 +224,13 @@ class _Turn:
         status, error = "complete", ""
         try:
             command = parse_command(self.request.text)
-            start = await self._prepare(command is not None)
             if command is not None:
-                await self._console(start.agent, *command)
+                agent = await self._store_command()
+                await self._console(agent, *command)
             else:
-                await self._converse(start)
+                await self._converse()
         except asyncio.CancelledError:
+            await self._stored()
             await self._stopped()
             await self._end("stopped", "")
             raise
@@ -236,31 +238,57 @@ class _Turn:
             status, error = "failed", str(exc)
             if exc.kind != "not_configured":
                 llm_client.last_error = error
+            await self._stored()
             await self._failed(error)
         except Exception:  # the top of the turn task: the user gets a message, the log the traceback
             logger.exception("turn %s in conversation %s failed", self.request.turn_id, self.conversation_id)
             status, error = "failed", INTERNAL_ERROR
+            await self._stored()
             await self._failed(error)
         await self._end(status, error)
         return status
 
-    async def _prepare(self, is_command: bool) -> TurnStart:
-        from mcpclient.runtime import TURN_CHECK_INTERVAL, ensure_hub
+    async def _store_command(self) -> Agent:
+        """Store a console command (echoed to the clients); the conversation's agent."""
+        payload, _ = await db(services.begin_turn)(
+            self.conversation_id, Message.Role.CONSOLE, self.request.text
+        )
+        self.request_message_id = payload["id"]
+        await self.emit({"type": "message", "message": payload})
+        return await db_read(_conversation_agent)(self.conversation_id)
 
-        role = Message.Role.CONSOLE if is_command else Message.Role.USER
-        start = await db(_start)(self.conversation_id, role, self.request.text, for_model=not is_command)
-        self.request_message_id = start.payload["id"]
-        await self.emit({"type": "message", "message": start.payload})
-        if start.answer is not None:
-            await self._open_message(start.answer)
-        # After the echo: the first turn may wait here while the MCP servers start.
-        await ensure_hub(max_age=TURN_CHECK_INTERVAL)
-        return start
+    async def _store_message(self, answer: bool) -> None:
+        """Store the user's message (echoed) and, with ``answer``, open the answer's message."""
+        payload, opened = await db(services.begin_turn)(
+            self.conversation_id, Message.Role.USER, self.request.text, open_answer=answer
+        )
+        self.request_message_id = payload["id"]
+        await self.emit({"type": "message", "message": payload})
+        if opened is not None:
+            await self._open_message(opened)
+
+    async def _stored(self) -> None:
+        """Let the start being stored finish (before a turn ends, so it is settled and echoed)."""
+        storing, self.storing = self.storing, None
+        if storing is None:
+            return
+        try:
+            await storing
+        except Exception:  # the ending below reports the turn's failure; this is the detail
+            logger.warning(
+                "conversation %s: could not store the start of the turn", self.conversation_id, exc_info=True
+            )
 
     # --- the conversation with the model -----------------------------------------------------
-    async def _converse(self, start: TurnStart) -> None:
-        assert start.history is not None
-        context = _context(start.agent, start.history)
+    async def _converse(self) -> None:
+        from mcpclient.runtime import TURN_CHECK_INTERVAL, ensure_hub
+
+        agent, history = await db_read(_read_for_model)(self.conversation_id, self.request.text)
+        configured = LLMSettings.from_settings(agent.model).configured
+        self.storing = asyncio.ensure_future(self._store_message(answer=configured))
+        # The first turn may wait here while the MCP servers start; the echo goes out meanwhile.
+        await ensure_hub(max_age=TURN_CHECK_INTERVAL)
+        context = _context(agent, history)
         if not context.llm.configured:
             raise LLMError(NOT_CONFIGURED, kind="not_configured")
         used = 0
@@ -305,12 +333,17 @@ class _Turn:
         )
         completion: Completion | None = None
         async with contextlib.aclosing(stream):
-            # Each next event is awaited as a task: the request goes out while the message row
-            # is written (after a tool step; the first one was created with the user's message),
-            # and text waiting for its frame is flushed while the model is silent. The
-            # generator must be idle again before aclosing() closes it.
-            upcoming = asyncio.ensure_future(anext(stream))
+            # Each next event is awaited as a task: the request goes out while the message rows
+            # are written, and text waiting for its frame is flushed while the model is silent.
+            # The tasks start eagerly (the request is on its way before the first one is
+            # awaited; an event already received costs no loop iteration). The generator must
+            # be idle again before aclosing() closes it.
+            upcoming = _eager(anext(stream))
             try:
+                if self.storing is not None:  # the first request: the start is being stored meanwhile
+                    # Shielded: a stop now must not cancel the echo; the ending waits for it.
+                    await asyncio.shield(self.storing)
+                    self.storing = None
                 if self.message_id is None:
                     await self._open_message(
                         await db(services.add_message)(
@@ -339,7 +372,7 @@ class _Turn:
                             last_save = time.monotonic()
                     else:
                         completion = event
-                    upcoming = asyncio.ensure_future(anext(stream))
+                    upcoming = _eager(anext(stream))
             except BaseException:
                 upcoming.cancel()
                 await asyncio.wait([upcoming])
@@ -354,6 +387,7 @@ class _Turn:
             content=completion.text,
             status=Message.Status.COMPLETE,
             tool_calls=[(call.id, call.name, call.arguments) for call in requested],
+            created_at=self.message_created_at,
         )
         self.message_id = None
         await self.emit({"type": "message_complete", "message": final})
@@ -362,6 +396,7 @@ class _Turn:
     async def _open_message(self, payload: dict[str, Any]) -> None:
         """Start streaming into the assistant message ``payload`` (just created)."""
         self.message_id, self.parts, self.unsent, self.sent = payload["id"], [], [], 0
+        self.message_created_at = datetime.fromisoformat(payload["created_at"])
         self.last_emit = 0.0  # the first text goes out at once
         await self.emit({"type": "message_start", "message": payload})
 
@@ -537,9 +572,11 @@ class TurnRegistry:
         if self.running(conversation_id):
             raise TurnInProgress(conversation_id)
         turn = _Turn(request, emit)
-        task = asyncio.get_running_loop().create_task(turn.run(), name=f"turn-{conversation_id}")
-        self._tasks[conversation_id] = task
         self._turns[conversation_id] = turn
+        # Eager: the turn runs at once up to its first wait (the read before the model request).
+        loop = asyncio.get_running_loop()
+        task = asyncio.eager_task_factory(loop, turn.run(), name=f"turn-{conversation_id}")
+        self._tasks[conversation_id] = task
         task.add_done_callback(partial(self._forget, conversation_id))
         return task
 

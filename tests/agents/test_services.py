@@ -120,6 +120,23 @@ def test_editing_the_file_is_picked_up_without_restart(agents_file, django_asser
     assert report is not None and [agent.name for agent in list_agents()] == ["Assistant"]
 
 
+def test_agents_are_read_once_per_sync_then_from_memory(agents_file, django_assert_num_queries):
+    write(agents_file, TWO_AGENTS)
+    refresh_agents_if_changed()
+    with django_assert_num_queries(1):  # the first read after a sync loads every row
+        assert get_agent("Reader").max_tool_calls == 12
+    with django_assert_num_queries(0):  # a turn resolves its agent without a query
+        refresh_agents_if_changed()
+        assert get_agent("Reader").max_tool_calls == 12
+        assert default_agent().name == "Helper"
+        assert [agent.name for agent in list_agents()] == ["Helper", "Reader"]
+        assert get_agent("Nobody") is None
+
+    write(agents_file, TWO_AGENTS.replace("max_tool_calls: 12", "max_tool_calls: 4"))
+    refresh_agents_if_changed()  # this process synced: its copy is dropped
+    assert get_agent("Reader").max_tool_calls == 4
+
+
 def test_default_agent_syncs_when_there_are_no_rows(agents_file):
     write(agents_file, TWO_AGENTS)
     assert Agent.objects.count() == 0

@@ -68,3 +68,10 @@ async def toolbox_hub(hub: Hub, toolbox_config: Callable[..., Any]) -> AsyncIter
     set_hub(hub)
     yield hub
     set_hub(None)
+
+
+@pytest.fixture(autouse=True)
+async def close_model_session() -> AsyncIterator[None]:
+    """Close the model client's session of the test's loop (one loop per test)."""
+    yield
+    await llm_client.close_http_session()

@@ -188,6 +188,9 @@ async def test_two_tabs_see_the_same_turn_and_either_can_stop_it(llm: ScriptedLL
         await tab.next("message_start")
     delta = await second.next("text_delta")
     assert delta["offset"] == 0
+    shown = delta["text"]
+    while shown != "thinking hard":  # the model is stalled after this text: cancel only then
+        shown += (await second.next("text_delta"))["text"]
 
     await second.send({"type": "user_message", "text": "me too"})
     error = await second.next("error")

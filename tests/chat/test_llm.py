@@ -7,9 +7,10 @@ from typing import Any
 
 import pytest
 
+from boocode.chat import llm as llm_client
 from boocode.chat.llm import Completion, LLMError, LLMSettings, TextDelta, stream_chat
 from tests.conftest import free_port
-from tests.llm_server import Call, Drop, Error, Raw, ScriptedLLM, Stall, Text, ToolCalls
+from tests.llm_server import Bytes, Call, Drop, Error, Raw, ScriptedLLM, Stall, Text, ToolCalls
 
 MODEL = "test-model"
 
@@ -186,3 +187,60 @@ async def test_not_configured() -> None:
         await collect(LLMSettings(base_url="", model=""))
     assert caught.value.kind == "not_configured"
     assert "BOOCODE_LLM_BASE_URL" in str(caught.value) and "BOOCODE_LLM_MODEL" in str(caught.value)
+
+
+def chunk(content: str) -> str:
+    return json.dumps(
+        {"choices": [{"index": 0, "delta": {"content": content}, "finish_reason": None}]}, ensure_ascii=False
+    )
+
+
+async def test_lines_split_anywhere_with_any_line_ending(server: ScriptedLLM) -> None:
+    # CRLF, CR and LF endings, a CRLF cut between its two bytes, a line and a multi-byte
+    # character cut across writes: each piece arrives on its own.
+    body = (
+        f"data: {chunk('Grüße, ')}\r\n\r\n"
+        f"data: {chunk('wörld')}\r\r"
+        f": keep-alive\n\ndata: {chunk(' ✓')}\n\n"
+        "data: [DONE]\r\n\r\n"
+    ).encode()
+    cut_crlf = body.index(b"\r\n") + 1
+    cut_char = body.index("ö".encode()) + 1
+    cut_line = body.index(b"keep-alive") + 4
+    pieces = [body[:cut_crlf], body[cut_crlf:cut_char], body[cut_char:cut_line], body[cut_line:]]
+    server.script(Bytes(pieces))
+    deltas, completion = await collect(settings_for(server))
+    assert deltas == ["Grüße, ", "wörld", " ✓"]
+    assert completion.text == "Grüße, wörld ✓"
+
+
+async def test_a_line_that_never_ends_is_a_malformed_stream(
+    server: ScriptedLLM, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(llm_client, "MAX_LINE_CHARS", 1000)  # the real limit is 16 MiB
+    server.script(Bytes([b"data: " + b"x" * 600, b"y" * 600]))
+    with pytest.raises(LLMError) as caught:
+        await collect(settings_for(server))
+    assert caught.value.kind == "malformed" and "1000 characters" in str(caught.value)
+
+
+async def test_the_proxy_from_the_environment_is_used(
+    server: ScriptedLLM, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The scripted server answers absolute-URI requests too, so it can play the proxy for a
+    # model host that does not resolve.
+    llm_client.proxy_for.cache_clear()
+    monkeypatch.setenv("HTTP_PROXY", f"http://127.0.0.1:{server.port}")
+    monkeypatch.setenv("NO_PROXY", "")
+    server.script(Text("via the proxy"))
+    try:
+        _, completion = await collect(settings_for(server, base_url="http://model.invalid/v1"))
+        assert completion.text == "via the proxy"
+
+        monkeypatch.setenv("NO_PROXY", "model.invalid")
+        llm_client.proxy_for.cache_clear()
+        with pytest.raises(LLMError) as caught:
+            await collect(settings_for(server, base_url="http://model.invalid/v1"))
+        assert caught.value.kind == "connect" and "model.invalid" in str(caught.value)
+    finally:
+        llm_client.proxy_for.cache_clear()

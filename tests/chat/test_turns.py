@@ -218,6 +218,36 @@ async def test_cancel_while_streaming_keeps_the_partial_text(llm: ScriptedLLM) -
     assert events.of("turn_end")[0]["status"] == "stopped"
 
 
+async def test_stop_before_the_first_token_keeps_the_message_and_ends_the_answer(llm: ScriptedLLM) -> None:
+    # The user's message is stored while the first request goes out; a stop at once must still
+    # leave it stored and echoed, and the answer's message stopped (not left streaming).
+    llm.script(Stall(seconds=30))
+    conversation = await new_conversation()
+    events = Recorder()
+    task = registry.start(TurnRequest(conversation, "never mind"), events)
+    await llm.until(lambda server: len(server.requests) == 1)
+    registry.cancel(conversation)
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert events.types == ["turn_start", "message", "message_start", "message_complete", "turn_end"]
+    assert events.of("message")[0]["message"]["content"] == "never mind"
+    assert events.of("turn_end")[0]["status"] == "stopped"
+    stored = await messages_of(conversation)
+    assert [(m.role, m.status, m.content) for m in stored] == [
+        ("user", "complete", "never mind"),
+        ("assistant", "stopped", ""),
+    ]
+
+
+async def test_a_conversation_deleted_before_the_turn_fails_the_turn_cleanly(llm: ScriptedLLM) -> None:
+    conversation = await new_conversation()
+    await sync_to_async(Conversation.objects.filter(pk=conversation).delete)()
+    events = Recorder()
+    assert await turn(conversation, "hello?", events) == "failed"
+    assert events.of("turn_end")[0]["status"] == "failed"
+    assert llm.requests == []  # nothing was sent for a conversation that is gone
+
+
 async def test_partial_text_is_saved_while_streaming(llm: ScriptedLLM) -> None:
     llm.script(Text("0123456789" * 4, chunk_size=2, delay=0.05))
     conversation = await new_conversation()
