@@ -5,8 +5,11 @@ Daphne in a subprocess with the toolbox MCP server over stdio (started by Daphne
 runs ``--turns`` turns in each of ``--sessions`` concurrent sessions. Every turn is a full
 tool round trip: the model streams a short text and calls ``toolbox_echo``, the server runs
 it, and the model answers. Prints turns/s, p50/p95 turn latency, the first-token delay and
-what the server adds to the scripted model's own delay (``--llm-delay``), errors, and
-checks in the database that every message and tool call of every turn was persisted.
+what the server adds to the scripted model's own time (``--llm-delay`` after a request
+arrives): from the user's frame to the model's request plus from the model's first bytes to
+the ``text_delta`` at the client. Also prints errors, how the machine's CPUs were spent
+(including the hypervisor's steal), and checks in the database that every message and tool
+call of every turn was persisted.
 
     .venv/bin/python bench/chat_load.py [--sessions 50] [--turns 5] [--llm-delay 0.05] [--think 0]
 
@@ -25,6 +28,7 @@ import json
 import multiprocessing
 import os
 import random
+import shutil
 import sqlite3
 import statistics
 import subprocess
@@ -358,6 +362,7 @@ def main() -> None:
         request_at, first_chunk_at = model_conn.recv()
         model.join(10)
     expected, missing = check_persistence(data / "boocode.sqlite3", accounts[1:], options.turns)
+    shutil.rmtree(data, ignore_errors=True)
 
     latency_ms = [s * 1000 for s in results.latencies]
     first_ms = [s * 1000 for s in results.first_tokens]
