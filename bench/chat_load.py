@@ -50,34 +50,12 @@ txaio.use_asyncio()
 from autobahn.asyncio.websocket import WebSocketClientFactory, WebSocketClientProtocol  # noqa: E402
 
 from tests.conftest import PYTHON, TOOLBOX, free_port, wait_for_port  # noqa: E402
+from tests.live import create_accounts  # noqa: E402
 from tests.llm_server import Call, Reply, ScriptedLLM, Text, ToolCalls  # noqa: E402
 
 FIRST_TEXT = "Let me check that."
 FINAL_TEXT = "The echo came back, so the round trip works. " * 3
 TURN_TIMEOUT = 120.0
-
-SETUP = """
-import json, sys
-import django
-django.setup()
-from django.contrib.auth import BACKEND_SESSION_KEY, HASH_SESSION_KEY, SESSION_KEY, get_user_model
-from django.contrib.sessions.backends.db import SessionStore
-from django.core.management import call_command
-from boocode.chat.models import Conversation
-
-call_command("migrate", interactive=False, verbosity=0)
-out = []
-for index in range(int(sys.argv[1])):
-    user = get_user_model().objects.create_user(f"bench{index}")
-    session = SessionStore()
-    session[SESSION_KEY] = str(user.pk)
-    session[BACKEND_SESSION_KEY] = "django.contrib.auth.backends.ModelBackend"
-    session[HASH_SESSION_KEY] = user.get_session_auth_hash()
-    session.create()
-    conversation = Conversation.objects.create(owner=user)
-    out.append({"cookie": session.session_key, "conversation": conversation.pk})
-print(json.dumps(out))
-"""
 
 
 def responder(body: dict[str, Any], delay: float) -> Reply:
@@ -334,10 +312,7 @@ def main() -> None:
         "BOOCODE_ALLOWED_HOSTS": "127.0.0.1",
         "BOOCODE_LOG_LEVEL": "WARNING",
     }
-    setup = subprocess.run(
-        [PYTHON, "-c", SETUP, str(options.sessions + 1)], cwd=ROOT, env=env, check=True, capture_output=True
-    )
-    accounts = json.loads(setup.stdout)
+    accounts = create_accounts(env, options.sessions + 1)
     daphne = subprocess.Popen(
         [PYTHON, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), "boocode.asgi:application"],
         cwd=ROOT,
