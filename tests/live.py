@@ -1,15 +1,17 @@
-"""Accounts for a live server: users logged in with a conversation each, made in its database.
+"""A live server for tests and benchmarks: Daphne in a subprocess, and accounts in its database.
 
-Shared by tests that run a real Daphne in a subprocess and by ``bench/chat_load.py``.
+Shared by tests that run a real Daphne and by ``bench/chat_load.py``.
 """
 
 from __future__ import annotations
 
 import json
 import subprocess
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
-from tests.conftest import PYTHON, ROOT
+from tests.conftest import PYTHON, ROOT, free_port, wait_for_port
 
 _SETUP = """
 import json, sys
@@ -44,3 +46,23 @@ def create_accounts(env: dict[str, str], count: int) -> list[dict[str, Any]]:
         [PYTHON, "-c", _SETUP, str(count)], cwd=ROOT, env=env, check=True, capture_output=True
     )
     return json.loads(done.stdout)
+
+
+@contextmanager
+def live_daphne(env: dict[str, str]) -> Iterator[tuple[subprocess.Popen[bytes], int]]:
+    """Daphne serving the project on a free port of 127.0.0.1, stderr piped: ``(process, port)``.
+
+    Yields once it accepts connections; killed on exit if it is still running.
+    """
+    port = free_port()
+    process = subprocess.Popen(
+        [PYTHON, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), "boocode.asgi:application"],
+        cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+    )
+    try:
+        wait_for_port(port, process)
+        yield process, port
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()

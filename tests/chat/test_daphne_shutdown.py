@@ -6,14 +6,12 @@ import asyncio
 import json
 import os
 import signal
-import subprocess
 from pathlib import Path
 from typing import Any
 
 import aiohttp
 
-from tests.conftest import PYTHON, ROOT, free_port, wait_for_port
-from tests.live import create_accounts
+from tests.live import create_accounts, live_daphne
 from tests.llm_server import ScriptedLLM, Text
 
 MODEL = "test-model"
@@ -43,22 +41,12 @@ def test_ctrl_c_after_a_turn_closes_the_model_session(tmp_path: Path) -> None:
         }
         env.pop("BOOCODE_DATABASE_URL", None)
         [account] = create_accounts(env, 1)
-        port = free_port()
-        daphne = subprocess.Popen(
-            [PYTHON, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), "boocode.asgi:application"],
-            cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-        )
-        try:
-            wait_for_port(port, daphne)
+        with live_daphne(env) as (daphne, port):
             end = asyncio.run(one_turn(port, account))
             assert end["status"] == "complete"
             assert len(llm.requests) == 1
             daphne.send_signal(signal.SIGINT)
             daphne.wait(20)
-        finally:
-            if daphne.poll() is None:
-                daphne.kill()
-                daphne.wait()
         log = daphne.stderr.read().decode(errors="replace")
     # Without the shutdown hook asyncio logs "Unclosed client session" / "Unclosed connector".
     assert "Unclosed" not in log, log

@@ -11,7 +11,8 @@ import urllib.request
 import uuid
 from pathlib import Path
 
-from tests.conftest import PYTHON, ROOT, free_port, toolbox_entry, wait_for_port
+from tests.conftest import PYTHON, ROOT, toolbox_entry
+from tests.live import live_daphne
 from tests.mcpclient.test_hub import _pids_with
 
 
@@ -35,25 +36,17 @@ def test_ctrl_c_stops_stdio_children(tmp_path: Path):
     env.pop("BOOCODE_DATABASE_URL", None)
     for command in (["migrate", "-v0"], ["mcp_sync"]):
         subprocess.run([PYTHON, "manage.py", *command], cwd=ROOT, env=env, check=True, capture_output=True)
-    port = free_port()
-    daphne = subprocess.Popen(
-        [PYTHON, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), "boocode.asgi:application"],
-        cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-    )
-    try:
-        wait_for_port(port, daphne)
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/login/") as response:
-            assert response.status == 200
-        _wait_for(lambda: len(_pids_with(tag)) == 1, 20, "the hub did not start the stdio server")
-        daphne.send_signal(signal.SIGINT)
-        daphne.wait(20)
-        _wait_for(lambda: not _pids_with(tag), 10, "the stdio server outlived Daphne")
-    finally:
-        if daphne.poll() is None:
-            daphne.kill()
-            daphne.wait()
-        for pid in _pids_with(tag):
-            os.kill(pid, signal.SIGKILL)
+    with live_daphne(env) as (daphne, port):
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/login/") as response:
+                assert response.status == 200
+            _wait_for(lambda: len(_pids_with(tag)) == 1, 20, "the hub did not start the stdio server")
+            daphne.send_signal(signal.SIGINT)
+            daphne.wait(20)
+            _wait_for(lambda: not _pids_with(tag), 10, "the stdio server outlived Daphne")
+        finally:
+            for pid in _pids_with(tag):
+                os.kill(pid, signal.SIGKILL)
     log = daphne.stderr.read()
     assert b"stopping MCP servers" in log
     assert b"Traceback" not in log
