@@ -251,8 +251,11 @@ def begin_turn(
     """
     messages = [Message(conversation_id=conversation_id, role=role, content=text)]
     if open_answer:
-        role_status = {"role": Message.Role.ASSISTANT, "status": Message.Status.STREAMING}
-        messages.append(Message(conversation_id=conversation_id, **role_status))
+        messages.append(
+            Message(
+                conversation_id=conversation_id, role=Message.Role.ASSISTANT, status=Message.Status.STREAMING
+            )
+        )
     title = auto_title(text) if role == Message.Role.USER and text.strip() else DEFAULT_TITLE
     with transaction.atomic():
         # The update comes first: it locks the row (PostgreSQL) and says whether it still exists.
@@ -315,9 +318,11 @@ def finish_message(
     tool_calls: Iterable[tuple[str, str, str]] = (),
     created_at: datetime | None = None,
 ) -> dict[str, Any]:
-    """Store the final text and status of a streamed (assistant) message and create the tool
-    calls it requested (running); its payload. ``created_at`` (the caller knows it from
-    ``message_start``) saves reading the row back."""
+    """Store a streamed message's final text and status, and the tool calls it requested; its payload.
+
+    The calls are created running. ``created_at`` (the caller knows it from ``message_start``)
+    saves reading the row back.
+    """
     now = timezone.now()
     with transaction.atomic():
         if not Message.objects.filter(pk=message_id).update(
