@@ -33,11 +33,11 @@ def _patterns_text(agent: Agent) -> str:
 class AgentAdmin(admin.ModelAdmin):
     """View-only admin for agents, with the tools each one resolves to."""
 
-    list_display = ("name", "description", "model_display", "patterns", "tool_count", "unmatched")
+    list_display = ("name", "description", "model_display", "patterns", "tool_count", "unmatched", "error")
     search_fields = ("name", "description")
     fields = (
         "name", "description", "patterns", "resolved_tools", "unmatched", "model_display", "temperature",
-        "top_p", "max_tool_calls", "prompt", "extra", "line", "is_builtin", "updated_at",
+        "top_p", "max_tool_calls", "prompt", "extra", "line", "is_builtin", "error", "updated_at",
     )
     readonly_fields = ("patterns", "resolved_tools", "unmatched", "model_display")
 

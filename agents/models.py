@@ -34,6 +34,10 @@ class Agent(models.Model):
     position = models.PositiveIntegerField(default=0, help_text="Order in the file.")
     line = models.PositiveIntegerField(default=0, help_text="Line of the agent's heading in the file.")
     is_builtin = models.BooleanField(default=False, help_text="The built-in default (no agents file).")
+    error = models.TextField(
+        blank=True,
+        help_text="Why the agent's section in AGENTS.md is invalid now; its last valid definition is in use.",
+    )
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:

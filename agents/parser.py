@@ -14,7 +14,10 @@ The file format::
 
 Parsing never raises for bad content: each problem becomes an :class:`AgentError` that names
 the file, the line, the agent and the key, the bad agent is skipped and the others load.
-Only a missing file is special: it yields the built-in default agent (all tools).
+A missing file yields the built-in default agent (all tools). A file that cannot be used at all
+(unreadable, not UTF-8, over :data:`MAX_FILE_BYTES`) is marked ``unusable``: the caller keeps
+the agents it had. Hostile but valid input is bounded: the file's size, and the nesting of each
+front-matter block (:data:`MAX_YAML_DEPTH` levels; agent settings need two or three).
 """
 
 from __future__ import annotations
@@ -33,7 +36,10 @@ __all__ = [
     "BUILTIN_AGENT",
     "DEFAULT_MAX_TOOL_CALLS",
     "DEFAULT_TEMPERATURE",
+    "LOCKED_AGENT",
+    "MAX_FILE_BYTES",
     "MAX_NAME_LENGTH",
+    "MAX_YAML_DEPTH",
     "AgentError",
     "AgentSpec",
     "ParsedAgents",
@@ -47,6 +53,8 @@ MAX_TOOL_CALLS_RANGE = (1, 100)
 TEMPERATURE_RANGE = (0.0, 2.0)
 TOP_P_RANGE = (0.0, 1.0)
 MAX_NAME_LENGTH = 100
+MAX_FILE_BYTES = 1024 * 1024
+MAX_YAML_DEPTH = 20
 KNOWN_KEYS = ("description", "tools", "model", "temperature", "max_tool_calls", "top_p")
 
 _HEADING = re.compile(r"^## (?P<name>.*)$")
@@ -93,12 +101,19 @@ class AgentError:
 
 @dataclass
 class ParsedAgents:
-    """The outcome of reading the agents file: the valid agents in file order and the errors."""
+    """The outcome of reading the agents file: the valid agents in file order and the errors.
+
+    ``sections`` names every agent section in file order, valid or not, so a caller can keep
+    the last valid definition of an agent whose section now has an error. ``unusable`` means
+    the file as a whole could not be read: nothing in it, valid or not, is known.
+    """
 
     path: str
     exists: bool
     agents: list[AgentSpec]
     errors: list[AgentError]
+    sections: list[str] = field(default_factory=list)
+    unusable: bool = False
 
 
 BUILTIN_AGENT = AgentSpec(
@@ -108,6 +123,15 @@ BUILTIN_AGENT = AgentSpec(
         "You are BooCode, a helpful assistant. Use the available tools when they help you answer "
         "accurately, and say so when you are unsure."
     ),
+)
+
+# What an agents file that exists but yields no usable agent falls back to: the same assistant
+# with no tools at all. A broken file must never widen what the model may call.
+LOCKED_AGENT = AgentSpec(
+    name=BUILTIN_AGENT.name,
+    description="AGENTS.md has errors and defines no valid agent: no tools until it is fixed.",
+    tools=(),
+    prompt=BUILTIN_AGENT.prompt,
 )
 
 
@@ -124,6 +148,20 @@ class _FrontMatterLoader(yaml.SafeLoader):
 
     def fetch_tag(self) -> None:
         self.fetch_plain()
+
+    def compose_node(self, parent: yaml.Node | None, index: object) -> yaml.Node | None:
+        # PyYAML composes nested collections recursively: a few hundred levels of "[[[..." exhaust
+        # the stack of the thread that reads the file. Refuse long before that.
+        depth = getattr(self, "_depth", 0) + 1
+        if depth > MAX_YAML_DEPTH:
+            raise yaml.composer.ComposerError(
+                None, None, f"nested deeper than {MAX_YAML_DEPTH} levels", self.peek_event().start_mark
+            )
+        self._depth = depth
+        try:
+            return super().compose_node(parent, index)
+        finally:
+            self._depth = depth - 1
 
 
 # A lone "*", "!" or "&" resolves to the special "yaml" tag; here they are just strings.
@@ -145,15 +183,20 @@ def load_agents(path: Path, *, display: str | None = None) -> ParsedAgents:
     except FileNotFoundError:
         return ParsedAgents(path=source, exists=False, agents=[BUILTIN_AGENT], errors=[])
     except OSError as exc:
-        error = AgentError(source, 0, f"cannot be read: {exc.strerror or exc}")
-        return ParsedAgents(path=source, exists=True, agents=[], errors=[error])
+        return _unusable(source, 0, f"cannot be read: {exc.strerror or exc}")
+    if len(data) > MAX_FILE_BYTES:
+        return _unusable(source, 0, f"is {len(data)} bytes; the limit is {MAX_FILE_BYTES} bytes")
     try:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         line = data.count(b"\n", 0, exc.start) + 1
-        error = AgentError(source, line, f"is not valid UTF-8 (byte {exc.start})")
-        return ParsedAgents(path=source, exists=True, agents=[], errors=[error])
+        return _unusable(source, line, f"is not valid UTF-8 (byte {exc.start})")
     return parse_agents_text(text, source=source)
+
+
+def _unusable(source: str, line: int, message: str) -> ParsedAgents:
+    error = AgentError(source, line, message + "; the agents loaded before are kept")
+    return ParsedAgents(path=source, exists=True, agents=[], errors=[error], unusable=True)
 
 
 def parse_agents_text(text: str, *, source: str = "AGENTS.md") -> ParsedAgents:
@@ -161,6 +204,7 @@ def parse_agents_text(text: str, *, source: str = "AGENTS.md") -> ParsedAgents:
     agents: list[AgentSpec] = []
     errors: list[AgentError] = []
     seen: dict[str, int] = {}
+    sections: list[str] = []
     for line, name, body in _sections(text.splitlines()):
         name = _CLOSING_HASHES.sub("", name).strip()
         if not name:
@@ -179,11 +223,12 @@ def parse_agents_text(text: str, *, source: str = "AGENTS.md") -> ParsedAgents:
             )
             continue
         seen[name] = line
+        sections.append(name)
         spec, agent_errors = _parse_section(source, line, name, body)
         errors.extend(agent_errors)
         if spec is not None:
             agents.append(spec)
-    return ParsedAgents(path=source, exists=True, agents=agents, errors=errors)
+    return ParsedAgents(path=source, exists=True, agents=agents, errors=errors, sections=sections)
 
 
 def _sections(lines: list[str]) -> list[tuple[int, str, list[str]]]:

@@ -8,7 +8,8 @@ Rules (the same in the docs, the admin and the tests):
   decides.
 - A tool matched by no pattern is excluded, except when every pattern is a deny: then the list
   starts from all tools (``[!web_*]`` means "everything but web").
-- ``None`` (no ``tools:`` key) allows every tool; ``[]`` allows none.
+- ``None`` (no ``tools:`` key) allows every tool; ``[]`` allows none, and so does anything that
+  is not a list of strings: a policy that cannot be evaluated fails closed.
 
 The policy is a pure function of the patterns and the tool names it is given, so callers
 evaluate it against the current registry on every turn rather than caching a resolved list.
@@ -48,6 +49,11 @@ def glob_match(pattern: str, name: str) -> bool:
     return p == len(pattern)
 
 
+def _well_formed(patterns: object) -> bool:
+    """Whether ``patterns`` is a list of strings (a row edited by hand may hold anything)."""
+    return isinstance(patterns, list | tuple) and all(isinstance(pattern, str) for pattern in patterns)
+
+
 def _split(pattern: str) -> tuple[bool, str]:
     """``(denies, glob)`` for one written pattern."""
     if pattern.startswith("!"):
@@ -59,6 +65,8 @@ def is_allowed(patterns: Sequence[str] | None, name: str) -> bool:
     """Whether a tool called ``name`` is allowed by ``patterns`` (``None`` allows everything)."""
     if patterns is None:
         return True
+    if not _well_formed(patterns):
+        return False  # a policy that cannot be read allows nothing: fail closed, never open
     if not patterns:
         return False
     split = [_split(pattern) for pattern in patterns]

@@ -27,6 +27,7 @@ from mcpclient import admin_services
 from mcpclient.admin_services import ServerChangeError
 from mcpclient.forms import McpServerForm
 from mcpclient.models import McpServer, McpTool
+from mcpclient.redaction import masked_entry
 from mcpclient.runtime import get_hub
 
 STATUS_COLOURS = {
@@ -354,6 +355,6 @@ class McpServerAdmin(admin.ModelAdmin):
 
     @admin.display(description="entry (secrets masked)")
     def entry_display(self, server: McpServer) -> str:
-        entry = admin_services.masked_entry(admin_services.current_entry(server))
+        entry = masked_entry(admin_services.current_entry(server))
         text = json.dumps(entry, indent=2, ensure_ascii=False)
         return format_html('<pre class="mcp-entry">{}</pre>', text)

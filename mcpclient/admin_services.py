@@ -15,9 +15,11 @@ Every change follows the same path (``_write_through``):
    enabled or edited one is (re)connected, and the tool registry follows. Other processes see
    the new version stamp before their next turn.
 
-Secrets: values of ``env`` and ``headers`` are shown masked (``MASK``) unless they are only
+Secrets: values of ``env`` and ``headers``, secret-looking ``args`` and a ``url``'s userinfo and
+query values are shown masked (``MASK``, see :mod:`mcpclient.redaction`) unless they are only
 placeholders such as ``${TOKEN}`` (optionally after an auth scheme: ``Bearer ${TOKEN}``). A
-masked value submitted back unchanged keeps the stored value (:func:`unmask_values`).
+masked value submitted back unchanged keeps the stored value (:func:`unmask_values`,
+:func:`unmask_args`, :func:`unmask_url`).
 """
 
 from __future__ import annotations
@@ -38,15 +40,14 @@ from django.utils.crypto import salted_hmac
 
 from mcpclient import runtime
 from mcpclient.config import _PLACEHOLDER_RE as PLACEHOLDER_RE
-from mcpclient.config import STDIO, ConfigError, ServerConfig, load_config, parse_server
+from mcpclient.config import STDIO, ConfigError, ServerConfig, command_allowed, load_config, parse_server
 from mcpclient.hub import Hub
 from mcpclient.models import McpServer, McpState, McpTool
+from mcpclient.redaction import MASK, mask_args, redact_url
 from mcpclient.sync import SyncReport, config_mtime_ns, current_state, sync_servers
 from mcpclient.writeback import WritebackError, set_enabled, update_server
 
 logger = logging.getLogger(__name__)
-
-MASK = "••••••"
 
 # Keys of an entry that the structured form edits -> the form field that edits them.
 KEY_FIELDS: dict[str, str] = {
@@ -72,8 +73,6 @@ _TRANSPORTS = {
     "remote": "streamableHttp",
     "sse": "sse",
 }
-# What may stay visible around placeholders: an auth scheme ("Bearer ") and separators.
-_SHOWN_REMAINDER_RE = re.compile(r"^[\s:/@.,;_-]*(?:[A-Za-z]+ +)?[\s:/@.,;_-]*$")
 _ERROR_KEY_RE = re.compile(r'^(?:conflicting )?"([A-Za-z]+)')
 
 
@@ -86,20 +85,6 @@ class ServerChangeError(Exception):
 
 
 # --- Secrets -------------------------------------------------------------------------------
-
-
-def is_shown(value: object) -> bool:
-    """True when ``value`` may be displayed: made of placeholders (and at most an auth scheme)."""
-    if not isinstance(value, str) or not PLACEHOLDER_RE.search(value):
-        return False
-    return bool(_SHOWN_REMAINDER_RE.match(PLACEHOLDER_RE.sub("", value)))
-
-
-def mask_values(values: Mapping[str, object]) -> dict[str, str]:
-    """``values`` with every value that is not a placeholder replaced by :data:`MASK`."""
-    return {
-        key: value if isinstance(value, str) and is_shown(value) else MASK for key, value in values.items()
-    }
 
 
 def unmask_values(new: Mapping[str, str], original: object, *, field: str) -> dict[str, str]:
@@ -122,15 +107,41 @@ def unmask_values(new: Mapping[str, str], original: object, *, field: str) -> di
     return result
 
 
-def masked_entry(entry: object) -> object:
-    """A copy of an entry that is safe to display: ``env``/``environment``/``headers`` masked."""
-    if not isinstance(entry, dict):
-        return entry
-    shown = copy.deepcopy(entry)
-    for key in ("env", "environment", "headers"):
-        if isinstance(shown.get(key), dict):
-            shown[key] = mask_values(shown[key])
-    return shown
+def unmask_args(new: Sequence[str], original: Sequence[object], *, field: str) -> list[str]:
+    """Put back each stored argument the form showed masked and got back unchanged.
+
+    The k-th masked line is matched with the first stored argument, not yet taken, whose masked
+    form it equals, so arguments may be added, removed or moved around masked ones. A masked
+    line that matches none raises ``ServerChangeError``: the mask is not a value.
+    """
+    stored = [str(arg) for arg in original]
+    shown = mask_args(stored)
+    taken: set[int] = set()
+    result: list[str] = []
+    for line in new:
+        if MASK not in line:
+            result.append(line)
+            continue
+        index = next((i for i, text in enumerate(shown) if text == line and i not in taken), None)
+        if index is None:
+            raise ServerChangeError(
+                f'{line}: enter the whole argument ("{MASK}" only stands for a value that is already stored)',
+                field,
+            )
+        taken.add(index)
+        result.append(stored[index])
+    return result
+
+
+def unmask_url(new: str, original: str) -> str:
+    """The stored URL when the form got back the masked form it showed, else ``new``."""
+    if original and new == redact_url(original):
+        return original
+    if MASK in new:
+        raise ServerChangeError(
+            f'enter the whole URL ("{MASK}" only stands for the stored one, unchanged)', "url"
+        )
+    return new
 
 
 # --- Entry <-> form values -------------------------------------------------------------------
@@ -279,10 +290,15 @@ def validate_entry(name: str, entry: object, *, check_command: bool = True) -> S
     if check_command and config.transport == STDIO and config.command is not None:
         # A placeholder may stand for the command: that one is checked when connecting.
         if not PLACEHOLDER_RE.search(config.command):
-            executable = os.path.basename(config.command.rstrip("/"))
-            if executable not in settings.MCP_STDIO_COMMANDS:
+            allowed, _ = command_allowed(
+                config.command,
+                settings.MCP_STDIO_COMMANDS,
+                base_dir=Path(settings.MCP_CONFIG).parent,
+                search_path=os.environ.get("PATH"),
+            )
+            if not allowed:
                 raise ServerChangeError(
-                    f'{source}: server "{name}": command "{executable}" is not allowed; '
+                    f'{source}: server "{name}": command "{config.command}" is not allowed; '
                     "add it to BOOCODE_MCP_STDIO_COMMANDS to allow it",
                     "command",
                 )

@@ -16,6 +16,10 @@ of the database and the logs:
 
 Every ``ConfigError`` message starts with the file's name and the server, e.g.
 ``mcp.json: server "git": "command" is required for stdio``.
+
+Hostile but valid input is bounded before it is parsed: a file (mcp.json or an envFile) over
+:data:`MAX_CONFIG_BYTES`, or JSON nested deeper than :data:`MAX_JSON_DEPTH` levels, is a
+``ConfigError`` naming the file; the caller keeps the configuration it had.
 """
 
 from __future__ import annotations
@@ -25,12 +29,15 @@ import json
 import logging
 import os
 import re
+import shutil
 import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
+
+from mcpclient.redaction import redact_url
 
 logger = logging.getLogger(__name__)
 
@@ -56,6 +63,11 @@ _ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _HEADER_NAME_RE = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
 # ${VAR}, ${env:VAR} and {env:VAR}; anything else (e.g. "${not a name}") stays literal.
 _PLACEHOLDER_RE = re.compile(r"\$\{(?:env:)?([A-Za-z_][A-Za-z0-9_]*)\}|\{env:([A-Za-z_][A-Za-z0-9_]*)\}")
+
+MAX_CONFIG_BYTES = 1024 * 1024
+MAX_JSON_DEPTH = 64  # an entry needs four levels; the rest is room for other hosts' keys
+_JSON_STRING_RE = re.compile(r'"(?:[^"\\]|\\.)*"', re.S)
+_JSON_BRACKET_RE = re.compile(r"[\[\]{}]")
 
 DEFAULT_TIMEOUT_MS = 60_000
 DEFAULT_INIT_TIMEOUT_MS = 30_000
@@ -166,11 +178,35 @@ class JsonDocument:
         return None
 
 
+def json_depth(text: str) -> int:
+    """How deeply the arrays and objects of JSON ``text`` nest, counted without parsing.
+
+    Linear in the text: strings are skipped (a bracket inside one does not count), then the
+    brackets are counted. Broken JSON gets some number; the parser then reports the error.
+    """
+    depth = deepest = 0
+    for bracket in _JSON_BRACKET_RE.findall(_JSON_STRING_RE.sub("", text)):
+        if bracket in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        else:
+            depth -= 1
+    return deepest
+
+
 def parse_json_document(text: str, *, source: str) -> JsonDocument:
     """Parse ``text`` strictly: NaN/Infinity refused, duplicate keys recorded.
 
-    Raises ``ConfigError`` naming ``source`` and, for syntax errors, the line and column.
+    Raises ``ConfigError`` naming ``source`` and, for syntax errors, the line and column; also
+    for text over :data:`MAX_CONFIG_BYTES` or nested deeper than :data:`MAX_JSON_DEPTH` (the
+    parser recurses per level: deep enough JSON would exhaust the stack).
     """
+    size = len(text.encode("utf-8", errors="surrogatepass"))
+    if size > MAX_CONFIG_BYTES:
+        raise ConfigError(f"{source}: the file is {size} bytes; the limit is {MAX_CONFIG_BYTES} bytes")
+    depth = json_depth(text)
+    if depth > MAX_JSON_DEPTH:
+        raise ConfigError(f"{source}: JSON nested {depth} levels deep; the limit is {MAX_JSON_DEPTH} levels")
     duplicates: dict[int, list[str]] = {}
 
     def pairs_hook(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
@@ -339,7 +375,8 @@ def _check_url(check: _EntryChecker, url: str, *, expanded: bool) -> None:
     except ValueError:
         parts, has_host = None, False
     if parts is None or parts.scheme.lower() not in ("http", "https") or not has_host:
-        shown = _shown(check.entry.get("url"))
+        url_value = check.entry.get("url")
+        shown = _shown(redact_url(url_value) if isinstance(url_value, str) else url_value)
         after = " after expansion" if expanded else ""
         raise check.fail(f'"url" must be an http:// or https:// URL with a host{after}, got {shown}')
 
@@ -422,6 +459,15 @@ def unknown_keys(config: ServerConfig) -> list[str]:
 
 # --- Loading -------------------------------------------------------------------------------
 
+
+def _read_bounded(path: Path, source: str) -> bytes:
+    """The file's bytes; ``ConfigError`` past :data:`MAX_CONFIG_BYTES` (never read whole)."""
+    with path.open("rb") as handle:
+        data = handle.read(MAX_CONFIG_BYTES + 1)
+    if len(data) > MAX_CONFIG_BYTES:
+        raise ConfigError(f"{source}: the file is larger than the limit of {MAX_CONFIG_BYTES} bytes")
+    return data
+
 _reported_missing: set[Path] = set()
 _reported_lock = threading.Lock()
 
@@ -436,7 +482,7 @@ def load_config(path: Path) -> LoadedConfig:
     path = Path(path)
     source = path.name
     try:
-        data = path.read_bytes()
+        data = _read_bounded(path, source)
     except FileNotFoundError:
         with _reported_lock:
             first_time = path not in _reported_missing
@@ -561,7 +607,9 @@ def _load_env_file(check: _EntryChecker, env_file: str, base_dir: Path, expand: 
     if not path.is_absolute():
         path = base_dir / path
     try:
-        text = path.read_text(encoding="utf-8-sig")
+        text = _read_bounded(path, f'envFile "{env_file}"').decode("utf-8-sig")
+    except ConfigError as exc:
+        raise check.fail(str(exc)) from None
     except FileNotFoundError:
         raise check.fail(f'envFile "{env_file}" not found (looked for {path})') from None
     except (OSError, UnicodeDecodeError) as exc:
@@ -571,6 +619,58 @@ def _load_env_file(check: _EntryChecker, env_file: str, base_dir: Path, expand: 
         return parse_env_file(text)
     except ValueError as exc:
         raise check.fail(f'envFile "{env_file}" {exc}') from None
+
+
+def _same_file(path: str, candidates: Sequence[str]) -> bool:
+    real = os.path.realpath(path)
+    return any(os.path.realpath(candidate) == real for candidate in candidates)
+
+
+def command_allowed(
+    command: str, allowed: Sequence[str], *, base_dir: Path, search_path: str | None
+) -> tuple[bool, str | None]:
+    """``(allowed, executable to run)`` for a stdio ``command`` under the allowlist ``allowed``.
+
+    The allowlist holds bare names (looked up on ``search_path``, BooCode's own PATH) and
+    absolute paths. A bare command must be listed by name; it runs as the file that name
+    resolves to (``None`` when it resolves to nothing), so a PATH given to the child cannot
+    swap it. A command with a ``/`` is allowed only when it is, after following symlinks, the
+    same file as a listed path or as what a listed name resolves to: ``/any/dir/npx`` is not
+    ``npx`` unless it is that very program.
+    """
+    if "/" not in command:
+        if command not in allowed:
+            return False, None
+        return True, shutil.which(command, path=search_path)
+    path = Path(command).expanduser()
+    if not path.is_absolute():
+        path = base_dir / path
+    targets = [entry for entry in allowed if "/" in entry]
+    for entry in allowed:
+        found = shutil.which(entry, path=search_path) if "/" not in entry else None
+        if found:
+            targets.append(found)
+    if str(path) in allowed or _same_file(str(path), targets):
+        return True, str(path)
+    return False, None
+
+
+def allowed_executable(
+    check: _EntryChecker, command: str, allowed: Sequence[str], *, base_dir: Path, environ: Mapping[str, str]
+) -> str:
+    """The executable to spawn for ``command``, or ``ConfigError`` naming why it may not run."""
+    ok, executable = command_allowed(command, allowed, base_dir=base_dir, search_path=environ.get("PATH"))
+    if not ok:
+        hint = (
+            "add its name to BOOCODE_MCP_STDIO_COMMANDS to allow it"
+            if "/" not in command
+            else "a path must be listed in BOOCODE_MCP_STDIO_COMMANDS as it is, or be the very file a listed "
+            "name resolves to"
+        )
+        raise check.fail(f"command {_shown(command)} is not allowed; {hint}")
+    if executable is None:
+        raise check.fail(f"command not found: {command} (looked up on BooCode's PATH)")
+    return executable
 
 
 def resolve_server(
@@ -586,9 +686,10 @@ def resolve_server(
     * Placeholders ``${VAR}``, ``${env:VAR}`` and ``{env:VAR}`` in command, args, env values,
       cwd, url and header values are looked up in the envFile's values, then in ``environ``
       (default ``os.environ``). Expansion is a single pass: a value is never re-expanded.
-    * stdio: the command's basename must be in ``allowed_commands`` (default
-      ``settings.MCP_STDIO_COMMANDS``). The command runs without a shell: args are passed as
-      a list, never joined. A relative ``cwd`` is taken relative to ``base_dir``.
+    * stdio: the command must pass the allowlist ``allowed_commands`` (default
+      ``settings.MCP_STDIO_COMMANDS``; see :func:`command_allowed`) and runs as the file it was
+      checked as, without a shell: args are passed as a list, never joined. A relative ``cwd``
+      is taken relative to ``base_dir``.
     * stdio ``env`` = envFile values, overridden by the expanded explicit ``env``, plus
       SSL_CERT_FILE, SSL_CERT_DIR, REQUESTS_CA_BUNDLE, NODE_EXTRA_CA_CERTS and PATH copied
       from ``environ`` when set there and not given. The SDK's ``stdio_client`` itself only
@@ -609,17 +710,13 @@ def resolve_server(
     if config.transport == STDIO:
         if config.command is None:
             raise check.fail('"command" is required for stdio')
-        command = expand(config.command, "command")
-        executable = os.path.basename(command.rstrip("/"))
         if allowed_commands is None:
             from django.conf import settings
 
             allowed_commands = settings.MCP_STDIO_COMMANDS
-        if not executable or executable not in allowed_commands:
-            raise check.fail(
-                f"command {_shown(executable or command)} is not allowed; "
-                "add it to BOOCODE_MCP_STDIO_COMMANDS to allow it"
-            )
+        command = allowed_executable(
+            check, expand(config.command, "command"), allowed_commands, base_dir=base_dir, environ=environ
+        )
         args = [expand(arg, f"args[{index}]") for index, arg in enumerate(config.args)]
         env = dict(file_values)
         env.update({key: expand(value, f"{env_key}.{key}") for key, value in config.env.items()})

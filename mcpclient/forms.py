@@ -17,6 +17,8 @@ from django.core.exceptions import ValidationError
 
 from mcpclient import admin_services
 from mcpclient.admin_services import MASK, ServerChangeError
+from mcpclient.config import MAX_JSON_DEPTH, json_depth
+from mcpclient.redaction import mask_args, mask_values, redact_url
 from mcpclient.models import McpServer
 
 TEXT_FIELDS = ("command", "args", "env", "env_file", "cwd", "url", "headers", "extra")
@@ -51,7 +53,7 @@ def parse_pairs(text: str, *, what: str) -> dict[str, str]:
 
 def format_pairs(values: dict[str, Any]) -> str:
     """``KEY=VALUE`` lines with secrets masked (placeholders shown as written)."""
-    return "\n".join(f"{key}={value}" for key, value in admin_services.mask_values(values).items())
+    return "\n".join(f"{key}={value}" for key, value in mask_values(values).items())
 
 
 class McpServerForm(forms.ModelForm):
@@ -62,7 +64,10 @@ class McpServerForm(forms.ModelForm):
         required=False, help_text="stdio: the executable (its name must be in BOOCODE_MCP_STDIO_COMMANDS)."
     )
     args = forms.CharField(
-        required=False, widget=forms.Textarea(attrs={"rows": 4}), help_text="stdio: one argument per line."
+        required=False,
+        widget=forms.Textarea(attrs={"rows": 4}),
+        help_text=f"stdio: one argument per line. Secret-looking values are shown as {MASK}; leave them "
+        "to keep them.",
     )
     env = forms.CharField(
         required=False,
@@ -73,7 +78,11 @@ class McpServerForm(forms.ModelForm):
         required=False, label="envFile", help_text="Relative to the folder of mcp.json."
     )
     cwd = forms.CharField(required=False, help_text="stdio: working directory.")
-    url = forms.CharField(required=False, help_text="streamableHttp/sse: http:// or https:// URL.")
+    url = forms.CharField(
+        required=False,
+        help_text=f"streamableHttp/sse: http:// or https:// URL. Userinfo and query values are shown "
+        f"as {MASK}.",
+    )
     headers = forms.CharField(
         required=False,
         widget=forms.Textarea(attrs={"rows": 3}),
@@ -118,11 +127,11 @@ class McpServerForm(forms.ModelForm):
         self.start_values = values
         self.start_text = {
             "command": values["command"],
-            "args": "\n".join(values["args"]),
+            "args": "\n".join(mask_args(values["args"])),
             "env": format_pairs(values["env"]),
             "env_file": values["env_file"],
             "cwd": values["cwd"],
-            "url": values["url"],
+            "url": redact_url(values["url"]) if values["url"] else "",
             "headers": format_pairs(values["headers"]),
             "extra": json.dumps(values["extra"], indent=2, ensure_ascii=False) if values["extra"] else "",
         }
@@ -136,11 +145,15 @@ class McpServerForm(forms.ModelForm):
     def _parsed(self, name: str, text: str) -> Any:
         """The Python value of a text field (raises ValidationError or ServerChangeError)."""
         if name == "args":
-            return parse_lines(text)
+            return admin_services.unmask_args(parse_lines(text), self.start_values["args"], field=name)
+        if name == "url":
+            return admin_services.unmask_url(text.strip(), self.start_values["url"])
         if name in ("env", "headers"):
             pairs = parse_pairs(text, what="KEY" if name == "env" else "Name")
             return admin_services.unmask_values(pairs, self.start_values[name], field=name)
         if name == "extra":
+            if json_depth(text) > MAX_JSON_DEPTH:
+                raise ValidationError(f"nested deeper than {MAX_JSON_DEPTH} levels")
             try:
                 value = json.loads(text) if text.strip() else {}
             except json.JSONDecodeError as exc:

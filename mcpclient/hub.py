@@ -14,8 +14,10 @@ each has settled (ready or failed). Servers connect concurrently; each connect +
 initialize + list is bounded by the server's ``initTimeout``.
 
 Failure: a server that cannot start is ``failed`` with ``last_error`` and contributes no
-tools; the others run. The session's incoming stream is relayed through the owner so an
-end of stream (child exited, connection broken) is seen at once: the server becomes
+tools; the others run. ``last_error`` ends with the last lines of the server's stderr, which
+can hold secrets: it is for staff (admin, staff status line, logs). Users and the model read
+``reason``, the same text without stderr, and URLs in both are redacted. The session's
+incoming stream is relayed through the owner so an end of stream (child exited, connection broken) is seen at once: the server becomes
 ``unavailable``, in-flight calls get ``MCP server "<name>" unreachable: ...`` and so do
 later ones. There is no automatic restart; :meth:`Hub.reconnect` starts it again.
 
@@ -57,6 +59,7 @@ from mcp_types import CONNECTION_CLOSED, REQUEST_TIMEOUT
 import boocode
 from mcpclient.config import ConfigError, ResolvedServer, ServerConfig, resolve_server
 from mcpclient.naming import assign_names
+from mcpclient.redaction import redact_text
 from mcpclient.results import ToolResult, extract_result
 
 logger = logging.getLogger(__name__)
@@ -188,10 +191,14 @@ async def list_all_tools(session: ClientSession) -> list[types.Tool]:
 
 def _describe(exc: BaseException) -> str:
     """A one-line description of a connection failure, without secrets from URLs."""
+    return redact_text(_description(exc))
+
+
+def _description(exc: BaseException) -> str:
     if isinstance(exc, BaseExceptionGroup):
         inner = [e for e in exc.exceptions if not isinstance(e, anyio.get_cancelled_exc_class())]
         if inner:
-            return _describe(inner[0])
+            return _description(inner[0])
     if isinstance(exc, FileNotFoundError):
         return f"command not found: {exc.filename or exc}"
     if isinstance(exc, PermissionError):
@@ -271,6 +278,9 @@ class ServerConnection:
         self._allowed_commands = allowed_commands
         self._notify = notify
         self.status = Status.CONNECTING
+        # Why the server is not ready: ``reason`` is what users and the model may read; ``last_error``
+        # adds the last lines of the server's stderr, which can hold secrets (staff and admin only).
+        self.reason = ""
         self.last_error = ""
         self.connected_at: dt.datetime | None = None
         self.protocol_version = ""
@@ -348,7 +358,7 @@ class ServerConnection:
         """Call ``tool`` on the live session, bounded by the server's timeout."""
         session = self.session
         if session is None or self.status is not Status.READY:
-            return self.unreachable(self.last_error or f"the server is {self.status.value}")
+            return self.unreachable(self.reason or f"the server is {self.status.value}")
         try:
             result = await session.call_tool(tool, arguments, read_timeout_seconds=self.config.timeout)
         except MCPError as exc:
@@ -358,11 +368,11 @@ class ServerConnection:
                     f'(the server\'s "timeout" in mcp.json)'
                 )
             if self._mark_unavailable_if_closed(exc):
-                return self.unreachable(self.last_error)
+                return self.unreachable(self.reason)
             return ToolResult.error(f'MCP server "{self.name}": tool "{tool}" failed: {exc.error.message}')
         except (httpx2.TransportError, anyio.ClosedResourceError, anyio.BrokenResourceError, OSError) as exc:
             self._set_unavailable(_describe(exc))
-            return self.unreachable(self.last_error)
+            return self.unreachable(self.reason)
         return extract_result(result)
 
     async def _list_within_timeout(self, session: ClientSession) -> list[types.Tool]:
@@ -405,9 +415,9 @@ class ServerConnection:
     def _set_unavailable(self, reason: str) -> None:
         if self.status is not Status.READY or self._stopping:
             return
-        stderr = self._stderr_hint()
         self.status = Status.UNAVAILABLE
-        self.last_error = reason + stderr
+        self.reason = reason
+        self.last_error = reason + self._stderr_hint()
         logger.warning('MCP server "%s" is unavailable: %s', self.name, self.last_error)
         self._commands.put_nowait("closed")
         self._notify(self)
@@ -433,16 +443,17 @@ class ServerConnection:
             if self.status is Status.READY:
                 self._set_unavailable(_describe(exc))
             elif self.status is Status.CONNECTING:
-                self._fail(_describe(exc) + self._stderr_hint())
+                self._fail(_describe(exc), self._stderr_hint())
             logger.debug('MCP server "%s" owner ended with %r', self.name, exc)
         finally:
             self._on_owner_done()
 
-    def _fail(self, message: str) -> None:
+    def _fail(self, message: str, stderr: str = "") -> None:
         self.status = Status.FAILED
-        self.last_error = message
+        self.reason = message
+        self.last_error = message + stderr
         self.tools = []
-        logger.warning('MCP server "%s" failed to start: %s', self.name, message)
+        logger.warning('MCP server "%s" failed to start: %s', self.name, self.last_error)
         self._settled.set()
         self._notify(self)
 
@@ -465,8 +476,8 @@ class ServerConnection:
                 await self._wait_for_commands(session)
         if scope.cancelled_caught and self.status is Status.CONNECTING:
             self._fail(
-                f'no answer within {self.config.init_timeout:g} s (the server\'s "initTimeout")'
-                + self._stderr_hint()
+                f'no answer within {self.config.init_timeout:g} s (the server\'s "initTimeout")',
+                self._stderr_hint(),
             )
 
     def _ready(self, session: ClientSession, init: types.InitializeResult, tools: list[types.Tool]) -> None:
@@ -476,7 +487,7 @@ class ServerConnection:
             exclude_none=True, include={"name", "version", "title"}
         )
         self.status = Status.READY
-        self.last_error = ""
+        self.reason = self.last_error = ""
         self.connected_at = dt.datetime.now(dt.UTC)
         self.tools = [discover_tool(tool) for tool in tools]
         logger.info(
@@ -783,5 +794,5 @@ class Hub:
             if connection.status is not Status.READY:
                 for tool in connection.tools:
                     if self._names.get((name, tool.name), ("",))[0] == prefixed_name:
-                        return connection.unreachable(connection.last_error or connection.status.value)
+                        return connection.unreachable(connection.reason or connection.status.value)
         return ToolResult.error(f'Unknown tool "{prefixed_name}": it is not offered by any ready MCP server')

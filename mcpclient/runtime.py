@@ -83,14 +83,15 @@ STATUS_GROUP = "mcp_status"
 
 
 async def broadcast_listener(snapshot: ServerSnapshot) -> None:
-    """Send every server's status to the ``mcp_status`` group (open chat pages' status line)."""
+    """Tell the ``mcp_status`` group (open chat pages' status line) that a server changed."""
     from channels.layers import get_channel_layer
 
     layer = get_channel_layer()
     if layer is None:
         return
     try:
-        await layer.group_send(STATUS_GROUP, {"type": "mcp.status", "servers": hub_statuses()})
+        # Only a signal: each page builds the status its user may see (staff or not).
+        await layer.group_send(STATUS_GROUP, {"type": "mcp.status"})
     except Exception:  # a broken channel layer must not break the hub
         logger.exception("could not broadcast the MCP status")
 
@@ -170,6 +171,7 @@ async def ensure_hub(*, max_age: float = 0.0) -> Hub:
             if not settings.MCP_AUTOSTART:
                 _hub, _hub_loop = Hub(base_dir=settings.MCP_CONFIG.parent), loop
                 return _hub
+            await asyncio.to_thread(_remove_stale_temp_files)
             version, configs = await _check_changes()
             hub = new_hub()
             _hub, _hub_loop, _seen_version = hub, loop, version
@@ -185,6 +187,16 @@ async def ensure_hub(*, max_age: float = 0.0) -> Hub:
             await _hub.apply(configs)
             await asyncio.gather(*(_hub.rediscover(config.name) for config in configs if config.enabled))
         return _hub
+
+
+def _remove_stale_temp_files() -> None:
+    """What an interrupted admin write left next to mcp.json (it may hold secrets)."""
+    from mcpclient.writeback import WritebackError, remove_stale_temp_files
+
+    try:
+        remove_stale_temp_files(settings.MCP_CONFIG)
+    except WritebackError as exc:
+        logger.warning("%s", exc)
 
 
 _starter: asyncio.Task[Hub] | None = None
@@ -270,16 +282,21 @@ async def hub_call(prefixed_name: str, arguments: dict[str, Any]) -> ToolResult:
     return await hub.call_tool(prefixed_name, arguments)
 
 
-def hub_statuses() -> list[dict[str, Any]]:
-    """Name, status, tool count and last error of every configured server."""
+def hub_statuses(*, staff: bool = False) -> list[dict[str, Any]]:
+    """Name, status and tool count of every configured server; for ``staff``, the last error too.
+
+    The last error may end with a server's stderr, which can hold secrets: only staff see it.
+    """
     if _hub is None:
         return []
-    return [
-        {
+    statuses = []
+    for snapshot in _hub.snapshots():
+        status: dict[str, Any] = {
             "name": snapshot.name,
             "status": snapshot.status.value,
             "tool_count": sum(not tool.rejected for tool in snapshot.tools),
-            "last_error": snapshot.last_error,
         }
-        for snapshot in _hub.snapshots()
-    ]
+        if staff:
+            status["last_error"] = snapshot.last_error
+        statuses.append(status)
+    return statuses

@@ -12,6 +12,7 @@ from typing import Any
 
 from mcpclient.config import ServerConfig
 from mcpclient.hub import ServerSnapshot, Status
+from mcpclient.redaction import masked_entry
 from mcpclient.results import ToolResult
 from mcpclient.runtime import new_hub
 from mcpclient.sync import bump_version, persist_snapshot, server_configs, sync_servers
@@ -22,6 +23,7 @@ class DiscoveryOutcome:
     """One server's result of a discovery run."""
 
     snapshot: ServerSnapshot
+    entry: Any = None  # the mcp.json entry as written
 
     @property
     def failed(self) -> bool:
@@ -34,6 +36,7 @@ class DiscoveryOutcome:
         return {
             "name": s.name,
             "status": s.status.value,
+            "config": masked_entry(self.entry),
             "tool_count": sum(not t.rejected for t in s.tools),
             "rejected_count": sum(t.rejected for t in s.tools),
             "error": s.last_error,
@@ -88,7 +91,8 @@ def discover_servers(names: list[str]) -> list[DiscoveryOutcome]:
     for snapshot in snapshots:
         persist_snapshot(snapshot)
     bump_version()
-    return [DiscoveryOutcome(snapshot) for snapshot in snapshots]
+    entries = {config.name: config.raw for config in chosen}
+    return [DiscoveryOutcome(snapshot, entries.get(snapshot.name)) for snapshot in snapshots]
 
 
 def call_tool_once(prefixed_name: str, arguments: dict[str, Any]) -> ToolResult:

@@ -148,9 +148,14 @@ def _initial_status(row: McpServer) -> None:
 
 
 def server_configs() -> list[ServerConfig]:
-    """Valid server configs from the database rows, in file order."""
+    """Valid server configs from the database rows, in file order.
+
+    A row whose entry failed validation in the file (``config_error``) is left out even when its
+    stored value would parse: a duplicate key, for one, is gone from the stored JSON, and an
+    invalid entry must never run, whatever part of it would have worked.
+    """
     configs = []
-    for row in McpServer.objects.all():
+    for row in McpServer.objects.filter(config_error=""):
         try:
             configs.append(parse_server(row.name, row.config, source=settings.MCP_CONFIG.name))
         except ConfigError:

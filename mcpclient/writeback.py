@@ -8,7 +8,8 @@ same process taking it twice from two threads would deadlock without the thread 
 The new content goes to a temporary file in the same folder, is flushed and fsynced, then
 ``os.replace``-d over the old file and the folder is fsynced: readers see either the old or
 the new file, never a mix. On any failure before the replace the temporary file is removed,
-the old file is untouched and ``WritebackError`` is raised.
+the old file is untouched and ``WritebackError`` is raised. A process killed between the two
+leaves its temporary file: :func:`remove_stale_temp_files` deletes it at the next start.
 
 Entries are written as given, so placeholders such as ``${TOKEN}`` and keys BooCode does not
 know survive; every other top-level key keeps its value and position. The file is always
@@ -148,6 +149,32 @@ def _write_document(target: Path, document: dict[str, Any]) -> None:
     except OSError as exc:
         # The new file is already in place; only its durability across a crash is in doubt.
         logger.warning("%s: written, but syncing %s failed: %s", source, target.parent, exc)
+
+
+def remove_stale_temp_files(path: Path) -> list[Path]:
+    """Delete temporary files a write-back left behind when its process died mid-write.
+
+    They may hold a copy of the file's secrets. Run at start (``mcp_sync`` and the hub's first
+    start); the write lock is taken first, so a write in progress in another process keeps its
+    file. Returns what was removed.
+    """
+    target = _target(Path(path))
+    if not target.parent.is_dir():
+        return []
+    removed: list[Path] = []
+    with _locked(target):
+        for temp in target.parent.glob(f".{target.name}.*.tmp"):
+            try:
+                temp.unlink()
+            except FileNotFoundError:
+                continue
+            except OSError as exc:
+                logger.warning("%s: cannot remove the stale temporary file %s: %s", target.name, temp, exc)
+                continue
+            removed.append(temp)
+    for temp in removed:
+        logger.info("%s: removed %s, left by an interrupted write", target.name, temp.name)
+    return removed
 
 
 def _check_name(source: str, name: object) -> None:

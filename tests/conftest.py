@@ -20,8 +20,8 @@ ROOT = Path(__file__).resolve().parent.parent
 TOOLBOX = ROOT / "tests" / "servers" / "toolbox.py"
 NODE_DIR = ROOT / "tests" / "node"
 PYTHON = sys.executable
-# The test servers run with this interpreter; the allowlist matches on the executable's name.
-TEST_COMMANDS = ["npx", "uvx", "node", Path(PYTHON).name]
+# The test servers run with this interpreter, listed by its path (a path runs only when listed).
+TEST_COMMANDS = ["npx", "uvx", "node", PYTHON]
 
 
 def free_port() -> int:

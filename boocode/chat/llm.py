@@ -31,13 +31,14 @@ import weakref
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit, urlunsplit
 from urllib.request import getproxies, proxy_bypass
 
 import aiohttp
 from django.conf import settings
 
 from boocode.shutdown import on_server_shutdown
+from mcpclient.redaction import redact_text, redact_url
 
 logger = logging.getLogger(__name__)
 
@@ -63,7 +64,8 @@ class LLMError(Exception):
     """
 
     def __init__(self, message: str, *, kind: str, status: int | None = None) -> None:
-        super().__init__(message)
+        # Messages are stored, sent to every tab and logged: no URL in one keeps a credential.
+        super().__init__(redact_text(message))
         self.kind = kind
         self.status = status
 
@@ -96,8 +98,33 @@ class LLMSettings:
 
     @property
     def url(self) -> str:
-        """The Chat Completions endpoint."""
-        return f"{self.base_url}/chat/completions"
+        """The Chat Completions endpoint, without the base URL's ``user:password@`` (sent as auth)."""
+        return f"{_without_userinfo(self.base_url)}/chat/completions"
+
+    @property
+    def display_url(self) -> str:
+        """The base URL as messages and logs may show it: userinfo and query values masked."""
+        return redact_url(self.base_url)
+
+    def auth_headers(self) -> dict[str, str]:
+        """``Authorization`` for the request: the API key, else the base URL's ``user:password@``.
+
+        Both at once cannot be sent (one header); the API key wins, as the more specific setting.
+        """
+        if self.api_key:
+            return {"authorization": f"Bearer {self.api_key}"}
+        parts = urlsplit(self.base_url)
+        if parts.username is not None:
+            credentials = aiohttp.BasicAuth(unquote(parts.username), unquote(parts.password or ""))
+            return {"authorization": credentials.encode()}
+        return {}
+
+
+def _without_userinfo(url: str) -> str:
+    parts = urlsplit(url)
+    if "@" not in parts.netloc:
+        return url
+    return urlunsplit(parts._replace(netloc=parts.netloc.rpartition("@")[2]))
 
 
 @dataclass
@@ -196,9 +223,7 @@ async def stream_chat(
             "No model is configured: set BOOCODE_LLM_BASE_URL and BOOCODE_LLM_MODEL.", kind="not_configured"
         )
     body = build_request(messages, model=llm.model, tools=tools, temperature=temperature, top_p=top_p)
-    headers = {"accept": "text/event-stream"}
-    if llm.api_key:
-        headers["authorization"] = f"Bearer {llm.api_key}"
+    headers = {"accept": "text/event-stream", **llm.auth_headers()}
     # sock_read bounds the wait for the answer and every silence in it; connect includes the
     # wait for a free connection of the pool.
     timeout = aiohttp.ClientTimeout(
@@ -226,7 +251,7 @@ async def stream_chat(
                     return
         except aiohttp.ConnectionTimeoutError:
             raise LLMError(
-                f"Timed out connecting to the model server at {llm.base_url} (BOOCODE_LLM_BASE_URL).",
+                f"Timed out connecting to the model server at {llm.display_url} (BOOCODE_LLM_BASE_URL).",
                 kind="timeout",
             ) from None
         except aiohttp.ServerTimeoutError:
@@ -235,7 +260,7 @@ async def stream_chat(
             ) from None
         except (aiohttp.ClientConnectorError, aiohttp.InvalidURL) as exc:
             raise LLMError(
-                f"Cannot connect to the model server at {llm.base_url} ({_reason(exc)}). "
+                f"Cannot connect to the model server at {llm.display_url} ({_reason(exc)}). "
                 "Check BOOCODE_LLM_BASE_URL and that the server is running.",
                 kind="connect",
             ) from None
@@ -243,18 +268,18 @@ async def stream_chat(
             # A kept-alive connection the server had already closed: nothing was received, so retry.
             if attempt >= llm.max_retries:
                 raise LLMError(
-                    f"The model server at {llm.base_url} closed the connection without answering ({exc}).",
+                    f"The model server at {llm.display_url} closed the connection without answering ({exc}).",
                     kind="disconnected",
                 ) from None
             retry_delay = 0.0 if attempt == 0 else _backoff(attempt)
         except aiohttp.ClientResponseError as exc:
             raise LLMError(
-                f"The model server at {llm.base_url} sent an invalid HTTP response ({exc.message}).",
+                f"The model server at {llm.display_url} sent an invalid HTTP response ({exc.message}).",
                 kind="malformed",
             ) from None
         except aiohttp.ClientError as exc:
             raise LLMError(
-                f"The connection to the model server at {llm.base_url} failed "
+                f"The connection to the model server at {llm.display_url} failed "
                 f"({str(exc) or type(exc).__name__}).",
                 kind="disconnected",
             ) from None
@@ -297,14 +322,14 @@ async def _status_error(response: aiohttp.ClientResponse, llm: LLMSettings) -> L
     suffix = f": {detail}" if detail else ""
     if status in (401, 403):
         return LLMError(
-            f"The model server at {llm.base_url} refused the credentials (HTTP {status}){suffix}. "
+            f"The model server at {llm.display_url} refused the credentials (HTTP {status}){suffix}. "
             "Check BOOCODE_LLM_API_KEY.",
             kind="auth",
             status=status,
         )
     if status == 404:
         return LLMError(
-            f'Model "{llm.model}" was not found at {llm.base_url} (HTTP 404){suffix}. '
+            f'Model "{llm.model}" was not found at {llm.display_url} (HTTP 404){suffix}. '
             "Check BOOCODE_LLM_MODEL (or the agent's model) and BOOCODE_LLM_BASE_URL.",
             kind="model",
             status=status,

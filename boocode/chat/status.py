@@ -8,14 +8,14 @@ from boocode.chat import llm as llm_client
 from boocode.chat.llm import LLMSettings
 
 
-def status_payload() -> dict[str, Any]:
-    """The ``status`` frame (see docs/protocol.md)."""
+def status_payload(*, staff: bool = False) -> dict[str, Any]:
+    """The ``status`` frame (see docs/protocol.md); servers' errors only for ``staff``."""
     from mcpclient.runtime import hub_statuses
 
     settings = LLMSettings.from_settings()
     return {
         "type": "status",
-        "servers": hub_statuses(),
+        "servers": hub_statuses(staff=staff),
         "model": {
             "configured": settings.configured,
             "name": settings.model,

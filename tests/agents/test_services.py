@@ -97,10 +97,11 @@ def test_missing_file_means_one_builtin_agent_with_all_tools(agents_file):
     assert agent.is_builtin and agent.tools is None and agent.name == "Assistant"
 
 
-def test_a_file_without_valid_agents_falls_back_to_the_builtin_and_says_so(agents_file):
+def test_a_file_without_valid_agents_falls_back_to_an_agent_without_tools_and_says_so(agents_file):
     write(agents_file, "## Only\n---\ntools: nope\n---\n")
     report = sync_agents()
-    assert [agent.name for agent in list_agents()] == ["Assistant"]
+    [agent] = list_agents()
+    assert agent.name == "Assistant" and agent.tools == [] and "no valid agent" in agent.error
     assert len(report.errors) == 2 and "defines no valid agent" in str(report.errors[-1])
 
 

@@ -80,7 +80,7 @@ def daphne_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServ
         **os.environ,
         "BOOCODE_DATA_DIR": str(data),
         "BOOCODE_MCP_CONFIG": str(data / "mcp.json"),
-        "BOOCODE_MCP_STDIO_COMMANDS": f"npx,uvx,node,{Path(PYTHON).name}",
+        "BOOCODE_MCP_STDIO_COMMANDS": f"npx,uvx,node,{PYTHON}",
         "BOOCODE_MCP_AUTOSTART": "1",
         "BOOCODE_LLM_BASE_URL": llm.base_url,
         "BOOCODE_LLM_MODEL": "test-model",

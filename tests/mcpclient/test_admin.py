@@ -591,8 +591,8 @@ async def test_toggling_a_server_of_the_live_hub_removes_and_restores_its_tools(
             assert (row.enabled, row.status, row.tool_count) == (False, "disabled", 0)
             assert read_entries(mcp_file)["tb"]["enabled"] is False
             while True:
-                message = await layer.receive(channel)
-                statuses = {server["name"]: server["status"] for server in message["servers"]}
+                await layer.receive(channel)  # a signal: the page then reads the statuses
+                statuses = {server["name"]: server["status"] for server in runtime.hub_statuses()}
                 if statuses.get("tb") == "disabled":
                     break
 

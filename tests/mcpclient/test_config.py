@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import logging
+import os
+import shutil
 from pathlib import Path
 
 import pytest
@@ -340,8 +342,10 @@ def test_placeholders_expand_in_every_stdio_field(tmp_path: Path) -> None:
         "env": {"TOKEN": "${TOKEN}", "BOTH": "${A}-${env:B}-{env:C}"},
         "cwd": "${DIR}",
     }
+    npx = shutil.which("npx")
+    assert npx is not None
     environ = {
-        "BIN_DIR": "/opt/bin",
+        "BIN_DIR": os.path.dirname(npx),
         "PKG": "pkg",
         "DIR": "/srv",
         "TOKEN": "t0k",
@@ -350,7 +354,7 @@ def test_placeholders_expand_in_every_stdio_field(tmp_path: Path) -> None:
         "C": "3",
     }
     resolved = resolve(entry, tmp_path, environ)
-    assert resolved.command == "/opt/bin/npx"
+    assert resolved.command == npx
     assert resolved.args == ["-y", "pkg", "--dir=/srv", "${not a placeholder}"]
     assert resolved.env == {"TOKEN": "t0k", "BOTH": "1-2-3"}
     assert resolved.cwd == "/srv"
@@ -468,27 +472,31 @@ def test_command_not_in_allowlist_is_refused(tmp_path: Path) -> None:
     with pytest.raises(ConfigError) as info:
         resolve({"command": "/bin/bash", "args": ["-c", "echo hi"]}, tmp_path, {})
     assert str(info.value) == (
-        'mcp.json: server "srv": command "bash" is not allowed; '
-        "add it to BOOCODE_MCP_STDIO_COMMANDS to allow it"
+        'mcp.json: server "srv": command "/bin/bash" is not allowed; a path must be listed in '
+        "BOOCODE_MCP_STDIO_COMMANDS as it is, or be the very file a listed name resolves to"
     )
 
 
 def test_allowlist_applies_after_expansion(tmp_path: Path) -> None:
-    with pytest.raises(ConfigError, match='command "sh" is not allowed'):
+    with pytest.raises(ConfigError, match='command "/bin/sh" is not allowed'):
         resolve({"command": "${TOOL}"}, tmp_path, {"TOOL": "/bin/sh"})
     assert resolve({"command": "${TOOL}"}, tmp_path, {"TOOL": "/usr/bin/node"}).command == "/usr/bin/node"
 
 
 def test_allowed_command_keeps_args_as_a_list(tmp_path: Path) -> None:
-    resolved = resolve({"command": "uvx", "args": ["mcp-server-time", "a b; rm -rf /", "$(x)"]}, tmp_path, {})
-    assert resolved.command == "uvx"
+    resolved = resolve({"command": "npx", "args": ["mcp-server-time", "a b; rm -rf /", "$(x)"]}, tmp_path, {})
+    assert resolved.command == shutil.which("npx")
     assert resolved.args == ["mcp-server-time", "a b; rm -rf /", "$(x)"]
 
 
 @override_settings(MCP_STDIO_COMMANDS=["mytool"])
 def test_default_allowlist_comes_from_settings(tmp_path: Path) -> None:
+    tool = tmp_path / "mytool"
+    tool.write_text("#!/bin/sh\n")
+    tool.chmod(0o755)
     config = parse_server("srv", {"command": "mytool"})
-    assert resolve_server(config, base_dir=tmp_path, environ={}).command == "mytool"
+    resolved = resolve_server(config, base_dir=tmp_path, environ={"PATH": str(tmp_path)})
+    assert resolved.command == str(tool)
     with pytest.raises(ConfigError, match="BOOCODE_MCP_STDIO_COMMANDS"):
         resolve_server(parse_server("srv", {"command": "npx"}), base_dir=tmp_path, environ={})
 

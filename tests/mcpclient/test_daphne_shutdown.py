@@ -31,7 +31,7 @@ def test_ctrl_c_stops_stdio_children(tmp_path: Path):
         **os.environ,
         "BOOCODE_DATA_DIR": str(tmp_path),
         "BOOCODE_MCP_AUTOSTART": "1",
-        "BOOCODE_MCP_STDIO_COMMANDS": f"npx,uvx,node,{Path(PYTHON).name}",
+        "BOOCODE_MCP_STDIO_COMMANDS": f"npx,uvx,node,{PYTHON}",
     }
     env.pop("BOOCODE_DATABASE_URL", None)
     for command in (["migrate", "-v0"], ["mcp_sync"]):

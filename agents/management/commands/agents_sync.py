@@ -8,7 +8,10 @@ from agents.services import sync_agents
 
 
 class Command(BaseCommand):
-    help = "Parse AGENTS.md (BOOCODE_AGENTS_FILE) and sync the Agent rows; report errors per agent."
+    help = (
+        "Parse AGENTS.md (BOOCODE_AGENTS_FILE) and sync the Agent rows; report errors per agent. "
+        "Exits 1 when the file cannot be used at all (or, with --strict, has any error)."
+    )
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument(
@@ -24,5 +27,7 @@ class Command(BaseCommand):
                              ("deleted", report.deleted)):
             if names:
                 self.stdout.write(f"  {label}: {', '.join(names)}")
+        if report.unusable:
+            raise CommandError(f"{report.path} cannot be used; the agents loaded before are kept")
         if options["strict"] and report.errors:
             raise CommandError(f"{len(report.errors)} error(s) in {report.path}")

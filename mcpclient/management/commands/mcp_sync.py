@@ -5,12 +5,17 @@ from django.core.management.base import BaseCommand, CommandError
 
 from mcpclient.config import ConfigError
 from mcpclient.sync import sync_servers
+from mcpclient.writeback import WritebackError, remove_stale_temp_files
 
 
 class Command(BaseCommand):
     help = "Mirror mcp.json into the McpServer rows (create new, update changed, delete removed)."
 
     def handle(self, *args, **options) -> None:
+        try:
+            remove_stale_temp_files(settings.MCP_CONFIG)
+        except WritebackError as exc:
+            self.stderr.write(str(exc))
         try:
             report = sync_servers()
         except ConfigError as exc:
