@@ -15,9 +15,9 @@ The file format::
 Parsing never raises for bad content: each problem becomes an :class:`AgentError` that names
 the file, the line, the agent and the key, the bad agent is skipped and the others load.
 A missing file yields the built-in default agent (all tools). A file that cannot be used at all
-(unreadable, not UTF-8, over :data:`MAX_FILE_BYTES`) is marked ``unusable``: the caller keeps
-the agents it had. Hostile but valid input is bounded: the file's size, and the nesting of each
-front-matter block (:data:`MAX_YAML_DEPTH` levels; agent settings need two or three).
+is marked ``unusable`` and the caller keeps the agents it had: unreadable, not UTF-8, or hostile
+though valid (over :data:`MAX_FILE_BYTES`, or a front-matter block nested deeper than
+:data:`MAX_YAML_DEPTH` levels; agent settings need two or three).
 """
 
 from __future__ import annotations
@@ -87,6 +87,7 @@ class AgentError:
     message: str
     agent: str | None = None
     key: str | None = None
+    limit: bool = False  # hostile input (a size or nesting limit): the whole file is set aside
 
     def __str__(self) -> str:
         where = f"{self.path}:{self.line}" if self.line else self.path
@@ -135,6 +136,10 @@ LOCKED_AGENT = AgentSpec(
 )
 
 
+class _NestedTooDeep(yaml.composer.ComposerError):
+    """Front matter nested deeper than :data:`MAX_YAML_DEPTH`."""
+
+
 class _FrontMatterLoader(yaml.SafeLoader):
     """A safe loader that reads ``*`` and ``!web_*`` as plain strings.
 
@@ -154,7 +159,7 @@ class _FrontMatterLoader(yaml.SafeLoader):
         # the stack of the thread that reads the file. Refuse long before that.
         depth = getattr(self, "_depth", 0) + 1
         if depth > MAX_YAML_DEPTH:
-            raise yaml.composer.ComposerError(
+            raise _NestedTooDeep(
                 None, None, f"nested deeper than {MAX_YAML_DEPTH} levels", self.peek_event().start_mark
             )
         self._depth = depth
@@ -195,7 +200,7 @@ def load_agents(path: Path, *, display: str | None = None) -> ParsedAgents:
 
 
 def _unusable(source: str, line: int, message: str) -> ParsedAgents:
-    error = AgentError(source, line, message + "; the agents loaded before are kept")
+    error = AgentError(source, line, message + "; the agents loaded before are kept", limit=True)
     return ParsedAgents(path=source, exists=True, agents=[], errors=[error], unusable=True)
 
 
@@ -228,7 +233,10 @@ def parse_agents_text(text: str, *, source: str = "AGENTS.md") -> ParsedAgents:
         errors.extend(agent_errors)
         if spec is not None:
             agents.append(spec)
-    return ParsedAgents(path=source, exists=True, agents=agents, errors=errors, sections=sections)
+    unusable = any(error.limit for error in errors)
+    return ParsedAgents(
+        path=source, exists=True, agents=agents, errors=errors, sections=sections, unusable=unusable
+    )
 
 
 def _sections(lines: list[str]) -> list[tuple[int, str, list[str]]]:
@@ -352,7 +360,10 @@ def _load_front_matter(
         problem = getattr(exc, "problem", None) or str(exc)
         context = getattr(exc, "context", None)
         message = f"invalid YAML in front matter: {context + ', ' if context else ''}{problem}"
-        return empty, AgentError(source, line, message, agent=name)
+        limit = isinstance(exc, _NestedTooDeep)
+        if limit:
+            message += "; the agents loaded before are kept"
+        return empty, AgentError(source, line, message, agent=name, limit=limit)
     if value is None:
         return empty, None
     if not isinstance(value, dict) or not isinstance(node, yaml.MappingNode):

@@ -124,11 +124,15 @@ def mask_arg(arg: str, previous: str | None = None) -> str:
     if previous is not None and previous.startswith("-") and "=" not in previous:
         if _SECRET_NAME_RE.search(previous):
             return MASK
-    name, sep, value = arg.partition("=")
-    if sep and name and not name.startswith("http") and _SECRET_NAME_RE.search(name):
-        return f"{name}={_masked(value)}"
     if "://" in arg:
         return redact_text(arg)
+    name, sep, value = arg.partition("=")
+    if sep and name:
+        if _SECRET_NAME_RE.search(name):
+            return f"{name}={_masked(value)}"
+        inner = mask_arg(value)  # --tag=sk-..., --opt=token=...: the value on its own terms
+        if inner != value:
+            return f"{name}={inner}"
     if _looks_like_token(arg):
         return MASK
     return arg
