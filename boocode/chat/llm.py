@@ -466,7 +466,7 @@ async def _parse_stream(
                         tools.add(delta["tool_calls"])
                     if choice.get("finish_reason"):
                         finish_reason = str(choice["finish_reason"])
-            except (ValueError, TypeError, AttributeError) as exc:
+            except (ValueError, TypeError, AttributeError, RecursionError) as exc:  # hostile JSON too
                 raise LLMError(
                     f"The model server sent a malformed stream ({exc}): {data[:200]!r}", kind="malformed"
                 ) from None

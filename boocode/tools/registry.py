@@ -10,18 +10,39 @@ validates the arguments against the tool's JSON schema first, so the model gets 
 local error (``Invalid arguments for view_file: at 'start_line': ...``) instead of a server
 round trip. Native tools run in a worker thread; MCP tools go to the hub by prefixed name.
 Nothing here raises for a bad call: every failure is an error :class:`ToolResult`.
+
+Time limits: nothing a tool does can block the event loop or outlast its limit.
+
+- A native tool runs in a daemon thread of its own with a deadline ``BOOCODE_TOOL_TIMEOUT``
+  seconds away, which the tool checks as it goes and answers with what it found so far. The
+  registry stops waiting :data:`NATIVE_GRACE` seconds after the deadline in any case, returns
+  an error naming the limit, and lets the thread finish its last step unobserved. Daemon
+  threads are not joined at interpreter exit, so a running tool never delays a shutdown, and
+  they leave the loop's default executor (the chat's database reads, DNS lookups) alone.
+- An MCP call is bounded by its server's ``timeout`` (the hub's own limit, with the server's
+  message); the registry adds :data:`MCP_GRACE` seconds on top for every other path (starting
+  the hub, a transport that stops reading) and abandons the call after that.
+- Argument validation never runs a regular expression of a tool's schema: jsonschema would use
+  Python's backtracking ``re`` on the loop, where ``"^(a+)+$"`` and a crafted argument stall
+  every user. ``pattern`` and ``patternProperties`` are left to the server.
+
+Cancelling ``execute_tool()`` (a stopped turn) cancels the MCP request or stops waiting for the
+native thread, which ends at its deadline.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import json
 import logging
+import threading
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache, partial
 from typing import Any, Protocol
 
+from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError, ValidationError, relevance
@@ -30,10 +51,11 @@ from jsonschema.validators import validator_for
 from referencing.exceptions import Unresolvable
 
 from agents.policy import is_allowed
-from boocode.tools.native import NATIVE_TOOLS, NativeTool
+from boocode.tools.native import NATIVE_TOOLS, Deadline, NativeTool, ToolTimeoutError, time_limit_message
 from boocode.tools.workspace import WorkspaceError
+from mcpclient.config import DEFAULT_TIMEOUT_MS
 from mcpclient.results import ToolResult, cap_output
-from mcpclient.runtime import hub_call, hub_tools
+from mcpclient.runtime import get_hub, hub_call, hub_tools
 
 __all__ = [
     "NATIVE_SOURCE",
@@ -50,6 +72,12 @@ logger = logging.getLogger(__name__)
 
 NATIVE_SOURCE = "native"
 MAX_REPORTED_ERRORS = 5
+# Seconds the registry waits past a native tool's deadline for the tool's own answer (with its
+# partial results) before it gives up on the thread.
+NATIVE_GRACE = 0.5
+# Seconds past a server's "timeout" before the registry abandons an MCP call: the hub's own
+# timeout, with its clearer message, comes first whenever the session still works.
+MCP_GRACE = 2.0
 _EMPTY_SCHEMA: dict[str, Any] = {"type": "object", "properties": {}}
 
 Executor = Callable[[dict[str, Any]], Awaitable[ToolResult]]
@@ -85,17 +113,111 @@ class Tool:
         }
 
 
+def _in_daemon_thread(function: Callable[[], str]) -> asyncio.Future[str]:
+    """Start ``function`` in a new daemon thread; the returned future gets its outcome.
+
+    Not ``asyncio.to_thread``: the default executor's threads are joined at interpreter exit (a
+    tool still running would keep a stopped server alive), and its few workers also serve the
+    chat's database reads and DNS lookups, which slow tools must not hold up. Cancelling the
+    future only stops the waiting; the function ends at its own deadline.
+    """
+    loop = asyncio.get_running_loop()
+    future: asyncio.Future[str] = loop.create_future()
+    context = contextvars.copy_context()  # as asyncio.to_thread does (settings overrides, logging)
+
+    def settle(result: str | None, error: BaseException | None) -> None:
+        if future.done():  # the caller stopped waiting (time limit, cancelled turn)
+            return
+        if error is not None:
+            future.set_exception(error)
+        else:
+            future.set_result(result or "")
+
+    def work() -> None:
+        error: BaseException | None = None
+        result: str | None = None
+        try:
+            result = context.run(function)
+        except BaseException as exc:  # handed to the waiting task, as concurrent.futures does
+            error = exc
+        try:
+            loop.call_soon_threadsafe(settle, result, error)
+        except RuntimeError:
+            pass  # the loop is closed (server shut down): nobody waits for this result any more
+
+    threading.Thread(target=work, name="boocode-native-tool", daemon=True).start()
+    return future
+
+
 async def _run_native(tool: NativeTool, arguments: dict[str, Any]) -> ToolResult:
-    """Run a blocking native tool in a worker thread; refusals become error results."""
+    """Run a blocking native tool in its own thread within the time limit; failures are error results."""
+    limit = float(settings.TOOL_TIMEOUT)
+    deadline = Deadline.after(limit)
+    waiting = asyncio.timeout(limit + NATIVE_GRACE)
     try:
-        output = await asyncio.to_thread(tool.function, **arguments)
+        async with waiting:
+            output = await _in_daemon_thread(partial(tool.function, **arguments, deadline=deadline))
+    except ToolTimeoutError as exc:
+        message = f"{tool.name}: {exc}"
+        if exc.partial:
+            message += f"\nFound before the limit:\n{exc.partial}"
+        return ToolResult.error(cap_output(message))
     except (WorkspaceError, ImproperlyConfigured) as exc:
         if isinstance(exc, ImproperlyConfigured):
             logger.error("native tool %s: %s", tool.name, exc)
         return ToolResult.error(f"{tool.name}: {exc}")
-    except OSError as exc:
+    except OSError as exc:  # TimeoutError is an OSError: the file system's, or ours
+        if waiting.expired():
+            logger.warning("native tool %s overran its time limit of %g s", tool.name, limit)
+            return ToolResult.error(
+                f"{tool.name}: {time_limit_message(limit)}; the call was abandoned, narrow the request"
+            )
         return ToolResult.error(f"{tool.name}: {exc.strerror or exc}")
     return ToolResult(output=cap_output(output))
+
+
+def _server_timeout(server: str) -> float:
+    """The server's ``timeout`` from mcp.json, in seconds (the default when it is not connected)."""
+    hub = get_hub()
+    connection = hub.connection(server) if hub is not None else None
+    return connection.config.timeout if connection is not None else DEFAULT_TIMEOUT_MS / 1000
+
+
+# Calls given up on, still finishing their cleanup; kept so the tasks are not garbage-collected.
+_abandoned: set[asyncio.Task[ToolResult]] = set()
+
+
+def _abandon(task: asyncio.Task[ToolResult]) -> None:
+    """Cancel ``task`` without waiting: the SDK's shielded cleanup can take seconds more."""
+    task.cancel()
+    _abandoned.add(task)
+    task.add_done_callback(_abandoned.discard)
+    # Read the outcome when it comes, so asyncio logs no "exception was never retrieved".
+    task.add_done_callback(lambda done: done.cancelled() or done.exception())
+
+
+async def _call_mcp(prefixed_name: str, server: str, tool: str, arguments: dict[str, Any]) -> ToolResult:
+    """Call an MCP tool through the hub, abandoned :data:`MCP_GRACE` s after the server's timeout.
+
+    The call runs as its own task and is abandoned rather than awaited to its end: cancelling an
+    SDK request sends a courtesy ``notifications/cancelled`` under a shield, which waits up to
+    5 s more when the transport is stuck.
+    """
+    limit = _server_timeout(server)
+    call = asyncio.ensure_future(hub_call(prefixed_name, arguments))
+    try:
+        done, _pending = await asyncio.wait({call}, timeout=limit + MCP_GRACE)
+    except asyncio.CancelledError:
+        _abandon(call)
+        raise
+    if call in done:
+        return call.result()
+    _abandon(call)
+    logger.warning('MCP tool "%s" of server "%s" gave no result within %g s', tool, server, limit)
+    return ToolResult.error(
+        f'MCP server "{server}": tool "{tool}" gave no result within {limit:g} s (the server\'s '
+        '"timeout" in mcp.json); the call was abandoned'
+    )
 
 
 def _native(tool: NativeTool) -> Tool:
@@ -141,7 +263,7 @@ def available_tools() -> list[Tool]:
             parameters=hub_tool.input_schema or dict(_EMPTY_SCHEMA),
             read_only=hub_tool.read_only,
             source=hub_tool.server,
-            executor=partial(hub_call, name),
+            executor=partial(_call_mcp, name, hub_tool.server, hub_tool.name),
         )
     return [tools[name] for name in sorted(tools)]
 
@@ -161,10 +283,47 @@ def openai_tools(tools: Iterable[Tool]) -> list[dict[str, Any]]:
     return [tool.openai() for tool in tools]
 
 
+# Keywords whose value is a map of names to subschemas: the names are data, never keywords.
+_SCHEMA_MAPS = frozenset({"properties", "$defs", "definitions", "dependentSchemas"})
+# Keywords whose value is data to compare, not a schema.
+_DATA_KEYWORDS = frozenset({"enum", "const", "default", "examples"})
+
+
+def _without_regexes(schema: Any) -> Any:
+    """``schema`` without the keywords that would run its regular expressions.
+
+    jsonschema evaluates ``pattern`` and ``patternProperties`` with Python's ``re``, which
+    backtracks and holds the GIL; validation runs on the event loop, so a schema pattern such as
+    ``"^(a+)+$"`` and a crafted argument would stall every user. The server checks them anyway.
+    Where ``patternProperties`` goes, ``additionalProperties`` and ``unevaluatedProperties`` go
+    too: names the patterns allowed must not be refused as additional.
+    """
+    if isinstance(schema, list):
+        return [_without_regexes(item) for item in schema]
+    if not isinstance(schema, dict):
+        return schema
+    result: dict[str, Any] = {}
+    for key, value in schema.items():
+        if key in _DATA_KEYWORDS:
+            result[key] = value
+        elif (key == "pattern" and isinstance(value, str)) or (
+            key == "patternProperties" and isinstance(value, dict)
+        ):
+            continue
+        elif key in _SCHEMA_MAPS and isinstance(value, dict):
+            result[key] = {name: _without_regexes(sub) for name, sub in value.items()}
+        else:
+            result[key] = _without_regexes(value)
+    if isinstance(schema.get("patternProperties"), dict):
+        result.pop("additionalProperties", None)
+        result.pop("unevaluatedProperties", None)
+    return result
+
+
 @lru_cache(maxsize=512)
 def _validator(schema_json: str) -> Validator | None:
     """A compiled validator for a schema (by its canonical JSON), or None if the schema is broken."""
-    schema = json.loads(schema_json)
+    schema = _without_regexes(json.loads(schema_json))
     cls = validator_for(schema, default=Draft202012Validator)
     try:
         cls.check_schema(schema)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from boocode.tools.native import grep, list_dir, view_file
+from boocode.tools.native import Deadline, ToolTimeoutError, grep, list_dir, view_file
 from boocode.tools.workspace import WorkspaceConfigError, WorkspaceError, workspace_root
 from mcpclient.results import MAX_OUTPUT_BYTES
 
@@ -226,3 +226,57 @@ def test_special_files_are_refused_and_skipped_without_blocking(project):
         view_file("pipe")
     assert grep("hello").splitlines()[0] == "README.md:2: Say hello."
     assert "pipe" in list_dir()
+
+
+# --- grep: RE2, batches of lines, time limit ----------------------------------------------
+
+def test_grep_lines_are_matched_one_by_one_even_when_searched_in_batches(project):
+    (project / "notes.txt").write_text(
+        "alpha beta\nbeta\r\ngamma alpha\nend of a\nb starts\n\nlast alpha"
+    )
+    assert grep("^beta$", path="notes.txt") == "notes.txt:2: beta"  # CRLF line, anchors per line
+    assert grep("alpha$", path="notes.txt").splitlines() == [
+        "notes.txt:3: gamma alpha", "notes.txt:7: last alpha"
+    ]
+    # \A, \z and ^ outside multi-line mode mean the start or end of each line, never of a batch.
+    assert grep(r"\Abeta", path="notes.txt") == "notes.txt:2: beta"
+    assert grep(r"gamma alpha\z", path="notes.txt") == "notes.txt:3: gamma alpha"
+    assert grep(r"(?-m)^beta", path="notes.txt") == "notes.txt:2: beta"
+    assert [line.split(":")[1] for line in grep(r"a\z", path="notes.txt").splitlines()] == [
+        "1", "2", "3", "4", "7"
+    ]
+    # Matches that would span two lines of a batch are not matches.
+    assert grep(r"a\sb", path="notes.txt") == "notes.txt:1: alpha beta"
+    assert grep(r"(?s)of a.b", path="notes.txt") == "No matches for '(?s)of a.b' in notes.txt"
+    assert grep("^$", path="notes.txt") == "notes.txt:6: "
+    assert grep("ALPHA", path="notes.txt", ignore_case=True).count("\n") == 2
+    assert grep("(?i)GAMMA", path="notes.txt") == "notes.txt:3: gamma alpha"
+
+
+def test_grep_finds_matches_in_every_batch(project):
+    lines = [f"line {number}" for number in range(1, 60_001)]  # several batches of 128 KB
+    (project / "long.txt").write_text("\n".join(lines) + "\n")
+    output = grep(r"^line \d*7777$", path="long.txt")
+    assert output.splitlines() == [
+        "long.txt:7777: line 7777", "long.txt:17777: line 17777", "long.txt:27777: line 27777",
+        "long.txt:37777: line 37777", "long.txt:47777: line 47777", "long.txt:57777: line 57777",
+    ]
+
+
+def test_complex_patterns_search_only_the_start_of_very_long_lines(project):
+    line = "n" + "x" * 1000 + "e" + "y" * 300_000 + "n" + "z" * 1000 + "e"
+    (project / "min.js").write_text(line + "\nn" + "w" * 1000 + "e\n")
+    output = grep("n.{1000}e", path="min.js")
+    assert output.startswith("min.js:1: nxxx") and "min.js:2: nwww" in output
+    assert "[1 lines longer than" in output and "a simpler pattern searches them whole]" in output
+    assert "lines longer" not in grep("ze$", path="min.js")  # a simple pattern reads the whole line
+
+
+def test_each_tool_stops_at_its_deadline(project):
+    expired = Deadline.after(0)
+    with pytest.raises(ToolTimeoutError, match=r"time limit of 0 s .*BOOCODE_TOOL_TIMEOUT"):
+        grep("hello", deadline=expired)
+    with pytest.raises(ToolTimeoutError, match="list a subdirectory or use a smaller depth"):
+        list_dir(".", deadline=expired)
+    with pytest.raises(ToolTimeoutError, match="use grep to find the line"):
+        view_file("README.md", deadline=expired)

@@ -12,7 +12,7 @@ import pytest
 
 from agents.parser import AgentSpec
 from boocode.tools import registry
-from boocode.tools.native import NativeTool
+from boocode.tools.native import Deadline, NativeTool
 from boocode.tools.registry import (
     Tool,
     agent_tools,
@@ -122,7 +122,7 @@ async def test_unknown_and_not_allowed_tools():
 async def test_native_tools_run_off_the_event_loop():
     released = threading.Event()
 
-    def blocking() -> str:
+    def blocking(*, deadline: Deadline) -> str:
         return "released" if released.wait(5) else "the event loop was blocked"
 
     tool = NativeTool("block", "", {"type": "object"}, blocking)

@@ -1,0 +1,43 @@
+"""Around the probe's cases: hostile but well-formed input from the model and in tool calls.
+
+A model server (or whatever sits at BOOCODE_LLM_BASE_URL) is not trusted: JSON nested deep
+enough to exhaust the parser's stack, in a stream chunk or in a tool call's arguments, must
+end as a readable error, not an internal error.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+from asgiref.sync import sync_to_async
+from django.contrib.auth import get_user_model
+
+from boocode.chat.models import Conversation, Message
+from boocode.chat.turns import TurnRequest, run_turn
+from tests.chat.conftest import close_model_session, fresh_state, llm  # noqa: F401
+from tests.llm_server import Raw, ScriptedLLM
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+DEEP = "[" * 100_000 + "]" * 100_000
+
+
+async def _emit(event: dict[str, Any]) -> None:
+    return None
+
+
+@sync_to_async
+def _conversation() -> int:
+    user, _ = get_user_model().objects.get_or_create(username="alice")
+    return Conversation.objects.create(owner=user).pk
+
+
+async def test_a_stream_chunk_nested_too_deep_is_a_malformed_stream(llm: ScriptedLLM) -> None:  # noqa: F811
+    llm.script(Raw(['{"choices": [{"delta": {"content": ' + DEEP + "}}]}"], close=True))
+    conversation = await _conversation()
+    async with asyncio.timeout(20):
+        assert await run_turn(TurnRequest(conversation, "hi"), _emit) == "failed"
+    answer = await Message.objects.filter(conversation_id=conversation, role=Message.Role.ASSISTANT).alast()
+    assert answer is not None and "malformed stream" in answer.error  # not "Internal error"
