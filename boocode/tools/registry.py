@@ -388,6 +388,10 @@ def _parse_arguments(name: str, arguments: dict[str, Any] | str | None) -> dict[
                 f"Invalid arguments for {name}: not valid JSON ({exc.msg} at line {exc.lineno} "
                 f"column {exc.colno}); send a JSON object"
             )
+        except RecursionError:
+            return ToolResult.error(
+                f"Invalid arguments for {name}: JSON nested too deeply; send a flat object"
+            )
     if not isinstance(arguments, dict):
         return ToolResult.error(
             f"Invalid arguments for {name}: expected a JSON object, got {type(arguments).__name__}"

@@ -16,6 +16,7 @@ from django.contrib.auth import get_user_model
 
 from boocode.chat.models import Conversation, Message
 from boocode.chat.turns import TurnRequest, run_turn
+from boocode.tools.registry import execute_tool
 from tests.chat.conftest import close_model_session, fresh_state, llm  # noqa: F401
 from tests.llm_server import Raw, ScriptedLLM
 
@@ -41,3 +42,10 @@ async def test_a_stream_chunk_nested_too_deep_is_a_malformed_stream(llm: Scripte
         assert await run_turn(TurnRequest(conversation, "hi"), _emit) == "failed"
     answer = await Message.objects.filter(conversation_id=conversation, role=Message.Role.ASSISTANT).alast()
     assert answer is not None and "malformed stream" in answer.error  # not "Internal error"
+
+
+async def test_tool_arguments_nested_too_deep_are_an_error_the_model_can_read() -> None:
+    result = await execute_tool("view_file", '{"path": ' + DEEP + "}")
+    assert result.is_error and result.output == (
+        "Invalid arguments for view_file: JSON nested too deeply; send a flat object"
+    )
