@@ -61,7 +61,9 @@ def test_mcp_sync_refuses_hostile_mcp_json_with_a_clear_error(data_dir: Path, te
 
 
 @pytest.mark.parametrize(("text", "says"), [(DEEP_YAML_AGENTS, "nested deeper than"), (HUGE_AGENTS, "bytes")])
-def test_agents_sync_refuses_hostile_agents_md_with_a_clear_error(data_dir: Path, text: str, says: str) -> None:
+def test_agents_sync_refuses_hostile_agents_md_with_a_clear_error(
+    data_dir: Path, text: str, says: str
+) -> None:
     (data_dir / "AGENTS.md").write_text(text)
     done = manage(data_dir, "agents_sync")
     assert done.returncode != 0
