@@ -205,7 +205,9 @@ def _lock_down(plan: _Plan, report: SyncReport) -> None:
     error = f"AGENTS.md defines no valid agent{first}: this stand-in has no tools until the file is fixed"
     _upsert(LOCKED_AGENT, position=0, is_builtin=True, error=error, row=None, report=report)
     report.errors.append(
-        AgentError(report.path, 0, "defines no valid agent; a stand-in agent with no tools answers until it is fixed")
+        AgentError(
+            report.path, 0, "defines no valid agent; a stand-in agent with no tools answers until it is fixed"
+        )
     )
 
 

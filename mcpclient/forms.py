@@ -18,8 +18,8 @@ from django.core.exceptions import ValidationError
 from mcpclient import admin_services
 from mcpclient.admin_services import MASK, ServerChangeError
 from mcpclient.config import MAX_JSON_DEPTH, json_depth
-from mcpclient.redaction import mask_args, mask_values, redact_url
 from mcpclient.models import McpServer
+from mcpclient.redaction import mask_args, mask_values, redact_url
 
 TEXT_FIELDS = ("command", "args", "env", "env_file", "cwd", "url", "headers", "extra")
 VALUE_FIELDS = ("transport", "enabled", "timeout", "init_timeout")
