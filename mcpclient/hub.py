@@ -19,7 +19,8 @@ can hold secrets: it is for staff (admin, staff status line, logs). Users and th
 ``reason``, the same text without stderr, and URLs in both are redacted. The session's
 incoming stream is relayed through the owner so an end of stream (child exited, connection
 broken) is seen at once: the server becomes ``unavailable``, in-flight calls get
-``MCP server "<name>" unreachable: ...`` and so do later ones. There is no automatic restart; :meth:`Hub.reconnect` starts it again.
+``MCP server "<name>" unreachable: ...`` and so do later ones. There is no automatic
+restart; :meth:`Hub.reconnect` starts it again.
 
 Stop: :meth:`Hub.stop` asks every owner to leave its ``async with`` blocks: the session
 closes and stdio children get the SDK's shutdown (stdin closed, then SIGTERM, then SIGKILL
