@@ -1,8 +1,9 @@
 """ASGI entry point: HTTP goes to Django, websockets to the chat consumers.
 
-Websockets are checked against ALLOWED_HOSTS (Origin header) and authenticated with the
-Django session. Static files are served by Django's ASGI static handler so `make run`
-needs no separate web server.
+Websockets are accepted only from the origin they are opened at (or one the operator
+trusts; see boocode/security/origins.py) and authenticated with the Django session. Static
+files are served by Django's ASGI static handler so `make run` needs no separate web server;
+that handler bypasses the middleware, so the security headers are added around it.
 """
 
 import os
@@ -14,10 +15,11 @@ django_asgi_app = get_asgi_application()
 
 from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
-from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler  # noqa: E402
 
 from boocode.chat.routing import websocket_urlpatterns  # noqa: E402
+from boocode.security.headers import StaticFilesHeaders  # noqa: E402
+from boocode.security.origins import WebsocketOriginCheck  # noqa: E402
 from mcpclient.runtime import start_hub_soon  # noqa: E402
 
 
@@ -38,8 +40,8 @@ class StartHubOnFirstConnection:
 application = StartHubOnFirstConnection(
     ProtocolTypeRouter(
         {
-            "http": ASGIStaticFilesHandler(django_asgi_app),
-            "websocket": AllowedHostsOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
+            "http": StaticFilesHeaders(ASGIStaticFilesHandler(django_asgi_app)),
+            "websocket": WebsocketOriginCheck(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
         }
     )
 )

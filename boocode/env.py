@@ -7,6 +7,7 @@ so a typo in the environment stops the process at start-up instead of being gues
 from __future__ import annotations
 
 import os
+from urllib.parse import urlsplit
 
 from django.core.exceptions import ImproperlyConfigured
 
@@ -69,3 +70,28 @@ def env_list(name: str, default: list[str]) -> list[str]:
     if value is None:
         return list(default)
     return [item.strip() for item in value.split(",") if item.strip()]
+
+
+def _is_origin(value: str) -> bool:
+    parts = urlsplit(value)
+    try:
+        parts.port  # noqa: B018 - raises ValueError for a port that is not a number
+    except ValueError:
+        return False
+    return (
+        parts.scheme in ("http", "https")
+        and bool(parts.hostname)
+        and parts.path in ("", "/")
+        and not (parts.query or parts.fragment or parts.username)
+    )
+
+
+def env_origins(name: str) -> list[str]:
+    """A comma-separated list of origins (``scheme://host[:port]``), without trailing slashes."""
+    origins = env_list(name, [])
+    for value in origins:
+        if not _is_origin(value):
+            raise ImproperlyConfigured(
+                f"{name}: {value!r} is not an origin; expected scheme://host[:port], e.g. https://chat.example.com"
+            )
+    return [value.rstrip("/") for value in origins]

@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import os
 import secrets
+from datetime import timedelta
 from pathlib import Path
 
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
-from boocode.env import env_bool, env_float, env_int, env_list, env_str
+from boocode.env import env_bool, env_float, env_int, env_list, env_origins, env_str
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -56,16 +57,21 @@ INSTALLED_APPS = [
     "mcpclient",
     "agents",
     "boocode.chat",
+    "boocode.security",
+    "axes",
 ]
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "django.middleware.csp.ContentSecurityPolicyMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    # Last, as Axes requires: turns a locked-out login into the 429 page.
+    "axes.middleware.AxesMiddleware",
 ]
 
 ROOT_URLCONF = "boocode.urls"
@@ -159,6 +165,47 @@ X_FRAME_OPTIONS = "DENY"
 SECURE_CONTENT_TYPE_NOSNIFF = True
 SECURE_REFERRER_POLICY = "same-origin"
 
+# --- Security ------------------------------------------------------------------------------
+# boocode/security/ implements these; docs/configuration.md lists the variables.
+
+
+# Pages at these origins may open chat websockets, besides the origin the socket is opened at.
+ALLOWED_ORIGINS = env_origins("BOOCODE_ALLOWED_ORIGINS")
+# Reverse proxies in front of Daphne: with n > 0 the client address is the n-th from the right
+# of X-Forwarded-For and the scheme is X-Forwarded-Proto (the proxy must set both).
+TRUSTED_PROXY_COUNT = env_int("BOOCODE_TRUSTED_PROXY_COUNT", 0, minimum=0, maximum=10)
+if TRUSTED_PROXY_COUNT:
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+# Sent on HTTPS responses only; 0 (the default) sends none. Set it once TLS works for good.
+SECURE_HSTS_SECONDS = env_int("BOOCODE_HSTS_SECONDS", 0, minimum=0)
+# The policy of every response that sets none itself (the chat page adds its websocket).
+SECURE_CSP = {
+    "default-src": ["'self'"],
+    "script-src": ["'self'"],
+    "style-src": ["'self'"],
+    "img-src": ["'self'", "data:"],
+    "connect-src": ["'self'"],
+    "object-src": ["'none'"],
+    "base-uri": ["'none'"],
+    "frame-ancestors": ["'none'"],
+    "form-action": ["'self'"],
+}
+
+# Login throttling (django-axes): failures counted per username and per client address apart.
+LOGIN_FAILURE_LIMIT = env_int("BOOCODE_LOGIN_FAILURE_LIMIT", 5, minimum=1)
+LOGIN_COOLOFF_MINUTES = env_int("BOOCODE_LOGIN_COOLOFF_MINUTES", 15, minimum=1)
+AUTHENTICATION_BACKENDS = [
+    "boocode.security.logins.LoginThrottleBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
+AXES_FAILURE_LIMIT = LOGIN_FAILURE_LIMIT
+AXES_COOLOFF_TIME = timedelta(minutes=LOGIN_COOLOFF_MINUTES)
+AXES_LOCKOUT_PARAMETERS = ["username", "ip_address"]
+AXES_CLIENT_IP_CALLABLE = "boocode.security.logins.client_ip"
+AXES_LOCKOUT_CALLABLE = "boocode.security.logins.lockout_response"
+AXES_RESET_ON_SUCCESS = False  # see boocode/security/logins.py: a login must not clear an address
+AXES_VERBOSE = False
+
 # --- MCP -----------------------------------------------------------------------------------
 MCP_CONFIG = Path(env_str("BOOCODE_MCP_CONFIG", str(DATA_DIR / "mcp.json"))).resolve()
 MCP_STDIO_COMMANDS = env_list("BOOCODE_MCP_STDIO_COMMANDS", ["npx", "uvx", "node", "docker"])
@@ -168,6 +215,7 @@ MCP_AUTOSTART = env_bool("BOOCODE_MCP_AUTOSTART", True)
 # --- Agents and native tools ----------------------------------------------------------------
 AGENTS_FILE = Path(env_str("BOOCODE_AGENTS_FILE", str(DATA_DIR / "AGENTS.md"))).resolve()
 WORKSPACE = Path(env_str("BOOCODE_WORKSPACE", str(DATA_DIR / "workspace"))).resolve()
+TOOL_TIMEOUT = env_float("BOOCODE_TOOL_TIMEOUT", 30.0, minimum=1.0)  # seconds per native tool call
 WORKSPACE_DENY = env_list(
     "BOOCODE_WORKSPACE_DENY",
     [".env*", "*.pem", "*.key", "*.p12", "*.pfx", "id_rsa*", "id_ed25519*",
@@ -186,7 +234,13 @@ ADMIN_PASSWORD = env_str("BOOCODE_ADMIN_PASSWORD")
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
+    # Redacting: a URL's userinfo and query values and bearer tokens never reach a log line.
+    "formatters": {
+        "plain": {
+            "()": "mcpclient.redaction.RedactingFormatter",
+            "format": "%(asctime)s %(levelname)s %(name)s: %(message)s",
+        }
+    },
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "root": {"handlers": ["console"], "level": env_str("BOOCODE_LOG_LEVEL", "INFO").upper()},
     "loggers": {
@@ -194,5 +248,7 @@ LOGGING = {
         "httpx2": {"level": "WARNING"},
         # The SDK logs every session id and reconnect at INFO; the hub reports what matters.
         "mcp": {"level": "WARNING"},
+        # Axes logs every login at INFO; failures and lockouts are WARNING.
+        "axes": {"level": "WARNING"},
     },
 }

@@ -3,29 +3,45 @@
 The consumer only routes: it checks the user, joins the conversation's group, sends the
 history, starts or cancels the turn task (never awaiting a turn itself, so ``cancel`` frames
 get through) and relays group events. Closing the socket leaves the turn running.
+
+The socket lives only as long as the session that opened it (:mod:`boocode.security.sessions`):
+it joins its user's group, re-checks the session before every incoming frame and every
+``SESSION_CHECK_INTERVAL`` seconds, and closes with 4401 once the session has ended (logout,
+password change, deactivation, expiry).
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import logging
 from typing import Any
 
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
+from django.db import DatabaseError
 
 from boocode.chat import services
 from boocode.chat.events import group_emitter, group_name
 from boocode.chat.status import status_payload
+from boocode.chat.text import text_problem
 from boocode.chat.turns import MAX_MESSAGE_CHARS, TurnInProgress, TurnRequest, merge_live_text, registry
+from boocode.security import sessions
 from mcpclient.runtime import STATUS_GROUP
+
+logger = logging.getLogger(__name__)
 
 MAX_FRAME_BYTES = 64 * 1024
 # Server changes arrive at once through the mcp_status group; the periodic check (in memory,
 # a frame only on change) also covers the model's state.
 STATUS_INTERVAL = 1.0
-CLOSE_UNAUTHENTICATED = 4401
+# Logout, password changes and deactivation close sockets at once (channel-layer events);
+# this periodic check catches session expiry on a socket that sends nothing.
+SESSION_CHECK_INTERVAL = 30.0
+CLOSE_UNAUTHENTICATED = 4401  # not logged in, or the session ended while the socket was open
 CLOSE_FORBIDDEN = 4403
+# The session check runs on the loop's worker threads: it never waits behind turns' writes.
+session_is_current = database_sync_to_async(sessions.session_is_current, thread_sensitive=False)
 
 
 class ChatConsumer(AsyncJsonWebsocketConsumer):
@@ -34,6 +50,10 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
     conversation_id: int | None = None
     status_task: asyncio.Task[None] | None = None
     last_status: dict[str, Any] | None = None
+    user_id: int | None = None
+    session_key: str | None = None
+    session_task: asyncio.Task[None] | None = None
+    ended = False  # closed because the session ended: nothing more goes out
 
     async def connect(self) -> None:
         """Accept; close with 4401 (not logged in) or 4403 (not the owner), else join and send history."""
@@ -48,9 +68,12 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
             await self.close(code=CLOSE_FORBIDDEN)
             return
         self.conversation_id = conversation_id
+        self.user_id = user.pk
+        self.session_key = getattr(self.scope.get("session"), "session_key", None)
         # Join before reading the history: nothing emitted from now on can fall between the two.
         await self.channel_layer.group_add(group_name(conversation_id), self.channel_name)
         await self.channel_layer.group_add(STATUS_GROUP, self.channel_name)
+        await self.channel_layer.group_add(sessions.user_group(user.pk), self.channel_name)
         history = await database_sync_to_async(services.history_payload)(conversation_id)
         await self.send_json(
             {
@@ -63,18 +86,25 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
         )
         await self._send_status()
         self.status_task = asyncio.create_task(self._status_loop())
+        self.session_task = asyncio.create_task(self._session_loop())
 
     async def disconnect(self, code: int) -> None:
-        """Leave the group; the turn (if any) keeps running."""
-        if self.status_task is not None:
-            self.status_task.cancel()
+        """Leave the groups; the turn (if any) keeps running."""
+        for task in (self.status_task, self.session_task):
+            if task is not None:
+                task.cancel()
         if self.conversation_id is not None:
             await self.channel_layer.group_discard(group_name(self.conversation_id), self.channel_name)
             await self.channel_layer.group_discard(STATUS_GROUP, self.channel_name)
+            if self.user_id is not None:
+                await self.channel_layer.group_discard(sessions.user_group(self.user_id), self.channel_name)
 
     async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
-        """Check size and JSON shape, then dispatch on ``type``; problems get an error frame."""
+        """Check the session, size and JSON shape, then dispatch on ``type``; problems get an error frame."""
         if self.conversation_id is None:
+            return
+        if not await self._session_current():
+            await self._end_session()
             return
         if text_data is None:
             await self._error("bad_frame", "Binary frames are not supported; send JSON text.")
@@ -86,6 +116,9 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
             content = json.loads(text_data)
         except ValueError:
             await self._error("bad_json", "The frame is not valid JSON.")
+            return
+        except RecursionError:  # 64 KB of "[" is valid-looking JSON too deep for the parser
+            await self._error("bad_json", "The frame is nested too deeply.")
             return
         if not isinstance(content, dict) or not isinstance(content.get("type"), str):
             await self._error("bad_frame", 'Expected a JSON object with a string "type".')
@@ -104,6 +137,10 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
             return
         if len(text) > MAX_MESSAGE_CHARS:
             await self._error("too_long", f"Messages are limited to {MAX_MESSAGE_CHARS} characters.")
+            return
+        problem = text_problem(text, "message")
+        if problem is not None:
+            await self._error("bad_text", problem)
             return
         try:
             registry.start(TurnRequest(self.conversation_id, text), group_emitter(self.conversation_id))
@@ -124,6 +161,8 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
         which closes stale connections itself, before and after. The hop would only put a wait
         (behind other turns' writes) between a user's message and the model request.
         """
+        if self.ended and message["type"] != "websocket.disconnect":
+            return
         if message["type"] == "chat.event":
             await self.chat_event(message)
         elif message["type"] == "mcp.status":
@@ -137,19 +176,57 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
         """Relay a turn event from the group."""
         event = message["event"]
         if event.get("type") == "status":
-            self.last_status = event
+            # The turn's status refresh: sent as this user may see it (errors only for staff).
+            await self._send_status(force=True)
+            return
         await self.send_json(event)
 
     async def mcp_status(self, message: dict[str, Any]) -> None:
         """A server changed state (admin toggle, crash, list_changed): update the status line now."""
         await self._send_status()
 
+    async def session_ended(self, message: dict[str, Any]) -> None:
+        """A logout: close if it ended this socket's session."""
+        if message.get("session") == sessions.session_tag(self.session_key):
+            await self._end_session()
+
+    async def session_check(self, message: dict[str, Any]) -> None:
+        """The user changed (password, active flag, deletion): close unless the session still holds."""
+        if not await self._session_current():
+            await self._end_session()
+
+    async def _session_current(self) -> bool:
+        return self.user_id is not None and await session_is_current(self.session_key, self.user_id)
+
+    async def _end_session(self) -> None:
+        """Stop relaying and close with 4401: the page then asks the user to log in again."""
+        if self.ended:
+            return
+        self.ended = True
+        for task in (self.status_task, self.session_task):
+            if task is not None and task is not asyncio.current_task():
+                task.cancel()
+        await self.close(code=CLOSE_UNAUTHENTICATED)
+
+    async def _session_loop(self) -> None:
+        while True:
+            await asyncio.sleep(SESSION_CHECK_INTERVAL)
+            try:
+                current = await self._session_current()
+            except DatabaseError:  # a database outage is not a logout: check again next time
+                logger.warning("could not check the session of a chat socket", exc_info=True)
+                continue
+            if not current:
+                await self._end_session()
+                return
+
     async def _error(self, code: str, text: str) -> None:
         await self.send_json({"type": "error", "code": code, "message": text})
 
-    async def _send_status(self) -> None:
-        status = status_payload()
-        if status != self.last_status:
+    async def _send_status(self, *, force: bool = False) -> None:
+        user = self.scope.get("user")
+        status = status_payload(staff=bool(user is not None and user.is_staff))
+        if force or status != self.last_status:
             self.last_status = status
             await self.send_json(status)
 

@@ -37,6 +37,7 @@ from urllib.request import getproxies, proxy_bypass
 import aiohttp
 from django.conf import settings
 
+from boocode.chat.text import storable
 from boocode.shutdown import on_server_shutdown
 from mcpclient.redaction import redact_text, redact_url
 
@@ -389,12 +390,12 @@ class _ToolCallBuilder:
             function = delta.get("function") or {}
             name = function.get("name")
             if name and name != call["name"]:
-                call["name"] += name
+                call["name"] += storable(name)
             arguments = function.get("arguments")
             if isinstance(arguments, dict):
                 arguments = json.dumps(arguments)
             if arguments:
-                call["arguments"].append(arguments)
+                call["arguments"].append(storable(arguments))
 
     def build(self) -> list[ToolCallRequest]:
         return [
@@ -460,6 +461,7 @@ async def _parse_stream(
                     if content:
                         if not isinstance(content, str):
                             raise ValueError("content is not a string")
+                        content = storable(content)  # a "\ud800" escape cannot be encoded anywhere
                         text.append(content)
                         yield TextDelta(content)
                     if delta.get("tool_calls"):

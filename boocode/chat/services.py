@@ -4,6 +4,10 @@ Views call these directly; the async turn loop calls them through ``database_syn
 (each call is short and never waits on the network). Payload builders here produce the
 JSON shapes of ``docs/protocol.md``: the same dicts go to the websocket and into the
 history frame, so a reloaded page and a live one render identically.
+
+Every write passes its text through :func:`~boocode.chat.text.storable`: what a model or a
+tool produces may hold NUL characters or unpaired surrogates, which the database refuses;
+they are stored as U+FFFD rather than failing the turn. (What users type is refused before.)
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from django.utils import timezone
 
 from boocode.chat.models import DEFAULT_TITLE, TITLE_MAX_LENGTH, Conversation, Message, ToolCall
 from boocode.chat.rendering import images_for, preview, render_markdown
+from boocode.chat.text import storable, storable_json
 from mcpclient.results import ToolResult
 
 HISTORY_LIMIT = 200  # messages sent to a (re)connecting page
@@ -45,7 +50,7 @@ def create_conversation(*, owner: Any, agent_name: str = "") -> Conversation:
 
 def rename_conversation(*, conversation: Conversation, title: str) -> Conversation:
     """Set the title (trimmed; empty means the default title)."""
-    conversation.title = " ".join(title.split())[:TITLE_MAX_LENGTH] or DEFAULT_TITLE
+    conversation.title = " ".join(storable(title).split())[:TITLE_MAX_LENGTH] or DEFAULT_TITLE
     conversation.save(update_fields=["title", "updated_at"])
     return conversation
 
@@ -65,11 +70,27 @@ def agent_names() -> list[str]:
     return [agent.name for agent in list_agents()]
 
 
+class AgentUnavailable(Exception):
+    """The conversation's agent is no longer defined; ``str()`` is a message for the user."""
+
+
 def resolve_agent(name: str) -> Any:
-    """The agent row called ``name``, falling back to the default agent."""
+    """The agent row called ``name`` (``""``: the default agent).
+
+    Raises :class:`AgentUnavailable` when ``name`` is gone from AGENTS.md: falling back to
+    another agent could hand the conversation more tools than its own agent allowed.
+    """
     from agents.services import default_agent, get_agent
 
-    return (get_agent(name) if name else None) or default_agent()
+    if not name:
+        return default_agent()
+    agent = get_agent(name)
+    if agent is None:
+        raise AgentUnavailable(
+            f'The agent "{name}" of this conversation is no longer defined in AGENTS.md, so nothing '
+            "was sent to the model and no tool ran. Choose another agent to continue."
+        )
+    return agent
 
 
 # --- payloads (protocol shapes) ---------------------------------------------------------------
@@ -216,7 +237,11 @@ def add_message(
 ) -> dict[str, Any]:
     """Store a message from the app (what the user sends goes through :func:`begin_turn`); its payload."""
     message = Message.objects.create(
-        conversation_id=conversation_id, role=role, content=content, status=status, error=error
+        conversation_id=conversation_id,
+        role=role,
+        content=storable(content),
+        status=status,
+        error=storable(error),
     )
     return message_payload(message)
 
@@ -249,6 +274,7 @@ def begin_turn(
     Plain SQL and one INSERT for both messages: this runs in every turn, alongside its first
     model request.
     """
+    text = storable(text)
     messages = [Message(conversation_id=conversation_id, role=role, content=text)]
     if open_answer:
         messages.append(
@@ -290,7 +316,7 @@ def settle_turn(
     with transaction.atomic():
         Message.objects.filter(conversation_id=conversation_id, status=Message.Status.STREAMING).exclude(
             pk=message_id
-        ).update(status=status, error=error or INTERRUPTED)
+        ).update(status=status, error=storable(error) or INTERRUPTED)
         calls = end_running_calls(conversation_id, output=call_output)
         if message_id is not None:
             message = finish_message(message_id, content=content, status=status, error=error)
@@ -306,7 +332,7 @@ def settle_turn(
 
 def save_partial(message_id: int, content: str) -> None:
     """Save the text streamed so far (a reload mid-turn shows it)."""
-    Message.objects.filter(pk=message_id).update(content=content, updated_at=timezone.now())
+    Message.objects.filter(pk=message_id).update(content=storable(content), updated_at=timezone.now())
 
 
 def finish_message(
@@ -324,6 +350,7 @@ def finish_message(
     saves reading the row back.
     """
     now = timezone.now()
+    content, error = storable(content), storable(error)
     with transaction.atomic():
         if not Message.objects.filter(pk=message_id).update(
             content=content, status=status, error=error, updated_at=now
@@ -333,7 +360,13 @@ def finish_message(
         if created_at is None:
             role, created_at = Message.objects.filter(pk=message_id).values_list("role", "created_at").get()
         calls = [
-            ToolCall(message_id=message_id, index=index, call_id=call_id, name=name, arguments=arguments)
+            ToolCall(
+                message_id=message_id,
+                index=index,
+                call_id=storable(call_id),
+                name=storable(name),
+                arguments=storable(arguments),
+            )
             for index, (call_id, name, arguments) in enumerate(tool_calls)
         ]
         if calls:
@@ -345,7 +378,9 @@ def finish_message(
 
 def add_tool_call(message_id: int, *, call_id: str, name: str, arguments: str) -> dict[str, Any]:
     """A running tool call on a console message; its payload."""
-    call = ToolCall.objects.create(message_id=message_id, call_id=call_id, name=name, arguments=arguments)
+    call = ToolCall.objects.create(
+        message_id=message_id, call_id=call_id, name=storable(name), arguments=storable(arguments)
+    )
     return tool_call_payload(call)
 
 
@@ -360,9 +395,9 @@ def finish_tool_call(
         name=call["name"],
         arguments=call["arguments"],
         status=status or (ToolCall.Status.ERROR if result.is_error else ToolCall.Status.DONE),
-        output=result.output,
+        output=storable(result.output),
         is_error=result.is_error,
-        parts=result.parts,
+        parts=storable_json(result.parts),
         duration_ms=duration_ms,
         finished_at=timezone.now(),
     )
@@ -380,6 +415,7 @@ def finish_tool_call(
 def end_running_calls(conversation_id: int, *, output: str = CANCELLED_OUTPUT) -> list[dict[str, Any]]:
     """Mark the conversation's unfinished tool calls cancelled; their payloads."""
     now = timezone.now()
+    output = storable(output)
     calls = list(
         ToolCall.objects.filter(message__conversation_id=conversation_id, status=ToolCall.Status.RUNNING)
     )

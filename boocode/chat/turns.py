@@ -152,6 +152,14 @@ def _conversation_agent(conversation_id: int) -> Agent:
     return services.resolve_agent(services.conversation_agent_name(conversation_id))
 
 
+def _stale_agent_notice(agent: Agent) -> str:
+    """Said when the agent's section in AGENTS.md is invalid and its last valid definition is used."""
+    return (
+        f'The agent "{agent.name}" has an error in AGENTS.md; its last valid definition is in use until '
+        "an administrator fixes the file."
+    )
+
+
 def _context(agent: Agent, history: list[dict[str, Any]]) -> TurnContext:
     """The turn's context; the tools are the registry's current ones (in memory, no query)."""
     from boocode.tools.registry import agent_tools, openai_tools
@@ -240,6 +248,10 @@ class _Turn:
                 llm_client.last_error = error
             await self._stored()
             await self._failed(error)
+        except services.AgentUnavailable as exc:
+            status, error = "failed", str(exc)
+            await self._stored()
+            await self._failed(error)
         except Exception:  # the top of the turn task: the user gets a message, the log the traceback
             logger.exception("turn %s in conversation %s failed", self.request.turn_id, self.conversation_id)
             status, error = "failed", INTERNAL_ERROR
@@ -255,7 +267,10 @@ class _Turn:
         )
         self.request_message_id = payload["id"]
         await self.emit({"type": "message", "message": payload})
-        return await db_read(_conversation_agent)(self.conversation_id)
+        agent = await db_read(_conversation_agent)(self.conversation_id)
+        if agent.error:
+            await self._notice(_stale_agent_notice(agent))
+        return agent
 
     async def _store_message(self, answer: bool) -> None:
         """Store the user's message (echoed) and, with ``answer``, open the answer's message."""
@@ -283,9 +298,17 @@ class _Turn:
     async def _converse(self) -> None:
         from mcpclient.runtime import TURN_CHECK_INTERVAL, ensure_hub
 
-        agent, history = await db_read(_read_for_model)(self.conversation_id, self.request.text)
+        try:
+            agent, history = await db_read(_read_for_model)(self.conversation_id, self.request.text)
+        except services.AgentUnavailable:
+            self.storing = asyncio.ensure_future(self._store_message(answer=False))  # kept, never lost
+            raise
         configured = LLMSettings.from_settings(agent.model).configured
-        self.storing = asyncio.ensure_future(self._store_message(answer=configured))
+        if agent.error:  # rare: store first, so the notice follows the message it is about
+            await self._store_message(answer=False)
+            await self._notice(_stale_agent_notice(agent))
+        else:
+            self.storing = asyncio.ensure_future(self._store_message(answer=configured))
         # The first turn may wait here while the MCP servers start; the echo goes out meanwhile.
         await ensure_hub(max_age=TURN_CHECK_INTERVAL)
         context = _context(agent, history)

@@ -396,6 +396,13 @@ def _parse_arguments(name: str, arguments: dict[str, Any] | str | None) -> dict[
         return ToolResult.error(
             f"Invalid arguments for {name}: expected a JSON object, got {type(arguments).__name__}"
         )
+    try:  # a "\ud800" escape decodes to text no server can receive (and one crashed on it)
+        json.dumps(arguments, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError as exc:
+        return ToolResult.error(
+            f"Invalid arguments for {name}: an unpaired surrogate (U+{ord(exc.object[exc.start]):04X}) "
+            "is not valid Unicode text"
+        )
     return arguments
 
 

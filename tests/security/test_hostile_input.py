@@ -17,8 +17,10 @@ from django.contrib.auth import get_user_model
 from boocode.chat.models import Conversation, Message
 from boocode.chat.turns import TurnRequest, run_turn
 from boocode.tools.registry import execute_tool
-from tests.chat.conftest import close_model_session, fresh_state, llm  # noqa: F401
+from tests.chat.conftest import close_model_session, fresh_state, llm, toolbox_hub  # noqa: F401
+from tests.chat.test_consumer import Tab, login
 from tests.llm_server import Raw, ScriptedLLM
+from tests.security.test_secrets import conversation_of_new
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -49,3 +51,36 @@ async def test_tool_arguments_nested_too_deep_are_an_error_the_model_can_read() 
     assert result.is_error and result.output == (
         "Invalid arguments for view_file: JSON nested too deeply; send a flat object"
     )
+
+
+async def test_model_text_with_an_unpaired_surrogate_is_stored_safely(llm: ScriptedLLM) -> None:  # noqa: F811
+    chunk = '{"choices": [{"delta": {"content": "ok \\ud800 done"}, "finish_reason": "stop"}]}'
+    llm.script(Raw([chunk, "[DONE]"]))
+    conversation = await _conversation()
+    async with asyncio.timeout(20):
+        assert await run_turn(TurnRequest(conversation, "hi"), _emit) == "complete"
+    answer = await Message.objects.filter(conversation_id=conversation, role=Message.Role.ASSISTANT).alast()
+    assert answer is not None and answer.content == "ok \ufffd done"
+
+
+async def test_tool_arguments_with_an_unpaired_surrogate_never_reach_the_server(
+    toolbox_hub: Any,  # noqa: F811
+) -> None:
+    # Before, the stdio server died on the request ("unreachable: connection closed").
+    result = await execute_tool("toolbox_echo", '{"text": "a\\ud800b"}')
+    assert result.is_error and "unpaired surrogate (U+D800)" in result.output
+    after = await execute_tool("toolbox_echo", '{"text": "still alive"}')
+    assert not after.is_error and after.output == "still alive"
+
+
+async def test_a_websocket_frame_nested_too_deep_gets_an_error_frame_and_the_socket_lives() -> None:
+    tab = Tab(await conversation_of_new("alice", staff=False), await login("alice"))
+    await tab.open()
+    try:
+        await tab.ws.send_to(text_data="[" * 30_000 + "]" * 30_000)
+        error = await tab.next("error")
+        assert error["code"] == "bad_json" and "nested too deeply" in error["message"]
+        await tab.send({"type": "cancel"})  # the socket still works
+        assert (await tab.next("error"))["code"] == "not_running"
+    finally:
+        await tab.ws.disconnect()
