@@ -130,7 +130,10 @@ if _redis_url:
     CHANNEL_LAYERS = {
         "default": {
             "BACKEND": "channels_redis.core.RedisChannelLayer",
-            "CONFIG": {"hosts": [_redis_url], "capacity": 1000},
+            # redis-py 8 reads with a 5 s socket timeout by default, exactly as long as
+            # channels_redis blocks in BZPOPMIN waiting for a message: every idle socket
+            # failed with a TimeoutError after 5 s. The read may wait longer than the pop.
+            "CONFIG": {"hosts": [{"address": _redis_url, "socket_timeout": 30}], "capacity": 1000},
         }
     }
 else:

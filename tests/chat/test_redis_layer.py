@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -23,12 +24,27 @@ def redis_layer(settings: Any) -> Iterator[None]:
     settings.CHANNEL_LAYERS = {
         "default": {
             "BACKEND": "channels_redis.core.RedisChannelLayer",
-            "CONFIG": {"hosts": ["redis://127.0.0.1:6379/0"], "prefix": f"boocode-test-{uuid.uuid4().hex}"},
+            "CONFIG": {
+                # As in settings: a socket timeout longer than channels_redis' 5 s blocking pop.
+                "hosts": [{"address": "redis://127.0.0.1:6379/0", "socket_timeout": 30}],
+                "prefix": f"boocode-test-{uuid.uuid4().hex}",
+            },
         }
     }
     channel_layers.backends.clear()
     yield
     channel_layers.backends.clear()
+
+
+async def test_an_idle_listener_outlives_the_blocking_pop(redis_layer: None) -> None:
+    # Before, every idle websocket died after 5 s with redis' TimeoutError (close code 1011).
+    layer = get_channel_layer()
+    channel = await layer.new_channel()
+    with pytest.raises(TimeoutError):
+        await asyncio.wait_for(layer.receive(channel), 6.5)
+    await layer.send(channel, {"type": "still.here"})
+    assert (await layer.receive(channel))["type"] == "still.here"
+    await layer.flush()
 
 
 async def test_two_tabs_get_every_event_through_redis(redis_layer: None, llm: ScriptedLLM) -> None:
