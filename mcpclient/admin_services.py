@@ -1,6 +1,6 @@
 """Admin changes to MCP servers: validated, written through to mcp.json, applied live.
 
-Every change follows the same path (``_write_through``):
+Every change follows the same path (``write_through``, also used by ``mcp_import``):
 
 1. the new entry is validated like the file loader does (``parse_server``), plus the stdio
    command allowlist, and a ``ServerChangeError`` names the form field at fault;
@@ -40,12 +40,22 @@ from django.utils.crypto import salted_hmac
 
 from mcpclient import runtime
 from mcpclient.config import _PLACEHOLDER_RE as PLACEHOLDER_RE
-from mcpclient.config import STDIO, ConfigError, ServerConfig, command_allowed, load_config, parse_server
+from mcpclient.config import (
+    OPENCODE_TYPES,
+    STDIO,
+    URL_KEYS,
+    ConfigError,
+    ServerConfig,
+    command_allowed,
+    load_config,
+    parse_server,
+)
 from mcpclient.hub import Hub
 from mcpclient.models import McpServer, McpState, McpTool
 from mcpclient.redaction import MASK, mask_args, redact_url
+from mcpclient.shapes import entry_for
 from mcpclient.sync import SyncReport, config_mtime_ns, current_state, sync_servers
-from mcpclient.writeback import WritebackError, set_enabled, update_server
+from mcpclient.writeback import WritebackError, file_shape, set_enabled, update_server
 
 logger = logging.getLogger(__name__)
 
@@ -156,15 +166,30 @@ def infer_transport(entry: Mapping[str, Any]) -> str:
     kind = entry.get("type")
     if kind is not None:
         return _TRANSPORTS.get(kind, "") if isinstance(kind, str) else ""
-    if "command" in entry and "url" not in entry:
+    has_url = _url_key(entry) in entry
+    if "command" in entry and not has_url:
         return "stdio"
-    if "url" in entry and "command" not in entry:
+    if has_url and "command" not in entry:
         return "streamableHttp"
     return ""
 
 
 def _env_key(entry: Mapping[str, Any]) -> str:
     return "environment" if "environment" in entry else "env"
+
+
+def _url_key(entry: Mapping[str, Any]) -> str:
+    """Where the entry keeps its URL: ``url``, Windsurf's ``serverUrl`` or Gemini's ``httpUrl``."""
+    return next((key for key in URL_KEYS if key in entry), "url")
+
+
+def _opencode(entry: Mapping[str, Any]) -> bool:
+    return entry.get("type") in OPENCODE_TYPES
+
+
+def _timeout_keys(entry: Mapping[str, Any]) -> tuple[str, str]:
+    """``(per-call key, start-up key)``: opencode's ``timeout`` is its start-up limit."""
+    return ("requestTimeout", "timeout") if _opencode(entry) else ("timeout", "initTimeout")
 
 
 def _milliseconds(value: object) -> int | None:
@@ -179,16 +204,30 @@ def _command_and_args(entry: Mapping[str, Any]) -> tuple[str, list[str]]:
     if isinstance(command, list):  # opencode: "command": ["npx", "-y", "pkg"]
         parts = [str(part) for part in command]
         return (parts[0] if parts else ""), parts[1:] + extra
+    if isinstance(command, dict):  # older Zed: "command": {"path": ..., "args": [...], "env": {...}}
+        path, inner = command.get("path"), command.get("args")
+        inner_args = [str(arg) for arg in inner] if isinstance(inner, list) else []
+        return (path if isinstance(path, str) else ""), inner_args + extra
     return (command if isinstance(command, str) else ""), extra
+
+
+def _env_of(entry: Mapping[str, Any]) -> Any:
+    command = entry.get("command")
+    if isinstance(command, dict) and "env" in command and _env_key(entry) not in entry:
+        return command.get("env")
+    return entry.get(_env_key(entry))
 
 
 def entry_values(entry: object) -> dict[str, Any]:
     """The form's initial values for an entry (env/headers as stored: mask them to display)."""
     raw = _as_dict(entry)
     command, args = _command_and_args(raw)
-    env = raw.get(_env_key(raw))
+    env = _env_of(raw)
     headers = raw.get("headers")
     enabled = raw.get("enabled", True)
+    if isinstance(raw.get("disabled"), bool):
+        enabled = not raw["disabled"]
+    timeout_key, init_key = _timeout_keys(raw)
 
     def text(key: str) -> str:
         value = raw.get(key)
@@ -201,11 +240,11 @@ def entry_values(entry: object) -> dict[str, Any]:
         "env": dict(env) if isinstance(env, dict) else {},
         "env_file": text("envFile"),
         "cwd": text("cwd"),
-        "url": text("url"),
+        "url": text(_url_key(raw)),
         "headers": dict(headers) if isinstance(headers, dict) else {},
         "enabled": enabled if isinstance(enabled, bool) else True,
-        "timeout": _milliseconds(raw.get("timeout")),
-        "init_timeout": _milliseconds(raw.get("initTimeout")),
+        "timeout": _milliseconds(raw.get(timeout_key)),
+        "init_timeout": _milliseconds(raw.get(init_key)),
         "extra": {key: value for key, value in raw.items() if key not in KEY_FIELDS},
     }
 
@@ -232,19 +271,34 @@ def build_entry(original: object, changes: Mapping[str, Any]) -> dict[str, Any]:
         command, args = _command_and_args(base)
         command = changes.get("command", command)
         args = list(changes.get("args", args))
-        put("command", command, not command)
-        # Keep an explicit (even empty) "args" when the entry had one.
-        put("args", args, not args and "args" not in base)
+        written = base.get("command")
+        if isinstance(written, list):  # opencode keeps the whole argv in "command"
+            put("command", [command, *args], not command)
+            entry.pop("args", None)
+        elif isinstance(written, dict):  # older Zed
+            entry["command"] = {**written, "path": command, "args": args}
+        else:
+            put("command", command, not command)
+            # Keep an explicit (even empty) "args" when the entry had one.
+            put("args", args, not args and "args" not in base)
     if "env" in changes:
-        put(_env_key(base), dict(changes["env"]), not changes["env"])
-    for field, key in (("env_file", "envFile"), ("cwd", "cwd"), ("url", "url")):
+        written = base.get("command")
+        if isinstance(written, dict) and "env" in written and _env_key(base) not in base:
+            entry["command"] = {**entry["command"], "env": dict(changes["env"])}
+        else:
+            put(_env_key(base), dict(changes["env"]), not changes["env"])
+    for field, key in (("env_file", "envFile"), ("cwd", "cwd"), ("url", _url_key(base))):
         if field in changes:
             put(key, changes[field], not changes[field])
     if "headers" in changes:
         put("headers", dict(changes["headers"]), not changes["headers"])
     if "enabled" in changes:
-        entry["enabled"] = bool(changes["enabled"])
-    for field, key in (("timeout", "timeout"), ("init_timeout", "initTimeout")):
+        if "disabled" in base:
+            entry["disabled"] = not changes["enabled"]
+        else:
+            entry["enabled"] = bool(changes["enabled"])
+    timeout_key, init_key = _timeout_keys(base)
+    for field, key in (("timeout", timeout_key), ("init_timeout", init_key)):
         if field in changes:
             put(key, changes[field], changes[field] is None)
     if "extra" in changes:
@@ -255,7 +309,9 @@ def build_entry(original: object, changes: Mapping[str, Any]) -> dict[str, Any]:
             entry[key] = copy.deepcopy(value)
     if "transport" in changes:
         transport = changes["transport"]
-        if "type" in entry:
+        if _opencode(base):
+            entry["type"] = "local" if transport == "stdio" else "remote"
+        elif "type" in entry:
             entry["type"] = transport
         elif infer_transport(entry) != transport:
             entry = {"type": transport, **entry}
@@ -318,7 +374,7 @@ def _apply_live() -> None:
     runtime.run_on_hub_loop(apply)
 
 
-def _write_through(write: Callable[[Path], None]) -> SyncReport:
+def write_through(write: Callable[[Path], None]) -> SyncReport:
     """Run ``write(path)`` on mcp.json and mirror the file into the rows, in one transaction."""
     path = Path(settings.MCP_CONFIG)
     try:
@@ -409,7 +465,8 @@ def save_server(
         if original_name is None:
             if entries is not None and name in entries:
                 raise ServerChangeError(f'{source}: server "{name}" already exists', "name")
-            update_server(path, name, entry)
+            # A new entry is written in the file's own dialect (opencode's, VS Code's, Zed's...).
+            update_server(path, name, entry_for(file_shape(path), parse_server(name, entry, source=source)))
             return
         if entries is not None and original_name in entries and entries[original_name] != expected:
             raise ServerChangeError(stale_message(original_name))
@@ -417,7 +474,7 @@ def save_server(
             raise ServerChangeError(f'{source}: server "{name}" already exists', "name")
         update_server(path, name, entry, rename_from=original_name if name != original_name else None)
 
-    _write_through(write)
+    write_through(write)
     return McpServer.objects.get(name=name)
 
 
@@ -428,7 +485,7 @@ def delete_servers(*, names: Sequence[str]) -> None:
         for name in names:
             update_server(path, name, None)
 
-    _write_through(write)
+    write_through(write)
 
 
 def set_servers_enabled(*, names: Sequence[str], enabled: bool) -> list[str]:
@@ -439,7 +496,7 @@ def set_servers_enabled(*, names: Sequence[str], enabled: bool) -> list[str]:
         for name in names:
             set_enabled(path, name, enabled)
 
-    _write_through(write)
+    write_through(write)
     return [name for name in names if before.get(name) is not enabled]
 
 

@@ -38,6 +38,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from mcpclient.redaction import redact_url
+from mcpclient.shapes import MCP_SERVERS, VSCODE, VSCODE_SETTINGS, Shape, ShapeError, find_servers, input_ids
 
 logger = logging.getLogger(__name__)
 
@@ -61,8 +62,16 @@ SERVER_NAME_RE = re.compile(r"^[A-Za-z0-9_-]+$")
 _ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 # RFC 9110 token characters.
 _HEADER_NAME_RE = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
-# ${VAR}, ${env:VAR} and {env:VAR}; anything else (e.g. "${not a name}") stays literal.
-_PLACEHOLDER_RE = re.compile(r"\$\{(?:env:)?([A-Za-z_][A-Za-z0-9_]*)\}|\{env:([A-Za-z_][A-Za-z0-9_]*)\}")
+# ${VAR}, ${env:VAR}, {env:VAR}, ${VAR:-default} and ${input:ID}; anything else (e.g.
+# "${not a name}") stays literal.
+_PLACEHOLDER_RE = re.compile(
+    r"\$\{input:(?P<input>[A-Za-z0-9_.-]+)\}"
+    r"|\$\{(?P<prefix>env:)?(?P<var>[A-Za-z_][A-Za-z0-9_]*)(?::-(?P<default>[^}]*))?\}"
+    r"|\{env:(?P<bare>[A-Za-z_][A-Za-z0-9_]*)\}"
+)
+_INPUT_RE = re.compile(r"\$\{input:([A-Za-z0-9_.-]+)\}")
+# VS Code's and Cursor's predefined variables, written without "env:".
+_PREDEFINED = ("userHome", "workspaceFolder")
 
 MAX_CONFIG_BYTES = 1024 * 1024
 MAX_JSON_DEPTH = 64  # an entry needs four levels; the rest is room for other hosts' keys
@@ -86,12 +95,21 @@ _KNOWN_KEYS = frozenset(
         "envFile",
         "cwd",
         "url",
+        "serverUrl",
+        "httpUrl",
         "headers",
         "enabled",
+        "disabled",
         "timeout",
         "initTimeout",
+        "requestTimeout",
+        "includeTools",
+        "excludeTools",
     }
 )
+# The keys one entry may give its URL under: Cursor/Claude/VS Code/Zed/opencode, Windsurf, Gemini CLI.
+URL_KEYS = ("url", "serverUrl", "httpUrl")
+OPENCODE_TYPES = frozenset({"local", "remote"})
 
 
 class ConfigError(ValueError):
@@ -114,6 +132,11 @@ class ServerConfig:
     enabled: bool = True
     timeout: float = DEFAULT_TIMEOUT_MS / 1000
     init_timeout: float = DEFAULT_INIT_TIMEOUT_MS / 1000
+    # Gemini CLI's per-server tool filters (globs in the agent pattern syntax, original names).
+    include_tools: tuple[str, ...] | None = None
+    exclude_tools: tuple[str, ...] = ()
+    # A "url" without an explicit transport: try Streamable HTTP, then legacy SSE.
+    sse_fallback: bool = False
     raw: dict[str, Any] = field(default_factory=dict)
     # The config file's name, for error messages raised when resolving.
     source: str = "mcp.json"
@@ -147,6 +170,7 @@ class LoadedConfig:
     # Every entry exactly as written, in file order, valid or not (an invalid entry may not
     # even be an object).
     raw_servers: dict[str, Any]
+    shape: Shape = MCP_SERVERS  # the host shape the file is written in
 
 
 # --- JSON ----------------------------------------------------------------------------------
@@ -194,6 +218,27 @@ def json_depth(text: str) -> int:
     return deepest
 
 
+_JSONC_TOKEN_RE = re.compile(r'"(?:[^"\\\n]|\\.)*"|//[^\n]*|/\*.*?\*/|,(?=\s*[\]}])', re.S)
+
+
+def without_comments(text: str) -> str:
+    """JSON with comments (VS Code, Zed and opencode's ``.jsonc`` files) as plain JSON.
+
+    ``//`` and ``/* */`` comments outside strings, and a comma before a closing bracket, become
+    spaces (newlines kept), so error positions still point at the right line and column.
+    """
+    if "/" not in text and "," not in text:
+        return text
+
+    def blank(match: re.Match[str]) -> str:
+        token = match.group(0)
+        if token.startswith('"'):
+            return token
+        return re.sub(r"[^\n]", " ", token)
+
+    return _JSONC_TOKEN_RE.sub(blank, text)
+
+
 def parse_json_document(text: str, *, source: str) -> JsonDocument:
     """Parse ``text`` strictly: NaN/Infinity refused, duplicate keys recorded.
 
@@ -226,7 +271,9 @@ def parse_json_document(text: str, *, source: str) -> JsonDocument:
     if not text.strip():
         raise ConfigError(f'{source}: the file is empty; expected a JSON object like {{"mcpServers": {{}}}}')
     try:
-        value = json.loads(text, object_pairs_hook=pairs_hook, parse_constant=refuse_constant)
+        value = json.loads(
+            without_comments(text), object_pairs_hook=pairs_hook, parse_constant=refuse_constant
+        )
     except json.JSONDecodeError as exc:
         raise ConfigError(
             f"{source}: invalid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}"
@@ -254,8 +301,8 @@ def _shown(value: object, limit: int = 60) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def servers_object(document: JsonDocument, *, source: str) -> dict[str, Any]:
-    """The ``mcpServers`` object of a parsed file, or ``ConfigError`` for a wrong top-level shape."""
+def servers_object(document: JsonDocument, *, source: str) -> tuple[Shape, dict[str, Any]]:
+    """The file's shape and its server map, or ``ConfigError`` for an unknown or mixed shape."""
     top = document.value
     if not isinstance(top, dict):
         raise ConfigError(
@@ -263,14 +310,15 @@ def servers_object(document: JsonDocument, *, source: str) -> dict[str, Any]:
         )
     for key in document.duplicates_of(top):
         raise ConfigError(f'{source}: duplicate top-level key "{key}"')
-    if "mcpServers" not in top:
-        raise ConfigError(f'{source}: missing the "mcpServers" object (expected {{"mcpServers": {{...}}}})')
-    servers = top["mcpServers"]
+    try:
+        shape, servers = find_servers(top)
+    except ShapeError as exc:
+        raise ConfigError(f"{source}: {exc}") from None
     if not isinstance(servers, dict):
-        raise ConfigError(f'{source}: "mcpServers" must be an object, got {_json_type(servers)}')
+        raise ConfigError(f'{source}: "{shape.key}" must be an object, got {_json_type(servers)}')
     for name in document.duplicates_of(servers):
-        raise ConfigError(f'{source}: server "{name}" is defined more than once in "mcpServers"')
-    return servers
+        raise ConfigError(f'{source}: server "{name}" is defined more than once in "{shape.key}"')
+    return shape, servers
 
 
 # --- Validation ----------------------------------------------------------------------------
@@ -340,26 +388,43 @@ class _EntryChecker:
         return dict(value)
 
 
-def _transport_of(check: _EntryChecker) -> str:
+def _url_key(check: _EntryChecker) -> str | None:
+    """The key the entry gives its URL under (``url``, Windsurf's ``serverUrl``, Gemini's ``httpUrl``)."""
+    present = [key for key in URL_KEYS if key in check.entry]
+    if len(present) > 1:
+        raise check.fail(f'conflicting "{present[0]}" and "{present[1]}": keep only one of them')
+    return present[0] if present else None
+
+
+def _transport_of(check: _EntryChecker, url_key: str | None) -> tuple[str, bool]:
+    """``(transport, sse_fallback)`` of an entry, from ``type`` or from its keys.
+
+    Without a ``type``, a ``command`` means stdio, Gemini's ``httpUrl`` Streamable HTTP, and a
+    ``url`` or ``serverUrl`` Streamable HTTP with a fallback to legacy SSE (Gemini CLI's ``url``
+    is SSE, everybody else's Streamable HTTP). opencode's ``"type": "remote"`` falls back too.
+    """
     entry = check.entry
     if "type" in entry:
         kind = entry["type"]
         if not isinstance(kind, str):
             raise check.fail(f'"type" must be a string, got {_json_type(kind)}')
         if kind not in _TRANSPORT_ALIASES:
-            raise check.fail(f'"type" must be "stdio", "streamableHttp" or "sse", got {_shown(kind)}')
-        return _TRANSPORT_ALIASES[kind]
-    has_command, has_url = "command" in entry, "url" in entry
-    if has_command and has_url:
-        raise check.fail('conflicting "command" and "url": set "type" or keep only one of them')
+            raise check.fail(
+                '"type" must be "stdio", "streamableHttp", "http", "sse", "local" or "remote", '
+                f"got {_shown(kind)}"
+            )
+        return _TRANSPORT_ALIASES[kind], kind == "remote"
+    has_command = "command" in entry
+    if has_command and url_key is not None:
+        raise check.fail(f'conflicting "command" and "{url_key}": set "type" or keep only one of them')
     if has_command:
-        return STDIO
-    if has_url:
-        return STREAMABLE_HTTP
+        return STDIO, False
+    if url_key is not None:
+        return STREAMABLE_HTTP, url_key != "httpUrl"
     raise check.fail('"command" (for stdio) or "url" (for streamableHttp/sse) is required')
 
 
-def _check_url(check: _EntryChecker, url: str, *, expanded: bool) -> None:
+def _check_url(check: _EntryChecker, url: str, *, expanded: bool, key: str = "url") -> None:
     """http(s) with a host. Before expansion, a placeholder may stand for the scheme or host."""
     if not expanded:
         scheme_and_host = url
@@ -375,15 +440,21 @@ def _check_url(check: _EntryChecker, url: str, *, expanded: bool) -> None:
     except ValueError:
         parts, has_host = None, False
     if parts is None or parts.scheme.lower() not in ("http", "https") or not has_host:
-        url_value = check.entry.get("url")
+        url_value = check.entry.get(key)
         shown = _shown(redact_url(url_value) if isinstance(url_value, str) else url_value)
         after = " after expansion" if expanded else ""
-        raise check.fail(f'"url" must be an http:// or https:// URL with a host{after}, got {shown}')
+        raise check.fail(f'"{key}" must be an http:// or https:// URL with a host{after}, got {shown}')
 
 
 def parse_server(name: str, entry: object, *, source: str = "mcp.json") -> ServerConfig:
-    """Validate one ``mcpServers`` entry. Raises ``ConfigError``.
+    """Validate one server entry, in any host's dialect. Raises ``ConfigError``.
 
+    Accepted as written: Claude Desktop / Claude Code / Cursor (``command``, ``args``, ``env``,
+    ``url``, ``headers``, ``type``), VS Code (``type`` stdio/http/sse, ``envFile``), opencode
+    (``type`` local/remote, ``command`` as an array, ``environment``, ``enabled``, ``timeout``
+    for start-up), Windsurf (``serverUrl``), Gemini CLI (``httpUrl``, ``url`` for SSE,
+    ``timeout``, ``includeTools``/``excludeTools``, ``trust``), Zed (``command`` as a string
+    or as ``{"path", "args", "env"}``, ``source``). Cline-style ``disabled`` is read too.
     Unknown keys are ignored but kept in ``ServerConfig.raw``. The environment is not read.
     """
     if not isinstance(name, str) or not SERVER_NAME_RE.match(name):
@@ -393,37 +464,55 @@ def parse_server(name: str, entry: object, *, source: str = "mcp.json") -> Serve
     if not isinstance(entry, dict):
         raise ConfigError(f'{source}: server "{name}": the entry must be an object, got {_json_type(entry)}')
     check = _EntryChecker(source, name, entry)
-    transport = _transport_of(check)
+    if entry.get("source") == "extension":
+        raise check.fail(
+            '"source": "extension": this server comes with a Zed extension and cannot run outside Zed; '
+            'give its "command" or "url" instead'
+        )
+    url_key = _url_key(check)
+    transport, sse_fallback = _transport_of(check, url_key)
 
-    # opencode: {"type": "local", "command": ["npx", "-y", "pkg"]}.
+    if "env" in entry and "environment" in entry:
+        raise check.fail('conflicting "env" and "environment": use only "env"')
+    env_key = "environment" if "environment" in entry else "env"
+    env = check.string_map(env_key, key_re=_ENV_NAME_RE, key_kind="variable name")
+
     command: str | None
     args: tuple[str, ...]
-    if transport == STDIO and isinstance(entry.get("command"), list):
+    raw_command = entry.get("command")
+    if transport == STDIO and isinstance(raw_command, list):
+        # opencode: {"type": "local", "command": ["npx", "-y", "pkg"]}.
         if entry.get("type") != "local":
             raise check.fail('"command" must be a string (an array is only accepted with "type": "local")')
         argv = check.string_list("command")
         if not argv or not argv[0].strip():
             raise check.fail('"command" must not be empty')
         command, args = argv[0], argv[1:] + check.string_list("args")
+    elif transport == STDIO and isinstance(raw_command, dict):
+        # Zed before 0.19x: "command": {"path": "npx", "args": [...], "env": {...}}.
+        inner = _EntryChecker(source, name, raw_command)
+        inner.prefix = f'{check.prefix}: "command"'
+        command, args = inner.string("path"), inner.string_list("args")
+        if command is None:
+            raise inner.fail('"path" is required')
+        if "args" in entry or (inner.entry.get("env") and env):
+            raise check.fail('give "args" and "env" either inside "command" or beside it, not both')
+        env = env or inner.string_map("env", key_re=_ENV_NAME_RE, key_kind="variable name")
     else:
         command, args = check.string("command"), check.string_list("args")
 
-    if "env" in entry and "environment" in entry:
-        raise check.fail('conflicting "env" and "environment": use only "env"')
-    env_key = "environment" if "environment" in entry else "env"
-    env = check.string_map(env_key, key_re=_ENV_NAME_RE, key_kind="variable name")
     headers = check.string_map("headers", key_re=_HEADER_NAME_RE, key_kind="header name")
     for header, value in headers.items():
         if "\r" in value or "\n" in value:
             raise check.fail(f'"headers.{header}" must not contain a line break')
-    url = check.string("url")
+    url = check.string(url_key) if url_key is not None else None
     cwd = check.string("cwd")
     env_file = check.string("envFile")
 
     if transport == STDIO:
         if command is None:
             raise check.fail('"command" is required for stdio')
-        for key in ("url", "headers"):
+        for key in (*URL_KEYS, "headers"):
             if entry.get(key):
                 raise check.fail(f'conflicting "{key}": it only applies to http/sse servers, not stdio')
     else:
@@ -432,7 +521,34 @@ def parse_server(name: str, entry: object, *, source: str = "mcp.json") -> Serve
         for key in ("command", "args", "cwd", env_key):
             if entry.get(key):
                 raise check.fail(f'conflicting "{key}": it only applies to stdio servers, not {transport}')
-        _check_url(check, url, expanded=False)
+        _check_url(check, url, expanded=False, key=url_key or "url")
+
+    enabled = check.boolean("enabled", True)
+    if "disabled" in entry:  # Cline, Roo Code, Windsurf
+        disabled = check.boolean("disabled", False)
+        if "enabled" in entry and enabled == disabled:
+            raise check.fail('conflicting "enabled" and "disabled": keep only one of them')
+        enabled = not disabled
+
+    if entry.get("type") in OPENCODE_TYPES:
+        # opencode's "timeout" bounds start-up (fetching the tools), not each call.
+        if "initTimeout" in entry and "timeout" in entry:
+            raise check.fail(
+                'conflicting "timeout" and "initTimeout": opencode\'s "timeout" is the start-up limit'
+            )
+        start_key = "timeout" if "timeout" in entry else "initTimeout"
+        init_timeout = check.milliseconds(start_key, DEFAULT_INIT_TIMEOUT_MS)
+        timeout = check.milliseconds("requestTimeout", DEFAULT_TIMEOUT_MS)
+    else:
+        timeout = check.milliseconds("timeout", DEFAULT_TIMEOUT_MS)
+        init_timeout = check.milliseconds("initTimeout", DEFAULT_INIT_TIMEOUT_MS)
+
+    include_tools = check.string_list("includeTools") if "includeTools" in entry else None
+    exclude_tools = check.string_list("excludeTools")
+    for key, patterns in (("includeTools", include_tools or ()), ("excludeTools", exclude_tools)):
+        for index, pattern in enumerate(patterns):
+            if not pattern.strip():
+                raise check.fail(f'"{key}[{index}]" must not be empty')
 
     return ServerConfig(
         name=name,
@@ -444,9 +560,12 @@ def parse_server(name: str, entry: object, *, source: str = "mcp.json") -> Serve
         cwd=cwd,
         url=url,
         headers=headers,
-        enabled=check.boolean("enabled", True),
-        timeout=check.milliseconds("timeout", DEFAULT_TIMEOUT_MS),
-        init_timeout=check.milliseconds("initTimeout", DEFAULT_INIT_TIMEOUT_MS),
+        enabled=enabled,
+        timeout=timeout,
+        init_timeout=init_timeout,
+        include_tools=include_tools,
+        exclude_tools=exclude_tools,
+        sse_fallback=sse_fallback,
         raw=copy.deepcopy(entry),
         source=source,
     )
@@ -477,12 +596,11 @@ def load_config(path: Path) -> LoadedConfig:
 
     A missing file means "no servers" (logged once per path). An invalid entry lands in
     ``errors`` (name -> message) and the others still load. Raises ``ConfigError`` when the
-    file cannot be read, is not valid JSON, or does not have the ``mcpServers`` shape.
+    file cannot be read, is not valid JSON, or is in no known shape (or two).
     """
     path = Path(path)
-    source = path.name
     try:
-        data = _read_bounded(path, source)
+        text = read_config_text(path)
     except FileNotFoundError:
         with _reported_lock:
             first_time = path not in _reported_missing
@@ -490,26 +608,71 @@ def load_config(path: Path) -> LoadedConfig:
         if first_time:
             logger.info("%s not found: no MCP servers are configured", path)
         return LoadedConfig(path=path, exists=False, servers={}, errors={}, raw_servers={})
+    return load_config_text(text, path=path)
+
+
+def read_config_text(path: Path) -> str:
+    """The text of a config file; ``ConfigError`` when it is too large, unreadable or not UTF-8.
+
+    ``FileNotFoundError`` passes through: a missing file means different things to callers.
+    """
+    source = path.name
+    try:
+        data = _read_bounded(path, source)
+    except FileNotFoundError:
+        raise
     except OSError as exc:
         raise ConfigError(f"{source}: cannot read {path}: {exc.strerror or exc}") from None
     try:
-        text = data.decode("utf-8-sig")
+        return data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         raise ConfigError(f"{source}: not valid UTF-8 (byte {exc.start})") from None
 
+
+def load_config_text(text: str, *, path: Path) -> LoadedConfig:
+    """Validate the text of a config file in any host's shape (see :mod:`mcpclient.shapes`)."""
+    source = path.name
     document = parse_json_document(text, source=source)
-    entries = servers_object(document, source=source)
-    loaded = LoadedConfig(path=path, exists=True, servers={}, errors={}, raw_servers=dict(entries))
+    shape, entries = servers_object(document, source=source)
+    declared: list[str] | None = None
+    if shape in (VSCODE, VSCODE_SETTINGS):
+        declared, problem = input_ids(document.value, shape)
+        if problem is not None:
+            raise ConfigError(f"{source}: {problem}")
+    loaded = LoadedConfig(
+        path=path, exists=True, servers={}, errors={}, raw_servers=dict(entries), shape=shape
+    )
     for name, entry in entries.items():
         try:
             server = parse_server(name, entry, source=source)
             duplicate = document.first_duplicate_within(entry)
             if duplicate is not None:
                 raise ConfigError(f'{source}: server "{name}": duplicate key "{duplicate}"')
+            if declared is not None:
+                for input_id in inputs_used(entry):
+                    if input_id not in declared:
+                        raise ConfigError(
+                            f'{source}: server "{name}": "${{input:{input_id}}}" is not declared in "inputs"'
+                        )
             loaded.servers[name] = server
         except ConfigError as exc:
             loaded.errors[name] = str(exc)
     return loaded
+
+
+def inputs_used(value: object) -> list[str]:
+    """The ids of every ``${input:ID}`` inside ``value`` (an entry), in order, without repeats."""
+    found: list[str] = []
+    stack = [value]
+    while stack:
+        current = stack.pop()
+        if isinstance(current, str):
+            found.extend(match for match in _INPUT_RE.findall(current) if match not in found)
+        elif isinstance(current, dict):
+            stack.extend(reversed(list(current.values())))
+        elif isinstance(current, list):
+            stack.extend(reversed(current))
+    return found
 
 
 # --- Resolution ----------------------------------------------------------------------------
@@ -586,20 +749,55 @@ def _unescape_double_quoted(value: str) -> str:
 
 
 class _Expander:
-    """Expands placeholders of one server, naming the key of any unset variable."""
+    """Expands placeholders of one server, naming the key of any unset variable or input.
 
-    def __init__(self, check: _EntryChecker, scope: Mapping[str, str]) -> None:
+    ``${VAR}``, ``${env:VAR}`` and ``{env:VAR}`` read ``scope``; ``${VAR:-default}`` (Claude
+    Code) gives ``default`` when VAR is unset or empty; ``${userHome}`` and
+    ``${workspaceFolder}`` (VS Code, Cursor) are the home folder and the folder of mcp.json;
+    ``${input:ID}`` (VS Code) is the value entered in the admin or ``BOOCODE_INPUT_<ID>``.
+    """
+
+    def __init__(self, check: _EntryChecker, scope: Mapping[str, str], base_dir: Path | None = None) -> None:
         self.check = check
         self.scope = scope
+        self.base_dir = base_dir
+
+    def _predefined(self, name: str) -> str | None:
+        if name == "userHome":
+            return self.scope.get("HOME") or str(Path.home())
+        if name == "workspaceFolder" and self.base_dir is not None:
+            return str(self.base_dir)
+        return None
 
     def __call__(self, value: str, where: str) -> str:
         def replace(match: re.Match[str]) -> str:
-            variable = match.group(1) or match.group(2)
-            if variable not in self.scope:
-                raise self.check.fail(f'environment variable "{variable}" is not set (used in "{where}")')
-            return self.scope[variable]
+            if match.group("input"):
+                return self._input(match.group("input"), where)
+            variable = match.group("var") or match.group("bare")
+            if match.group("var") and not match.group("prefix") and variable in _PREDEFINED:
+                predefined = self._predefined(variable)
+                if predefined is not None:
+                    return predefined
+            default = match.group("default")
+            found = self.scope.get(variable)
+            if found is not None and (default is None or found != ""):
+                return found
+            if default is not None:
+                return default
+            raise self.check.fail(f'environment variable "{variable}" is not set (used in "{where}")')
 
         return _PLACEHOLDER_RE.sub(replace, value)
+
+    def _input(self, input_id: str, where: str) -> str:
+        from mcpclient.inputs import env_name, input_value
+
+        value = input_value(input_id)
+        if value is None:
+            raise self.check.fail(
+                f'input "{input_id}" has no value (used in "{where}"): enter it on this server\'s admin page '
+                f"or set {env_name(input_id)}"
+            )
+        return value
 
 
 def _load_env_file(check: _EntryChecker, env_file: str, base_dir: Path, expand: _Expander) -> dict[str, str]:
@@ -703,8 +901,8 @@ def resolve_server(
     base_dir = Path(base_dir)
     file_values: dict[str, str] = {}
     if config.env_file:
-        file_values = _load_env_file(check, config.env_file, base_dir, _Expander(check, environ))
-    expand = _Expander(check, {**environ, **file_values})
+        file_values = _load_env_file(check, config.env_file, base_dir, _Expander(check, environ, base_dir))
+    expand = _Expander(check, {**environ, **file_values}, base_dir)
     env_key = "environment" if "environment" in config.raw else "env"
 
     if config.transport == STDIO:
@@ -733,8 +931,9 @@ def resolve_server(
 
     if config.url is None:
         raise check.fail(f'"url" is required for {config.transport}')
-    url = expand(config.url, "url")
-    _check_url(check, url, expanded=True)
+    url_key = next((key for key in URL_KEYS if key in config.raw), "url")
+    url = expand(config.url, url_key)
+    _check_url(check, url, expanded=True, key=url_key)
     headers: dict[str, str] = {}
     for name, value in config.headers.items():
         expanded = expand(value, f"headers.{name}")

@@ -12,7 +12,9 @@ the old file is untouched and ``WritebackError`` is raised. A process killed bet
 leaves its temporary file: :func:`remove_stale_temp_files` deletes it at the next start.
 
 Entries are written as given, so placeholders such as ``${TOKEN}`` and keys BooCode does not
-know survive; every other top-level key keeps its value and position. The file is always
+know survive; every other top-level key keeps its value and position, and the server map stays
+under the key of the file's shape (``mcpServers``, VS Code's ``servers``, opencode's ``mcp``,
+Zed's ``context_servers``: see :mod:`mcpclient.shapes`). The file is always
 re-read under the lock, so a change made by hand between two admin edits is not lost.
 """
 
@@ -32,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from mcpclient.config import SERVER_NAME_RE, ConfigError, parse_json_document
+from mcpclient.shapes import MCP_SERVERS, Shape, ShapeError, find_servers
 
 logger = logging.getLogger(__name__)
 
@@ -65,17 +68,39 @@ def _target(path: Path) -> Path:
     return Path(os.path.realpath(path))
 
 
-def _read_document(target: Path) -> dict[str, Any]:
-    """The whole file as an ordered dict, or a fresh ``{"mcpServers": {}}`` if it is missing."""
+class _Document:
+    """The whole file as an ordered dict, its shape and its server map (the same objects)."""
+
+    def __init__(self, top: dict[str, Any], shape: Shape, servers: dict[str, Any]) -> None:
+        self.top = top
+        self.shape = shape
+        self.servers = servers
+
+    def replace_servers(self, servers: dict[str, Any]) -> None:
+        """Put a new server map where the old one was (same key, same position)."""
+        holder: dict[str, Any] = self.top
+        for key in self.shape.path[:-1]:
+            holder = holder[key]
+        holder[self.shape.path[-1]] = servers
+        self.servers = servers
+
+
+def _fresh() -> _Document:
+    top: dict[str, Any] = {"mcpServers": {}}
+    return _Document(top, MCP_SERVERS, top["mcpServers"])
+
+
+def _read_document(target: Path) -> _Document:
+    """The file, or a fresh ``{"mcpServers": {}}`` if it is missing or empty."""
     source = target.name
     try:
         text = target.read_text(encoding="utf-8-sig")
     except FileNotFoundError:
-        return {"mcpServers": {}}
+        return _fresh()
     except (OSError, UnicodeDecodeError) as exc:
         raise WritebackError(f"{source}: cannot read {target}: {exc}") from None
     if not text.strip():
-        return {"mcpServers": {}}
+        return _fresh()
     try:
         document = parse_json_document(text, source=source)
     except ConfigError as exc:
@@ -87,10 +112,13 @@ def _read_document(target: Path) -> dict[str, Any]:
     if duplicate is not None:
         # Rewriting would silently drop one of the two values.
         raise WritebackError(f'{source}: duplicate key "{duplicate}"; fix the file by hand first')
-    servers = top.setdefault("mcpServers", {})
+    try:
+        shape, servers = find_servers(top, empty_shape=MCP_SERVERS)
+    except ShapeError as exc:
+        raise WritebackError(f"{source}: {exc}; fix the file by hand first") from None
     if not isinstance(servers, dict):
-        raise WritebackError(f'{source}: "mcpServers" is not an object; fix the file by hand first')
-    return top
+        raise WritebackError(f'{source}: "{shape.key}" is not an object; fix the file by hand first')
+    return _Document(top, shape, servers)
 
 
 def _new_file_mode() -> int:
@@ -111,9 +139,11 @@ def _fsync_directory(directory: Path) -> None:
         os.close(fd)
 
 
-def _write_document(target: Path, document: dict[str, Any]) -> None:
+def _write_document(target: Path, document: _Document | dict[str, Any]) -> None:
     """Atomically replace ``target`` with ``document`` (caller holds the locks)."""
     source = target.name
+    if isinstance(document, _Document):
+        document = document.top
     try:
         data = (json.dumps(document, indent=2, ensure_ascii=False) + "\n").encode("utf-8")
     except (TypeError, ValueError) as exc:
@@ -183,9 +213,10 @@ def _check_name(source: str, name: object) -> None:
 
 
 def write_servers(path: Path, servers: dict[str, dict]) -> None:
-    """Replace the ``mcpServers`` object with ``servers`` (in the given order), atomically.
+    """Replace the server map with ``servers`` (in the given order), atomically.
 
-    Other top-level keys keep their values and order. A missing file is created as
+    The map stays where the file's shape keeps it (``mcpServers``, ``servers``, ``mcp``...);
+    other top-level keys keep their values and order. A missing file is created as
     ``{"mcpServers": {...}}``; an existing file keeps its permission bits.
     """
     target = _target(Path(path))
@@ -193,7 +224,69 @@ def write_servers(path: Path, servers: dict[str, dict]) -> None:
         _check_name(target.name, name)
     with _locked(target):
         document = _read_document(target)
-        document["mcpServers"] = copy.deepcopy(dict(servers))
+        document.replace_servers(copy.deepcopy(dict(servers)))
+        _write_document(target, document)
+
+
+def file_shape(path: Path) -> Shape:
+    """The shape of the file at ``path`` (``mcpServers`` for a missing or empty one)."""
+    return _read_document(_target(Path(path))).shape
+
+
+def _merge(
+    document: _Document,
+    entries: dict[str, dict[str, Any]],
+    *,
+    replace: bool,
+    inputs: list[dict[str, Any]] | None,
+    source: str,
+) -> None:
+    taken = [name for name in entries if name in document.servers]
+    if taken and not replace:
+        raise WritebackError(f'{source}: server "{taken[0]}" already exists; use --replace to overwrite it')
+    for name, entry in entries.items():
+        document.servers[name] = copy.deepcopy(entry)
+    if inputs:
+        holder = document.top.get("mcp") if document.shape.key == "mcp.servers" else document.top
+        if isinstance(holder, dict):
+            declared = holder.setdefault("inputs", [])
+            if isinstance(declared, list):
+                known = {item.get("id") for item in declared if isinstance(item, dict)}
+                declared.extend(item for item in inputs if item.get("id") not in known)
+
+
+def preview_merge(
+    path: Path,
+    entries: dict[str, dict[str, Any]],
+    *,
+    replace: bool,
+    inputs: list[dict[str, Any]] | None = None,
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """``(before, after)``: the whole file as it is and as :func:`merge_servers` would write it."""
+    target = _target(Path(path))
+    document = _read_document(target)
+    before = copy.deepcopy(document.top)
+    _merge(document, entries, replace=replace, inputs=inputs, source=target.name)
+    return before, document.top
+
+
+def merge_servers(
+    path: Path,
+    entries: dict[str, dict[str, Any]],
+    *,
+    replace: bool,
+    inputs: list[dict[str, Any]] | None = None,
+) -> None:
+    """Add ``entries`` (already in the file's dialect) after the others; replace only with ``replace``.
+
+    VS Code ``inputs`` declarations the entries need go into the file's own ``inputs`` (by id).
+    """
+    target = _target(Path(path))
+    for name in entries:
+        _check_name(target.name, name)
+    with _locked(target):
+        document = _read_document(target)
+        _merge(document, entries, replace=replace, inputs=inputs, source=target.name)
         _write_document(target, document)
 
 
@@ -216,7 +309,7 @@ def update_server(
         raise WritebackError(f'{source}: server "{name}": the entry must be an object')
     with _locked(target):
         document = _read_document(target)
-        servers: dict[str, Any] = document["mcpServers"]
+        servers: dict[str, Any] = document.servers
         if entry is None:
             if name not in servers:
                 return
@@ -226,33 +319,35 @@ def update_server(
                 raise WritebackError(f'{source}: server "{rename_from}" not found, cannot rename it')
             if name in servers:
                 raise WritebackError(f'{source}: server "{name}" already exists')
-            document["mcpServers"] = {
+            renamed = {
                 (name if key == rename_from else key): (copy.deepcopy(entry) if key == rename_from else value)
                 for key, value in servers.items()
             }
+            document.replace_servers(renamed)
         else:
             servers[name] = copy.deepcopy(entry)
         _write_document(target, document)
 
 
 def set_enabled(path: Path, name: str, enabled: bool) -> None:
-    """Set only the ``enabled`` key of one entry.
+    """Set only the ``enabled`` (or, where the entry uses it, ``disabled``) key of one entry.
 
-    Disabling writes ``"enabled": false``. Enabling writes ``"enabled": true`` only if the
-    key was present; an entry without the key is already enabled and stays as written.
-    The file is not rewritten when nothing changes.
+    Disabling writes ``"enabled": false`` (``"disabled": true`` in an entry written the Cline /
+    Windsurf way). Enabling writes the key only if it was present; an entry without it is
+    already enabled and stays as written. The file is not rewritten when nothing changes.
     """
     target = _target(Path(path))
     source = target.name
     with _locked(target):
         document = _read_document(target)
-        entry = document["mcpServers"].get(name)
+        entry = document.servers.get(name)
         if not isinstance(entry, dict):
             problem = "not found" if entry is None else "is not an object"
             raise WritebackError(f'{source}: server "{name}" {problem}')
-        if enabled and "enabled" not in entry:
+        key, value = ("disabled", not enabled) if "disabled" in entry else ("enabled", enabled)
+        if enabled and key not in entry:
             return
-        if entry.get("enabled") is enabled:
+        if entry.get(key) is value:
             return
-        entry["enabled"] = enabled
+        entry[key] = value
         _write_document(target, document)

@@ -127,7 +127,7 @@ def test_placeholders_in_url_scheme_or_host_are_checked_only_after_expansion() -
         (
             "x",
             {"type": "ws", "url": "http://h"},
-            '"type" must be "stdio", "streamableHttp" or "sse", got "ws"',
+            '"type" must be "stdio", "streamableHttp", "http", "sse", "local" or "remote", got "ws"',
         ),
         ("x", {"type": 1, "command": "a"}, '"type" must be a string, got number'),
         ("x", {"command": 5}, 'mcp.json: server "x": "command" must be a string, got number'),
@@ -244,7 +244,7 @@ def test_invalid_json_reports_line_and_column(tmp_path: Path) -> None:
     [
         ("[]", 'mcp.json: the top level must be a JSON object with a "mcpServers" key, got array'),
         ('"x"', "got string"),
-        ("{}", 'mcp.json: missing the "mcpServers" object'),
+        ("{}", 'mcp.json: no server map found; expected one of "mcpServers"'),
         ('{"mcpServers": []}', 'mcp.json: "mcpServers" must be an object, got array'),
         ('{"mcpServers": null}', 'mcp.json: "mcpServers" must be an object, got null'),
         ("", "mcp.json: the file is empty"),
