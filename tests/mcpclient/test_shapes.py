@@ -280,3 +280,37 @@ def test_placeholders_of_every_host() -> None:
             environ=environ,
             allowed_commands=["npx"],
         )
+
+
+@pytest.mark.parametrize(
+    ("original", "changes", "expected"),
+    [
+        (  # opencode keeps the whole argv in "command", its env in "environment", start-up in "timeout"
+            {"type": "local", "command": ["npx", "-y", "a"], "environment": {"A": "1"}},
+            {"args": ["-y", "b"], "env": {"A": "2"}, "init_timeout": 9000},
+            {"type": "local", "command": ["npx", "-y", "b"], "environment": {"A": "2"}, "timeout": 9000},
+        ),
+        (  # Windsurf's serverUrl and Cline's disabled stay what they are
+            {"serverUrl": "https://a/mcp", "disabled": False},
+            {"url": "https://b/mcp", "enabled": False},
+            {"serverUrl": "https://b/mcp", "disabled": True},
+        ),
+        (  # Gemini's httpUrl
+            {"httpUrl": "https://a/mcp", "timeout": 5000},
+            {"url": "https://b/mcp", "timeout": 7000},
+            {"httpUrl": "https://b/mcp", "timeout": 7000},
+        ),
+        (  # older Zed: the command object keeps its path, args and env
+            {"command": {"path": "npx", "args": ["a"], "env": {"A": "1"}}, "settings": {}},
+            {"args": ["b"], "env": {"A": "2"}},
+            {"command": {"path": "npx", "args": ["b"], "env": {"A": "2"}}, "settings": {}},
+        ),
+    ],
+)
+def test_admin_edits_keep_each_hosts_dialect(
+    original: dict[str, Any], changes: dict[str, Any], expected: dict[str, Any]
+) -> None:
+    assert admin_services.build_entry(original, changes) == expected
+    values = admin_services.entry_values(expected)
+    for field, value in changes.items():
+        assert values[field] == value, field
