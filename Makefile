@@ -19,6 +19,7 @@ run: install
 	$(PY) manage.py migrate --noinput
 	$(PY) manage.py boocode_sync
 	$(PY) manage.py ensure_admin
+	@echo "BooCode: http://$(HOST):$(PORT)/ (Ctrl-C stops)"
 	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" exec $(VENV)/bin/daphne -b $(HOST) -p $(PORT) boocode.asgi:application
 
 # What the tests need beyond Python packages: the third-party MCP server (npm) and Chromium.

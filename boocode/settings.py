@@ -123,6 +123,11 @@ else:
 _test_db_file = env_str("BOOCODE_TEST_DB_FILE")
 if _test_db_file and DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     DATABASES["default"]["TEST"] = {"NAME": _test_db_file}
+# Also set there, one name per test run, so two checkouts testing on one PostgreSQL server at
+# once do not create, use and drop the same test database.
+_test_db_name = env_str("BOOCODE_TEST_DB_NAME")
+if _test_db_name and DATABASES["default"]["ENGINE"] != "django.db.backends.sqlite3":
+    DATABASES["default"]["TEST"] = {"NAME": _test_db_name}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 _redis_url = env_str("BOOCODE_REDIS_URL")
@@ -214,6 +219,11 @@ MCP_CONFIG = Path(env_str("BOOCODE_MCP_CONFIG", str(DATA_DIR / "mcp.json"))).res
 MCP_STDIO_COMMANDS = env_list("BOOCODE_MCP_STDIO_COMMANDS", ["npx", "uvx", "node", "docker"])
 # Start the hub (connect the enabled servers) lazily in the ASGI process. Tests turn it off.
 MCP_AUTOSTART = env_bool("BOOCODE_MCP_AUTOSTART", True)
+# The secret store's Fernet keys (mcpclient/secret_store.py), kept apart from the database:
+# comma-separated, the first encrypts and all decrypt (rotation). Unset: one key generated
+# into SECRETS_KEY_FILE (0600) the first time a secret is stored.
+SECRETS_KEYS = env_list("BOOCODE_SECRETS_KEY", [])
+SECRETS_KEY_FILE = DATA_DIR / "secrets.key"
 
 # --- Agents and native tools ----------------------------------------------------------------
 AGENTS_FILE = Path(env_str("BOOCODE_AGENTS_FILE", str(DATA_DIR / "AGENTS.md"))).resolve()

@@ -4,6 +4,11 @@ The admin only parses requests, calls :mod:`mcpclient.admin_services` and report
 outcome; the services validate, write mcp.json, mirror it into the rows and apply the change
 to the running hub. Secrets are never rendered: ``env`` and ``headers`` values are masked
 unless they are placeholders, and the raw ``config`` column is never shown.
+
+A server whose entry uses ``${input:ID}`` placeholders gets an "inputs" page (its own URL,
+linked from the change page): where each value comes from, and for staff who may change the
+server a password field per input. Values go to the encrypted secret store
+(:mod:`mcpclient.inputs`), never to mcp.json, and are never rendered back.
 """
 
 from __future__ import annotations
@@ -18,17 +23,19 @@ from django.core.exceptions import PermissionDenied
 from django.db import transaction
 from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse, HttpResponseNotAllowed, HttpResponseRedirect
+from django.template.response import TemplateResponse
 from django.urls import URLPattern, path, reverse
-from django.utils.html import format_html
+from django.utils.html import format_html, format_html_join
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.utils.text import Truncator
 
-from mcpclient import admin_services
+from mcpclient import admin_services, inputs
 from mcpclient.admin_services import ServerChangeError
 from mcpclient.forms import McpServerForm
 from mcpclient.models import McpServer, McpTool
 from mcpclient.redaction import masked_entry
 from mcpclient.runtime import get_hub
+from mcpclient.secret_store import SecretStoreError
 
 STATUS_COLOURS = {
     McpServer.Status.READY: "#2e7d32",
@@ -45,7 +52,7 @@ class McpToolInline(admin.TabularInline):
     """The tools discovered on a server, read-only (the server is their source)."""
 
     model = McpTool
-    fields = ("prefixed_name", "description", "read_only", "rejected", "reject_reason", "warning")
+    fields = ("prefixed_name", "description", "read_only", "offered", "reject_reason", "warning")
     readonly_fields = fields
     extra = 0
     can_delete = False
@@ -69,6 +76,12 @@ class McpToolInline(admin.TabularInline):
     def read_only(self, tool: McpTool) -> bool:
         return tool.read_only
 
+    @admin.display(description="offered")
+    def offered(self, tool: McpTool) -> str:
+        """The tool's state: offered, rejected (read-only guard) or filtered (includeTools/excludeTools)."""
+        state = "filtered" if tool.filtered else "rejected" if tool.rejected else "offered"
+        return format_html('<span class="mcp-tool-{}">{}</span>', state, state)
+
 
 @admin.register(McpServer)
 class McpServerAdmin(admin.ModelAdmin):
@@ -77,32 +90,36 @@ class McpServerAdmin(admin.ModelAdmin):
     form = McpServerForm
     inlines = [McpToolInline]
     list_display = (
-        "name", "transport", "enabled_toggle", "status_badge", "tool_count", "rejected_count",
-        "short_error", "connected_since",
+        "name", "transport_display", "enabled_toggle", "status_badge", "tool_count", "rejected_count",
+        "filtered_count", "short_error", "connected_since",
     )
     list_filter = ("status", "transport")
     search_fields = ("name",)
     actions = ["enable", "disable", "reconnect", "rediscover", "delete_selected"]
     readonly_fields = (
         "status_badge", "last_error", "connected_since", "server_display", "protocol_version",
-        "tool_count", "rejected_count", "stderr_display", "entry_display",
+        "active_transport", "tool_count", "rejected_count", "filtered_count", "stderr_display",
+        "entry_display", "inputs_display",
     )
     connection_fieldset = (
         "Connection",
         {
             "fields": (
                 "status_badge", "last_error", "connected_since", "server_display", "protocol_version",
-                ("tool_count", "rejected_count"), "stderr_display",
+                "active_transport", ("tool_count", "rejected_count", "filtered_count"), "stderr_display",
             )
         },
     )
+    inputs_fieldset = ("Inputs (${input:ID} values)", {"fields": ("inputs_display",)})
 
     # -- pages ----------------------------------------------------------------------------
     def get_fieldsets(self, request: HttpRequest, obj: McpServer | None = None) -> list[tuple[Any, dict]]:
         """Editable entry fields for those who may change it; the entry as written for all."""
+        with_inputs = [self.inputs_fieldset] if obj is not None and inputs.input_ids(obj.config) else []
         if obj is not None and not self.has_change_permission(request, obj):
             return [
                 (None, {"fields": ("name", "transport", "enabled", "entry_display")}),
+                *with_inputs,
                 self.connection_fieldset,
             ]
         fieldsets: list[tuple[Any, dict]] = [
@@ -113,6 +130,7 @@ class McpServerAdmin(admin.ModelAdmin):
         ]
         if obj is not None:
             fieldsets.append(("As written in mcp.json", {"fields": ("entry_display",)}))
+            fieldsets.extend(with_inputs)
             fieldsets.append(self.connection_fieldset)
         return fieldsets
 
@@ -176,7 +194,12 @@ class McpServerAdmin(admin.ModelAdmin):
             self.admin_site.admin_view(self.toggle_view),
             name="mcpclient_mcpserver_toggle",
         )
-        return [toggle, *super().get_urls()]
+        inputs_page = path(
+            "<path:object_id>/inputs/",
+            self.admin_site.admin_view(self.inputs_view),
+            name="mcpclient_mcpserver_inputs",
+        )
+        return [toggle, inputs_page, *super().get_urls()]
 
     def toggle_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
         """POST ``enabled=1|0``: the list's per-row enable/disable button."""
@@ -192,6 +215,53 @@ class McpServerAdmin(admin.ModelAdmin):
         if not url_has_allowed_host_and_scheme(back, {request.get_host()}, request.is_secure()):
             back = reverse("admin:mcpclient_mcpserver_changelist")
         return HttpResponseRedirect(back)
+
+    def inputs_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
+        """GET: where each ``${input:ID}`` value comes from. POST: store or clear values, reconnect."""
+        server = self.get_object(request, object_id)
+        if server is None:
+            return HttpResponseRedirect(reverse("admin:mcpclient_mcpserver_changelist"))
+        if not self.has_view_or_change_permission(request, server):
+            raise PermissionDenied
+        ids = inputs.input_ids(server.config)
+        can_change = self.has_change_permission(request, server)
+        if request.method == "POST":
+            if not can_change:
+                raise PermissionDenied
+            self._update_inputs(request, ids)
+            return HttpResponseRedirect(request.path)
+        if request.method != "GET":
+            return HttpResponseNotAllowed(["GET", "POST"])
+        context = {
+            **self.admin_site.each_context(request),
+            "opts": self.opts,
+            "title": f"Inputs of {server.name}",
+            "server": server,
+            "statuses": inputs.input_statuses(ids),
+            "can_change": can_change,
+        }
+        return TemplateResponse(request, "admin/mcpclient/mcpserver/inputs.html", context)
+
+    def _update_inputs(self, request: HttpRequest, ids: list[str]) -> None:
+        values = {input_id: request.POST.get(f"value:{input_id}", "") for input_id in ids}
+        clear = [input_id for input_id in ids if request.POST.get(f"clear:{input_id}")]
+        try:
+            update = inputs.update_inputs(allowed=ids, values=values, clear=clear)
+        except (inputs.InputError, SecretStoreError) as exc:
+            self.message_user(request, f"Nothing was changed: {exc}", messages.ERROR)
+            return
+        if not update.changed:
+            self.message_user(request, "No value entered: nothing to change.", messages.INFO)
+            return
+        parts = [f"stored {', '.join(update.stored)}"] if update.stored else []
+        parts += [f"cleared {', '.join(update.cleared)}"] if update.cleared else []
+        names, live = inputs.reconnect_servers_using(update.changed)
+        if names and live:
+            parts.append(f"reconnected {', '.join(names)}")
+        elif names:
+            users = ", ".join(names)
+            parts.append(f"no MCP hub runs in this process: {users} will use it when next connected")
+        self.message_user(request, f"Inputs: {'; '.join(parts)}.", messages.SUCCESS)
 
     def _refresh(self, request: HttpRequest) -> None:
         error = admin_services.refresh_from_file()
@@ -352,6 +422,26 @@ class McpServerAdmin(admin.ModelAdmin):
             return "-"
         return format_html('<pre class="mcp-stderr" style="max-height: 20em; overflow: auto">{}</pre>',
                            server.stderr_tail)
+
+    @admin.display(description="transport", ordering="transport")
+    def transport_display(self, server: McpServer) -> str:
+        """The configured transport, and the one in use when a fallback chose another."""
+        configured = server.get_transport_display()
+        if server.active_transport and server.active_transport != server.transport:
+            return f"{configured} → {server.get_active_transport_display()}"
+        return configured
+
+    @admin.display(description="inputs")
+    def inputs_display(self, server: McpServer) -> str:
+        """Each ``${input:ID}`` of the entry and where its value comes from (never the value)."""
+        statuses = inputs.input_statuses(inputs.input_ids(server.config))
+        items = format_html_join(
+            "",
+            '<li class="mcp-input mcp-input-{}"><code>${{input:{}}}</code>: {}</li>',
+            ((status.state, status.input_id, status.detail) for status in statuses),
+        )
+        url = reverse("admin:mcpclient_mcpserver_inputs", args=[server.pk])
+        return format_html('<ul class="mcp-inputs">{}</ul><a href="{}">Enter or clear values</a>', items, url)
 
     @admin.display(description="entry (secrets masked)")
     def entry_display(self, server: McpServer) -> str:

@@ -13,6 +13,17 @@ Start: :meth:`Hub.start` (or :meth:`Hub.apply`) creates the owner tasks and wait
 each has settled (ready or failed). Servers connect concurrently; each connect +
 initialize + list is bounded by the server's ``initTimeout``.
 
+Transports: stdio, Streamable HTTP and legacy SSE. An entry with ``sse_fallback`` (a ``url``
+without a ``type``) tries Streamable HTTP first; when the server answers the ``initialize``
+POST with HTTP 400, 404 or 405, or with something that is not a Streamable HTTP answer, the
+owner closes that attempt and opens legacy SSE once, within the same ``initTimeout`` (the MCP
+spec's backwards-compatibility procedure). The transport that worked is published as
+``ServerSnapshot.transport``.
+
+Tools: the entry's ``includeTools`` / ``excludeTools`` and the read-only guard are applied at
+discovery. A tool they leave out is kept, ``filtered`` or ``rejected`` with the reason, so the
+admin can show it, but it is never offered.
+
 Failure: a server that cannot start is ``failed`` with ``last_error`` and contributes no
 tools; the others run. ``last_error`` ends with the last lines of the server's stderr, which
 can hold secrets: it is for staff (admin, staff status line, logs). Users and the model read
@@ -27,9 +38,10 @@ closes and stdio children get the SDK's shutdown (stdin closed, then SIGTERM, th
 after :data:`KILL_AFTER_SECONDS`). Cancelling a caller of :meth:`Hub.call_tool` abandons
 the request and the SDK sends ``notifications/cancelled`` to the server.
 
-The hub knows nothing of Django: listeners registered with :meth:`Hub.add_listener` receive
-a :class:`ServerSnapshot` whenever a server's state or tools change (the runtime module
-persists them).
+The hub knows nothing of Django's models: listeners registered with :meth:`Hub.add_listener`
+receive a :class:`ServerSnapshot` whenever a server's state or tools change (the runtime module
+persists them). An entry that uses ``${input:ID}`` is resolved in the database thread
+(``database_sync_to_async``): its values may come from the secret store.
 """
 
 from __future__ import annotations
@@ -38,10 +50,12 @@ import asyncio
 import contextlib
 import dataclasses
 import datetime as dt
+import functools
+import json
 import logging
 import os
 from collections import deque
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
@@ -51,6 +65,7 @@ import anyio
 import httpx2
 import mcp.client.stdio as sdk_stdio
 import mcp.types as types
+from channels.db import database_sync_to_async
 from mcp import ClientSession, MCPError, StdioServerParameters, stdio_client
 from mcp.client.sse import sse_client
 from mcp.client.streamable_http import streamable_http_client
@@ -58,10 +73,21 @@ from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp_types import CONNECTION_CLOSED, REQUEST_TIMEOUT
 
 import boocode
-from mcpclient.config import ConfigError, ResolvedServer, ServerConfig, resolve_server
+from agents.policy import glob_match
+from mcpclient.config import (
+    SSE,
+    STDIO,
+    STREAMABLE_HTTP,
+    ConfigError,
+    ResolvedServer,
+    ServerConfig,
+    inputs_used,
+    resolve_server,
+)
 from mcpclient.naming import assign_names
 from mcpclient.redaction import redact_text
 from mcpclient.results import ToolResult, extract_result
+from mcpclient.secret_store import SecretStoreError
 
 logger = logging.getLogger(__name__)
 
@@ -76,6 +102,10 @@ STDERR_LINES = 200
 MAX_HTTP_MESSAGE_BYTES = 64 * 1024 * 1024
 MAX_TOOL_PAGES = 1000
 CLIENT_INFO = types.Implementation(name="boocode", version=boocode.__version__)
+# What a server that only speaks legacy SSE answers a Streamable HTTP POST with (the spec's
+# backwards-compatibility section names 404 and 405; some answer 400).
+SSE_FALLBACK_STATUSES = frozenset({400, 404, 405})
+STREAMABLE_HTTP_TYPES = ("application/json", "text/event-stream")
 
 
 class Status(StrEnum):
@@ -90,7 +120,10 @@ class Status(StrEnum):
 
 @dataclass(frozen=True)
 class DiscoveredTool:
-    """A tool as listed by its server, accepted or rejected."""
+    """A tool as listed by its server: offered, rejected (read-only guard) or filtered (config).
+
+    ``reject_reason`` says why a rejected or filtered tool is not offered.
+    """
 
     name: str
     description: str
@@ -98,11 +131,17 @@ class DiscoveredTool:
     annotations: dict[str, Any] | None
     rejected: bool = False
     reject_reason: str = ""
+    filtered: bool = False
 
     @property
     def read_only(self) -> bool:
         """False only when ``readOnlyHint`` is explicitly false."""
         return not (self.annotations and self.annotations.get("readOnlyHint") is False)
+
+    @property
+    def offered(self) -> bool:
+        """True when the model may be offered this tool (neither filtered nor rejected)."""
+        return not (self.rejected or self.filtered)
 
 
 @dataclass(frozen=True)
@@ -133,6 +172,7 @@ class ServerSnapshot:
     prefixed_names: dict[str, str]  # tool name -> prefixed name
     warnings: dict[str, str]  # tool name -> naming warning
     stderr_tail: tuple[str, ...]
+    transport: str = ""  # the transport the live session uses ("" while not connected)
 
     @classmethod
     def disabled(cls, name: str) -> ServerSnapshot:
@@ -154,8 +194,26 @@ class ServerSnapshot:
 Listener = Callable[[ServerSnapshot], Awaitable[None] | None]
 
 
-def discover_tool(tool: types.Tool) -> DiscoveredTool:
-    """Apply the read-only guard to one listed tool."""
+def filter_reason(name: str, include: Sequence[str] | None, exclude: Sequence[str]) -> str:
+    """Why an entry's ``includeTools`` / ``excludeTools`` leave the tool ``name`` out ("" if kept).
+
+    Gemini CLI's semantics: with ``includeTools`` a tool must match one of its patterns, and a
+    tool that matches an ``excludeTools`` pattern is left out even then. Patterns are the agent
+    globs (``*`` is the only wildcard) applied to the tool's name on its server.
+    """
+    excluded_by = [pattern for pattern in exclude if glob_match(pattern, name)]
+    if excluded_by:
+        return f'left out by "excludeTools": {json.dumps(excluded_by, ensure_ascii=False)}'
+    if include is not None and not any(glob_match(pattern, name) for pattern in include):
+        shown = json.dumps(list(include), ensure_ascii=False)
+        return f'left out by "includeTools": it matches none of {shown}'
+    return ""
+
+
+def discover_tool(
+    tool: types.Tool, *, include: Sequence[str] | None = None, exclude: Sequence[str] = ()
+) -> DiscoveredTool:
+    """Apply the entry's tool filters, then the read-only guard, to one listed tool."""
     annotations = tool.annotations.model_dump(by_alias=True, exclude_none=True) if tool.annotations else None
     discovered = DiscoveredTool(
         name=tool.name,
@@ -163,6 +221,10 @@ def discover_tool(tool: types.Tool) -> DiscoveredTool:
         input_schema=dict(tool.input_schema or {"type": "object"}),
         annotations=annotations,
     )
+    reason = filter_reason(tool.name, include, exclude)
+    if reason:
+        # The administrator left it out: the read-only verdict does not matter any more.
+        return dataclasses.replace(discovered, filtered=True, reject_reason=reason)
     if not discovered.read_only:
         return dataclasses.replace(
             discovered,
@@ -212,6 +274,44 @@ def _description(exc: BaseException) -> str:
         return f"HTTP {exc.response.status_code} from the server"
     text = str(exc) or type(exc).__name__
     return text if len(text) < 500 else text[:500] + "..."
+
+
+class FallbackFailed(Exception):
+    """Neither Streamable HTTP nor the legacy SSE fallback connected; ``str()`` tells both."""
+
+
+class FirstAnswer:
+    """An httpx2 response hook remembering how the server answered the first POST (``initialize``).
+
+    The SDK turns an HTTP error into a JSON-RPC error and keeps the status to itself; the SSE
+    fallback needs the status to tell "this server speaks legacy SSE" from "this server is down
+    or refused us".
+    """
+
+    def __init__(self) -> None:
+        self.status: int | None = None
+        self.content_type = ""
+
+    async def __call__(self, response: httpx2.Response) -> None:
+        """Record the first POST's status and content type (the hook's signature)."""
+        if self.status is None and response.request.method == "POST":
+            self.status = response.status_code
+            self.content_type = response.headers.get("content-type", "").partition(";")[0].strip().lower()
+
+    @property
+    def not_streamable_http(self) -> bool:
+        """True when the answer says the URL does not speak Streamable HTTP (so SSE may)."""
+        if self.status in SSE_FALLBACK_STATUSES:
+            return True
+        return self.status is not None and 200 <= self.status < 300 and self.status != 202 and (
+            self.content_type not in STREAMABLE_HTTP_TYPES
+        )
+
+    def describe(self) -> str:
+        """The answer in a few words, for logs and errors."""
+        if self.status is not None and 200 <= self.status < 300:
+            return f"Streamable HTTP got a {self.content_type or 'untyped'} answer"
+        return f"Streamable HTTP answered HTTP {self.status}"
 
 
 class EndWatcher:
@@ -286,6 +386,7 @@ class ServerConnection:
         self.connected_at: dt.datetime | None = None
         self.protocol_version = ""
         self.server_info: dict[str, Any] = {}
+        self.transport = ""  # the transport the live session uses
         self.tools: list[DiscoveredTool] = []
         self.stderr_tail: deque[str] = deque(maxlen=STDERR_LINES)
         self.session: ClientSession | None = None
@@ -407,10 +508,15 @@ class ServerConnection:
             prefixed_names={},
             warnings={},
             stderr_tail=tuple(self.stderr_tail),
+            transport=self.transport if self.status is Status.READY else "",
         )
 
+    def _discover(self, tools: Iterable[types.Tool]) -> list[DiscoveredTool]:
+        include, exclude = self.config.include_tools, self.config.exclude_tools
+        return [discover_tool(tool, include=include, exclude=exclude) for tool in tools]
+
     def _set_tools(self, tools: Iterable[types.Tool]) -> None:
-        self.tools = [discover_tool(tool) for tool in tools]
+        self.tools = self._discover(tools)
         self._notify(self)
 
     def _set_unavailable(self, reason: str) -> None:
@@ -430,11 +536,16 @@ class ServerConnection:
     # -- the owner task ------------------------------------------------------------------
     async def _run(self) -> None:
         try:
-            resolved = resolve_server(
-                self.config, base_dir=self._base_dir, allowed_commands=self._allowed_commands
-            )
+            resolved = await self._resolve()
         except ConfigError as exc:
             self._fail(str(exc))
+            return
+        except SecretStoreError as exc:  # an ${input:} value the keys cannot decrypt
+            self._fail(f'{self.config.source}: server "{self.name}": {exc}')
+            return
+        except Exception as exc:  # the owner is a top-level loop: e.g. the database is down
+            prefix = f'{self.config.source}: server "{self.name}"'
+            self._fail(f"{prefix}: cannot resolve the entry: {_describe(exc)}")
             return
         try:
             await self._serve(resolved)
@@ -449,6 +560,16 @@ class ServerConnection:
         finally:
             self._on_owner_done()
 
+    async def _resolve(self) -> ResolvedServer:
+        """The entry with its placeholders expanded (see :func:`~mcpclient.config.resolve_server`)."""
+        resolve = functools.partial(
+            resolve_server, self.config, base_dir=self._base_dir, allowed_commands=self._allowed_commands
+        )
+        if inputs_used(self.config.raw):
+            # ${input:} values may come from the secret store: the ORM runs in the database thread.
+            return await database_sync_to_async(resolve)()
+        return resolve()
+
     def _fail(self, message: str, stderr: str = "") -> None:
         self.status = Status.FAILED
         self.reason = message
@@ -460,42 +581,88 @@ class ServerConnection:
 
     async def _serve(self, resolved: ResolvedServer) -> None:
         with anyio.CancelScope() as scope:
+            # One deadline for connect + initialize + list, a fallback to SSE included.
             scope.deadline = anyio.current_time() + self.config.init_timeout
-            async with (
-                self._transport(resolved) as (read, write),
-                ClientSession(
-                    EndWatcher(read, lambda: self._set_unavailable("connection closed")),
-                    write,
-                    message_handler=self._on_message,
-                    client_info=CLIENT_INFO,
-                ) as session,
-            ):
-                init = await session.initialize()
-                tools = await list_all_tools(session)
-                scope.deadline = float("inf")
-                self._ready(session, init, tools)
-                await self._wait_for_commands(session)
+            if self.config.transport == STREAMABLE_HTTP and self.config.sse_fallback:
+                await self._serve_with_fallback(resolved, scope)
+            else:
+                await self._session(resolved, self.config.transport, scope)
         if scope.cancelled_caught and self.status is Status.CONNECTING:
             self._fail(
                 f'no answer within {self.config.init_timeout:g} s (the server\'s "initTimeout")',
                 self._stderr_hint(),
             )
 
-    def _ready(self, session: ClientSession, init: types.InitializeResult, tools: list[types.Tool]) -> None:
+    async def _serve_with_fallback(self, resolved: ResolvedServer, scope: anyio.CancelScope) -> None:
+        """Streamable HTTP; when the server's answer says it does not speak it, legacy SSE once."""
+        answer = FirstAnswer()
+        try:
+            await self._session(resolved, STREAMABLE_HTTP, scope, answer=answer)
+            return
+        except Exception as exc:  # any failure of the attempt; the answer decides what follows
+            if self.status is not Status.CONNECTING or not answer.not_streamable_http:
+                raise
+            logger.info('MCP server "%s": %s; trying legacy SSE', self.name, answer.describe())
+            logger.debug('MCP server "%s": the Streamable HTTP attempt ended with %r', self.name, exc)
+        try:
+            await self._session(resolved, SSE, scope, fell_back=answer.describe())
+        except Exception as exc:
+            if self.status is not Status.CONNECTING:
+                raise
+            message = f"{answer.describe()}, and legacy SSE failed too: {_describe(exc)}"
+            raise FallbackFailed(message) from exc
+
+    async def _session(
+        self,
+        resolved: ResolvedServer,
+        transport: str,
+        scope: anyio.CancelScope,
+        *,
+        answer: FirstAnswer | None = None,
+        fell_back: str = "",
+    ) -> None:
+        """Open ``transport`` and the session, initialize, list, serve until told to stop."""
+        async with (
+            self._transport(resolved, transport, answer) as (read, write),
+            ClientSession(
+                EndWatcher(read, lambda: self._set_unavailable("connection closed")),
+                write,
+                message_handler=self._on_message,
+                client_info=CLIENT_INFO,
+            ) as session,
+        ):
+            init = await session.initialize()
+            tools = await list_all_tools(session)
+            scope.deadline = float("inf")
+            self._ready(session, init, tools, transport, fell_back)
+            await self._wait_for_commands(session)
+
+    def _ready(
+        self,
+        session: ClientSession,
+        init: types.InitializeResult,
+        tools: list[types.Tool],
+        transport: str,
+        fell_back: str = "",
+    ) -> None:
         self.session = session
         self.protocol_version = str(init.protocol_version)
         self.server_info = init.server_info.model_dump(
             exclude_none=True, include={"name", "version", "title"}
         )
+        self.transport = transport
         self.status = Status.READY
         self.reason = self.last_error = ""
         self.connected_at = dt.datetime.now(dt.UTC)
-        self.tools = [discover_tool(tool) for tool in tools]
+        self.tools = self._discover(tools)
         logger.info(
-            'MCP server "%s" ready: %d tools (%d rejected), protocol %s',
+            'MCP server "%s" ready over %s%s: %d tools (%d rejected, %d filtered), protocol %s',
             self.name,
+            transport,
+            f" ({fell_back})" if fell_back else "",
             len(self.tools),
             sum(t.rejected for t in self.tools),
+            sum(t.filtered for t in self.tools),
             self.protocol_version,
         )
         self._settled.set()
@@ -522,12 +689,13 @@ class ServerConnection:
             logger.debug('MCP server "%s" sent an unreadable message: %s', self.name, message)
 
     @contextlib.asynccontextmanager
-    async def _transport(self, resolved: ResolvedServer) -> AsyncIterator[tuple[Any, Any]]:
-        transport = self.config.transport
-        if transport == "stdio":
+    async def _transport(
+        self, resolved: ResolvedServer, transport: str, answer: FirstAnswer | None = None
+    ) -> AsyncIterator[tuple[Any, Any]]:
+        if transport == STDIO:
             async with self._stdio(resolved) as streams:
                 yield streams
-        elif transport == "sse":
+        elif transport == SSE:
             async with sse_client(
                 resolved.url or "",
                 headers=resolved.headers or None,
@@ -536,8 +704,11 @@ class ServerConnection:
             ) as streams:
                 yield streams
         else:
+            client = create_mcp_http_client(headers=resolved.headers or None)
+            if answer is not None:
+                client.event_hooks["response"].append(answer)
             async with (
-                create_mcp_http_client(headers=resolved.headers or None) as client,
+                client,
                 streamable_http_client(
                     resolved.url or "", http_client=client, max_sse_event_size=MAX_HTTP_MESSAGE_BYTES
                 ) as streams,
@@ -737,7 +908,7 @@ class Hub:
             if connection.status is not Status.READY:
                 continue
             for tool in connection.tools:
-                if tool.rejected:
+                if not tool.offered:
                     continue
                 prefixed, warning = self._names[(name, tool.name)]
                 tools.append(

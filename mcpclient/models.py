@@ -1,7 +1,8 @@
-"""Database mirror of data/mcp.json and of the tools discovered on each server.
+"""Database mirror of data/mcp.json, the tools discovered on each server, and the secret store.
 
 ``McpServer.config`` holds the entry exactly as written in the file (placeholders such as
 ``${TOKEN}`` unexpanded, unknown keys kept). Status fields are written by the hub.
+``StoredSecret`` rows are read and written only by :mod:`mcpclient.secret_store`.
 """
 
 from __future__ import annotations
@@ -36,6 +37,15 @@ class McpServer(models.Model):
     connected_at = models.DateTimeField(null=True, blank=True)
     tool_count = models.PositiveIntegerField(default=0)
     rejected_count = models.PositiveIntegerField(default=0)
+    filtered_count = models.PositiveIntegerField(
+        default=0, help_text='Tools left out by the entry\'s "includeTools"/"excludeTools".'
+    )
+    active_transport = models.CharField(
+        max_length=20,
+        choices=Transport.choices,
+        blank=True,
+        help_text="The transport the live session uses (a URL without a type may fall back to SSE).",
+    )
     protocol_version = models.CharField(max_length=40, blank=True)
     server_info = models.JSONField(default=dict, blank=True)
     stderr_tail = models.TextField(blank=True, help_text="The last lines the server wrote to stderr.")
@@ -50,7 +60,12 @@ class McpServer(models.Model):
 
 
 class McpTool(models.Model):
-    """A tool discovered on a server; rejected tools are kept with the reason."""
+    """A tool discovered on a server; rejected and filtered tools are kept with the reason.
+
+    ``rejected``: the read-only guard refused it. ``filtered``: the entry's ``includeTools`` /
+    ``excludeTools`` left it out. Either way it is never offered to the model; ``reject_reason``
+    says why.
+    """
 
     server = models.ForeignKey(McpServer, on_delete=models.CASCADE, related_name="tools")
     name = models.CharField(max_length=255, help_text="The tool's name on its server.")
@@ -59,7 +74,10 @@ class McpTool(models.Model):
     input_schema = models.JSONField(default=dict)
     annotations = models.JSONField(null=True, blank=True)
     rejected = models.BooleanField(default=False)
-    reject_reason = models.TextField(blank=True)
+    filtered = models.BooleanField(default=False)
+    reject_reason = models.TextField(
+        "reason", blank=True, help_text="Why a rejected or filtered tool is not offered to the model."
+    )
     warning = models.TextField(blank=True)
     position = models.PositiveIntegerField(default=0)
 
@@ -91,3 +109,27 @@ class McpState(models.Model):
 
     class Meta:
         verbose_name = "MCP state"
+
+
+class StoredSecret(models.Model):
+    """One encrypted secret (an ``${input:ID}`` value, later OAuth tokens and client secrets).
+
+    Only :mod:`mcpclient.secret_store` reads or writes this table: ``ciphertext`` is a Fernet
+    token whose key lives outside the database, so a copy of the database alone reveals nothing.
+    """
+
+    kind = models.CharField(max_length=40, help_text='What the secret is for, e.g. "input".')
+    name = models.CharField(max_length=255)
+    ciphertext = models.TextField()
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["kind", "name"]
+        constraints = [
+            models.UniqueConstraint(fields=["kind", "name"], name="storedsecret_unique_kind_name"),
+        ]
+        verbose_name = "stored secret"
+
+    def __str__(self) -> str:
+        return f"{self.kind}:{self.name}"

@@ -294,7 +294,7 @@ def hub_statuses(*, staff: bool = False) -> list[dict[str, Any]]:
         status: dict[str, Any] = {
             "name": snapshot.name,
             "status": snapshot.status.value,
-            "tool_count": sum(not tool.rejected for tool in snapshot.tools),
+            "tool_count": sum(tool.offered for tool in snapshot.tools),
         }
         if staff:
             status["last_error"] = snapshot.last_error

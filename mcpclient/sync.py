@@ -19,6 +19,7 @@ from django.db.models import F
 from mcpclient.config import ConfigError, ServerConfig, load_config, parse_server
 from mcpclient.hub import ServerSnapshot, Status
 from mcpclient.models import McpServer, McpState, McpTool
+from mcpclient.shapes import MCP_SERVERS, Shape
 
 logger = logging.getLogger(__name__)
 
@@ -33,6 +34,7 @@ class SyncReport:
     unchanged: list[str] = field(default_factory=list)
     errors: dict[str, str] = field(default_factory=dict)
     exists: bool = True
+    shape: Shape = MCP_SERVERS  # the host shape the file is written in
 
     @property
     def changed(self) -> bool:
@@ -94,7 +96,7 @@ def sync_servers(path: Path | None = None) -> SyncReport:
     """
     path = path or settings.MCP_CONFIG
     loaded = load_config(path)
-    report = SyncReport(exists=loaded.exists, errors=dict(loaded.errors))
+    report = SyncReport(exists=loaded.exists, errors=dict(loaded.errors), shape=loaded.shape)
     existing = {server.name: server for server in McpServer.objects.select_for_update()}
     for position, (name, entry) in enumerate(loaded.raw_servers.items()):
         parsed = loaded.servers.get(name)
@@ -165,7 +167,7 @@ def server_configs() -> list[ServerConfig]:
 
 @transaction.atomic
 def persist_snapshot(snapshot: ServerSnapshot) -> None:
-    """Write a server's live state and its discovered tools (accepted and rejected)."""
+    """Write a server's live state and its discovered tools (offered, rejected and filtered)."""
     row = McpServer.objects.select_for_update().filter(name=snapshot.name).first()
     if row is None:
         return  # removed from the file meanwhile
@@ -177,12 +179,13 @@ def persist_snapshot(snapshot: ServerSnapshot) -> None:
     row.connected_at = snapshot.connected_at
     row.protocol_version = snapshot.protocol_version
     row.server_info = snapshot.server_info
+    row.active_transport = snapshot.transport
     row.stderr_tail = "\n".join(snapshot.stderr_tail)
     if snapshot.status in (Status.READY, Status.UNAVAILABLE) or snapshot.tools:
         _store_tools(row, snapshot)
     elif snapshot.status in (Status.FAILED, Status.DISABLED):
         row.tools.all().delete()
-        row.tool_count = row.rejected_count = 0
+        row.tool_count = row.rejected_count = row.filtered_count = 0
     row.save()
 
 
@@ -196,6 +199,7 @@ def _store_tools(row: McpServer, snapshot: ServerSnapshot) -> None:
             "input_schema": tool.input_schema,
             "annotations": tool.annotations,
             "rejected": tool.rejected,
+            "filtered": tool.filtered,
             "reject_reason": tool.reject_reason,
             "warning": snapshot.warnings.get(tool.name, ""),
             "position": position,
@@ -207,5 +211,6 @@ def _store_tools(row: McpServer, snapshot: ServerSnapshot) -> None:
         elif any(getattr(existing, key) != value for key, value in values.items()):
             McpTool.objects.filter(pk=existing.pk).update(**values)
     row.tools.exclude(name__in=keep).delete()
-    row.tool_count = sum(not tool.rejected for tool in snapshot.tools)
+    row.tool_count = sum(tool.offered for tool in snapshot.tools)
     row.rejected_count = sum(tool.rejected for tool in snapshot.tools)
+    row.filtered_count = sum(tool.filtered for tool in snapshot.tools)

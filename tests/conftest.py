@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -89,14 +91,19 @@ class HttpServer:
         wait_for_port(port, self.process)
 
     def stop(self) -> None:
-        """Terminate the process (SIGKILL after 5 s)."""
-        if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(5)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
+        """Terminate the process and everything it started (SIGKILL after 5 s).
+
+        The whole process group: ``npx`` runs the real server as a child that outlives a
+        signal sent to ``npx`` alone.
+        """
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.process.pid, signal.SIGTERM)  # start_new_session: pgid == pid
+        try:
+            self.process.wait(5)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait()
 
 
 @pytest.fixture

@@ -13,6 +13,25 @@ from typing import Any
 
 from tests.conftest import PYTHON, ROOT, free_port, wait_for_port
 
+# A background job (``nohup make test &``) starts with SIGINT ignored, and an ignored signal
+# stays ignored across fork and exec (Popen's restore_signals covers SIGPIPE and SIGXFSZ only):
+# Daphne would then shrug off the Ctrl-C the shutdown tests send. This prefix gives the
+# command the default SIGINT disposition and then execs it, so its pid and argv stay its own.
+# (A preexec_fn could do the same, but is unsafe once the test runs threads, as the scripted
+# LLM server does.)
+_DEFAULT_SIGINT = [
+    PYTHON,
+    "-c",
+    "import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); "
+    "os.execv(sys.argv[1], sys.argv[1:])",
+]
+
+
+def with_default_sigint(argv: list[str]) -> list[str]:
+    """``argv`` (an absolute program path first) run with SIGINT at its default disposition."""
+    return [*_DEFAULT_SIGINT, *argv]
+
+
 _SETUP = """
 import json, sys
 import django
@@ -52,11 +71,15 @@ def create_accounts(env: dict[str, str], count: int) -> list[dict[str, Any]]:
 def live_daphne(env: dict[str, str]) -> Iterator[tuple[subprocess.Popen[bytes], int]]:
     """Daphne serving the project on a free port of 127.0.0.1, stderr piped: ``(process, port)``.
 
+    Ctrl-C (SIGINT) reaches it even when the tests themselves run with SIGINT ignored.
+
     Yields once it accepts connections; killed on exit if it is still running.
     """
     port = free_port()
     process = subprocess.Popen(
-        [PYTHON, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), "boocode.asgi:application"],
+        with_default_sigint(
+            [PYTHON, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), "boocode.asgi:application"]
+        ),
         cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
     )
     try:

@@ -18,7 +18,7 @@ from django.conf import settings
 from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseBadRequest, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
-from django.views.decorators.http import require_GET, require_POST
+from django.views.decorators.http import require_POST, require_safe
 
 from boocode.chat import services
 from boocode.chat.llm import LLMSettings
@@ -51,7 +51,7 @@ def _wants_json(request: HttpRequest) -> bool:
     return "application/json" in request.headers.get("accept", "")
 
 
-@require_GET
+@require_safe
 @login_required
 @with_csp
 def index(request: HttpRequest) -> HttpResponse:
@@ -62,7 +62,7 @@ def index(request: HttpRequest) -> HttpResponse:
     return _page(request, None)
 
 
-@require_GET
+@require_safe
 @login_required
 @with_csp
 def conversation(request: HttpRequest, conversation_id: int) -> HttpResponse:
@@ -152,7 +152,7 @@ def set_agent(request: HttpRequest, conversation_id: int) -> HttpResponse:
     return redirect("chat:conversation", conversation_id=target.pk)
 
 
-@require_GET
+@require_safe
 @login_required
 def tool_output(request: HttpRequest, conversation_id: int, call_id: int) -> HttpResponse:
     """The full output of a tool call, as plain text."""

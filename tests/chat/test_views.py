@@ -123,3 +123,50 @@ def test_full_tool_output_is_plain_text(client_for: Any, alice: Any) -> None:
     assert response["Content-Type"].startswith("text/plain")
     assert response["Content-Security-Policy"] == "default-src 'none'; sandbox"
     assert response.content.decode() == call.output
+
+
+def test_pages_answer_head_requests(client_for: Any, alice: Any) -> None:
+    # Uptime checks and link previews send HEAD; a 405 there reads as "the site is down".
+    conversation = Conversation.objects.create(owner=alice)
+    message = Message.objects.create(conversation=conversation, role="assistant")
+    call = ToolCall.objects.create(message=message, call_id="c", name="t", output="out")
+    client = client_for()
+    for url in ("/", f"/c/{conversation.pk}/", f"/c/{conversation.pk}/calls/{call.pk}/output/"):
+        response = client.head(url)
+        assert response.status_code in (200, 302), url
+        assert response.content == b"", url
+    assert client.head(f"/c/{conversation.pk}/").status_code == 200
+    assert Client().head("/").status_code == 302  # still behind the login
+
+
+async def test_favicon_is_served_by_the_running_app() -> None:
+    from channels.testing import HttpCommunicator
+
+    from boocode.asgi import application
+
+    async def get(path: str) -> tuple[int, dict[str, str], bytes]:
+        # Read by hand: HttpCommunicator.get_response trips on the file response's last
+        # message, which (as ASGI allows) carries no "body".
+        communicator = HttpCommunicator(application, "GET", path, headers=[(b"host", b"testserver")])
+        await communicator.send_input({"type": "http.request", "body": b""})
+        start = await communicator.receive_output(5)
+        body = b""
+        while True:
+            chunk = await communicator.receive_output(5)
+            body += chunk.get("body", b"")
+            if not chunk.get("more_body"):
+                break
+        headers = {name.decode().lower(): value.decode() for name, value in start["headers"]}
+        return start["status"], headers, body
+
+    status, headers, _ = await get("/favicon.ico")
+    assert (status, headers["location"]) == (301, "/static/favicon.svg")
+    status, headers, body = await get(headers["location"])
+    assert (status, headers["content-type"]) == (200, "image/svg+xml")
+    assert body.startswith(b"<svg")
+
+
+def test_pages_link_the_icon(client_for: Any, alice: Any) -> None:
+    icon = '<link rel="icon" href="/static/favicon.svg" type="image/svg+xml">'
+    assert icon in Client().get("/login/").content.decode()
+    assert icon in client_for().get("/").content.decode()

@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import json
+import os
+import signal
+import time
 import uuid
 from pathlib import Path
 
@@ -30,6 +34,41 @@ def _pids_with(marker: str) -> list[int]:
         if marker in cmdline and state != "Z":
             pids.append(int(entry.name))
     return pids
+
+
+def _group_members(pgid: int) -> list[int]:
+    """PIDs of live processes in the process group ``pgid``."""
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            # The fields after the command name (which may hold spaces): state, ppid, pgrp, ...
+            state, _, group = (entry / "stat").read_text().rpartition(")")[2].split()[:3]
+        except (OSError, ValueError):
+            continue
+        if int(group) == pgid and state != "Z":
+            pids.append(int(entry.name))
+    return pids
+
+
+def _stop_process_group(server) -> None:
+    """Stop a server started in its own session, and everything it started.
+
+    ``npx`` exits on SIGTERM but leaves the node process it spawned running, so the whole
+    group gets the signal; fails if anything is still alive after 10 s (then it is killed).
+    """
+    pgid = server.process.pid  # start_new_session: the leader's pid names the group
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(pgid, signal.SIGTERM)
+    server.stop()
+    deadline = time.monotonic() + 10
+    while left := _group_members(pgid):  # polled like wait_for_port: no event says "exited"
+        if time.monotonic() > deadline:
+            for pid in left:
+                os.kill(pid, signal.SIGKILL)
+            raise AssertionError(f"processes {left} outlived the server they belong to")
+        time.sleep(0.05)
 
 
 @pytest.fixture(params=["stdio", "http"])
@@ -310,7 +349,7 @@ async def test_server_everything(hub: Hub, transport: str, http_toolbox):
             await _check_everything(hub, config)
         finally:
             await hub.stop()
-            server.stop()
+            _stop_process_group(server)
         return
     await _check_everything(hub, config)
 

@@ -75,7 +75,7 @@ def test_sync_creates_updates_and_deletes(mcp_file):
 def test_sync_refuses_a_broken_file_without_touching_rows(mcp_file):
     write_config(mcp_file, {"a": {"command": "npx"}})
     sync_servers()
-    mcp_file.write_text('{"mcpServers": {"a": {"command": "npx",}}}')
+    mcp_file.write_text('{"mcpServers": {"a": {"command": "npx" "args": []}}}')  # a comma missing
     with pytest.raises(Exception, match=r"mcp\.json: invalid JSON at line 1, column"):
         sync_servers()
     assert McpServer.objects.get().name == "a"
@@ -141,7 +141,9 @@ def test_mcp_discover_command(mcp_file):
         },
     )
     out = StringIO()
-    call_command("mcp_discover", stdout=out)
+    # Every enabled server counts: "dead" failing makes the run fail (exit status 1).
+    with pytest.raises(CommandError, match="failed: dead"):
+        call_command("mcp_discover", stdout=out, stderr=StringIO())
     lines = out.getvalue().splitlines()
     assert lines[0] == "tb: ready, 12 tools, 1 rejected"
     assert lines[1].startswith("dead: failed, 0 tools, 0 rejected (")
@@ -158,11 +160,12 @@ def test_mcp_discover_command(mcp_file):
     )
 
     with pytest.raises(CommandError, match="failed: dead"):
-        call_command("mcp_discover", "dead", stdout=StringIO())
-    with pytest.raises(CommandError, match='"off" is disabled'):
-        call_command("mcp_discover", "off", stdout=StringIO())
-    with pytest.raises(CommandError, match='no MCP server named "nope"'):
-        call_command("mcp_discover", "nope", stdout=StringIO())
+        call_command("mcp_discover", "dead", stdout=StringIO(), stderr=StringIO())
+    for name, says in (("off", '"off" is disabled'), ("nope", 'no MCP server named "nope"')):
+        err = StringIO()
+        with pytest.raises(CommandError, match=f"failed: {name}"):
+            call_command("mcp_discover", name, stdout=StringIO(), stderr=err)
+        assert says in err.getvalue()
 
 
 @pytest.mark.django_db

@@ -5,6 +5,7 @@ from __future__ import annotations
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from agents.services import sync_agents
+from mcpclient.management.base import require_migrated_database
 
 
 class Command(BaseCommand):
@@ -19,6 +20,7 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args: object, **options: object) -> None:
+        require_migrated_database()
         report = sync_agents()
         for error in report.errors:
             self.stderr.write(self.style.WARNING(str(error)))

@@ -5,6 +5,7 @@ from pathlib import Path
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from mcpclient.importing import ImportError_, import_servers
+from mcpclient.management.base import require_migrated_database
 
 
 class Command(BaseCommand):
@@ -23,6 +24,7 @@ class Command(BaseCommand):
     def handle(
         self, *args: object, path: str, server: list[str], replace: bool, dry_run: bool, **options: object
     ) -> None:
+        require_migrated_database()
         try:
             plan = import_servers(Path(path), names=server, replace=replace, dry_run=dry_run)
         except ImportError_ as exc:

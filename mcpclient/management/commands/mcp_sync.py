@@ -4,6 +4,7 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
 from mcpclient.config import ConfigError
+from mcpclient.management.base import require_migrated_database
 from mcpclient.sync import sync_servers
 from mcpclient.writeback import WritebackError, remove_stale_temp_files
 
@@ -12,6 +13,7 @@ class Command(BaseCommand):
     help = "Mirror mcp.json into the McpServer rows (create new, update changed, delete removed)."
 
     def handle(self, *args, **options) -> None:
+        require_migrated_database()
         try:
             remove_stale_temp_files(settings.MCP_CONFIG)
         except WritebackError as exc:

@@ -1,0 +1,230 @@
+"""The management commands behave like Unix tools, run as a user runs them.
+
+Each test runs ``manage.py`` in its own process on a data folder of its own, with real MCP
+servers (the toolbox over stdio). What is asserted is what a shell or a script sees: the exit
+status (0 all worked, 1 something failed, 2 usage), the lines on stderr, JSON on stdout.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import PYTHON, ROOT, TEST_COMMANDS, toolbox_entry
+
+SERVER_KEYS = {
+    "name", "status", "config", "tool_count", "rejected_count", "error", "protocol_version",
+    "server_info", "tools",
+}
+DEAD = {"command": PYTHON, "args": ["-c", "pass"]}  # exits at once: "Connection closed"
+INVALID = {"type": "ws", "url": "http://127.0.0.1:9/"}  # refused when the file is read
+UNSET = toolbox_entry(env={"TOKEN": "${BOOCODE_TEST_SURELY_UNSET_VARIABLE}"})
+
+
+def manage(data_dir: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """``manage.py <args>`` in its own process, on ``data_dir`` (database, mcp.json, AGENTS.md)."""
+    env = {
+        **os.environ,
+        "BOOCODE_DATA_DIR": str(data_dir),
+        "BOOCODE_MCP_STDIO_COMMANDS": ",".join(TEST_COMMANDS),
+        # Log lines are not the command's report: keep stderr to what the command says itself.
+        "BOOCODE_LOG_LEVEL": "CRITICAL",
+    }
+    env.pop("BOOCODE_DATABASE_URL", None)
+    env.pop("BOOCODE_TEST_SURELY_UNSET_VARIABLE", None)
+    return subprocess.run(
+        [PYTHON, "manage.py", *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120
+    )
+
+
+def command_error(done: subprocess.CompletedProcess[str]) -> str:
+    """The one ``CommandError:`` line a failing command printed last, without the prefix."""
+    assert "Traceback" not in done.stderr, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert lines and lines[-1].startswith("CommandError: "), done.stderr
+    assert sum(line.startswith("CommandError") for line in lines) == 1, done.stderr
+    return lines[-1].removeprefix("CommandError: ")
+
+
+@pytest.fixture(scope="module")
+def migrated_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A data folder migrated once; each test copies it (migrating costs seconds)."""
+    template = tmp_path_factory.mktemp("migrated")
+    done = manage(template, "migrate", "-v0")
+    assert done.returncode == 0, done.stderr
+    return template
+
+
+@pytest.fixture
+def data_dir(migrated_template: Path, tmp_path: Path) -> Path:
+    """A migrated data folder of this test's own."""
+    shutil.copytree(migrated_template, tmp_path, dirs_exist_ok=True)
+    return tmp_path
+
+
+def write_servers(data_dir: Path, servers: dict[str, Any]) -> None:
+    (data_dir / "mcp.json").write_text(json.dumps({"mcpServers": servers}))
+
+
+# --- A database that was never migrated --------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "command",
+    [["mcp_discover"], ["mcp_discover", "tb"], ["mcp_call", "tb_add", '{"a": 1, "b": 2}'],
+     ["mcp_sync"], ["agents_sync"], ["boocode_sync"]],
+    ids=lambda command: " ".join(command[:2]),
+)
+def test_commands_on_an_unmigrated_database_say_what_to_run(tmp_path: Path, command: list[str]) -> None:
+    write_servers(tmp_path, {"tb": toolbox_entry()})
+    done = manage(tmp_path, *command)
+    assert done.returncode == 1
+    message = command_error(done)
+    assert "manage.py migrate" in message and "make run" in message
+    assert done.stderr.strip().count("\n") == 0, done.stderr  # that one line, nothing else
+    assert done.stdout == ""
+
+
+def test_a_database_behind_the_code_names_the_missing_migrations(data_dir: Path) -> None:
+    # As after pulling new code without running migrate.
+    assert manage(data_dir, "migrate", "agents", "0001", "-v0").returncode == 0
+    done = manage(data_dir, "agents_sync")
+    assert done.returncode == 1
+    message = command_error(done)
+    assert "agents.0002_agent_error" in message and "manage.py migrate" in message
+
+
+def test_mcp_discover_json_on_an_unmigrated_database_is_still_json(tmp_path: Path) -> None:
+    done = manage(tmp_path, "mcp_discover", "--json")
+    assert done.returncode == 1
+    data = json.loads(done.stdout)
+    assert data["servers"] == []
+    [error] = data["errors"]
+    assert error["server"] is None and "manage.py migrate" in error["error"]
+    assert "manage.py migrate" in command_error(done)
+
+
+# --- mcp_discover ----------------------------------------------------------------------------
+
+
+def test_mcp_discover_fails_when_any_enabled_server_failed(data_dir: Path) -> None:
+    write_servers(
+        data_dir,
+        {"tb": toolbox_entry(), "dead": DEAD, "bad": INVALID, "off": toolbox_entry(enabled=False)},
+    )
+    done = manage(data_dir, "mcp_discover")
+    assert done.returncode == 1
+    lines = done.stdout.splitlines()
+    assert lines[0] == "tb: ready, 12 tools, 1 rejected"
+    assert lines[1].startswith("dead: failed, 0 tools, 0 rejected (")
+    assert len(lines) == 2  # "off" is disabled: not asked about
+    assert 'server "bad": "type" must be' in done.stderr  # the invalid entry, on stderr
+    assert 'MCP server "dead" failed: ' in done.stderr
+    assert command_error(done) == "failed: bad, dead"
+
+
+def test_mcp_discover_json_reports_failures_and_entry_errors(data_dir: Path) -> None:
+    write_servers(data_dir, {"tb": toolbox_entry(), "dead": DEAD, "bad": INVALID})
+    done = manage(data_dir, "mcp_discover", "--json")
+    assert done.returncode == 1
+    data = json.loads(done.stdout)
+    servers = {server["name"]: server for server in data["servers"]}
+    assert {name: server["status"] for name, server in servers.items()} == {"tb": "ready", "dead": "failed"}
+    assert all(SERVER_KEYS <= server.keys() for server in servers.values())
+    assert servers["tb"]["tool_count"] == 12 and servers["tb"]["error"] == ""
+    assert servers["dead"]["error"]
+    [error] = data["errors"]
+    assert error["server"] == "bad" and '"type" must be' in error["error"]
+    assert command_error(done) == "failed: bad, dead"
+
+
+def test_mcp_discover_named_servers(data_dir: Path) -> None:
+    write_servers(data_dir, {"tb": toolbox_entry(), "dead": DEAD, "off": toolbox_entry(enabled=False)})
+    done = manage(data_dir, "mcp_discover", "tb")
+    assert (done.returncode, done.stderr) == (0, "")
+    assert done.stdout == "tb: ready, 12 tools, 1 rejected\n"
+
+    # An unknown and a disabled name are entry errors; the valid name is still discovered.
+    done = manage(data_dir, "mcp_discover", "tb", "nope", "off", "--json")
+    assert done.returncode == 1
+    data = json.loads(done.stdout)
+    assert [(server["name"], server["status"]) for server in data["servers"]] == [("tb", "ready")]
+    errors = {error["server"]: error["error"] for error in data["errors"]}
+    assert errors["nope"] == 'no MCP server named "nope" in mcp.json'
+    assert '"off" is disabled' in errors["off"]
+    assert 'no MCP server named "nope"' in done.stderr and '"off" is disabled' in done.stderr
+    assert command_error(done) == "failed: nope, off"
+
+
+def test_mcp_discover_reports_an_unset_variable(data_dir: Path) -> None:
+    write_servers(data_dir, {"secret": UNSET})
+    done = manage(data_dir, "mcp_discover", "--json")
+    assert done.returncode == 1
+    [server] = json.loads(done.stdout)["servers"]
+    assert server["status"] == "failed"
+    assert '"BOOCODE_TEST_SURELY_UNSET_VARIABLE" is not set' in server["error"]
+    assert 'MCP server "secret" failed: ' in done.stderr and "is not set" in done.stderr
+    assert command_error(done) == "failed: secret"
+
+
+def test_mcp_discover_json_on_an_unreadable_file_is_still_json(data_dir: Path) -> None:
+    (data_dir / "mcp.json").write_text('{"mcpServers": {')
+    done = manage(data_dir, "mcp_discover", "--json")
+    assert done.returncode == 1
+    data = json.loads(done.stdout)
+    assert data["servers"] == []
+    [error] = data["errors"]
+    assert error["server"] is None and "mcp.json" in error["error"]
+    assert "mcp.json" in command_error(done)
+
+
+def test_mcp_discover_without_servers_succeeds(data_dir: Path) -> None:
+    write_servers(data_dir, {})
+    done = manage(data_dir, "mcp_discover", "--json")
+    assert (done.returncode, done.stderr) == (0, "")
+    assert json.loads(done.stdout)["errors"] == []
+
+
+# --- mcp_call --------------------------------------------------------------------------------
+
+
+def test_mcp_call_prints_the_answer(data_dir: Path) -> None:
+    write_servers(data_dir, {"tb": toolbox_entry()})
+    done = manage(data_dir, "mcp_call", "tb_add", '{"a": 1, "b": 2}')
+    assert (done.returncode, done.stdout, done.stderr) == (0, "3\n", "")
+
+
+@pytest.mark.parametrize(
+    ("arguments", "stdout", "says"),
+    [
+        (["tb_fail", '{"message": "bad"}'], "bad\n", "the tool call returned an error: bad"),
+        (["tb_nope"], "", 'no ready MCP server offers a tool named "tb_nope"'),
+        (["tb_delete_everything", '{"path": "/"}'], "", "readOnlyHint is false"),
+        (["dead_echo", '{"text": "x"}'], "", '"dead" failed'),
+        (["tb_add", "{nope"], "", "arguments are not valid JSON"),
+        (["tb_add", "[1, 2]"], "", "arguments must be a JSON object"),
+    ],
+    ids=["error result", "unknown tool", "rejected tool", "server down", "bad JSON", "not an object"],
+)
+def test_mcp_call_failures_exit_1_with_one_line(
+    data_dir: Path, arguments: list[str], stdout: str, says: str
+) -> None:
+    write_servers(data_dir, {"tb": toolbox_entry(), "dead": DEAD})
+    done = manage(data_dir, "mcp_call", *arguments)
+    assert done.returncode == 1
+    assert done.stdout == stdout
+    assert says in command_error(done)
+    assert done.stderr.strip().count("\n") == 0, done.stderr
+
+
+def test_mcp_call_usage_error_exits_2(data_dir: Path) -> None:
+    done = manage(data_dir, "mcp_call")
+    assert done.returncode == 2
+    assert "the following arguments are required: tool" in done.stderr
+    assert "Traceback" not in done.stderr
