@@ -4,10 +4,12 @@ Runs the project's toolbox test server over stdio and over Streamable HTTP (127.
 prints median and p95 per call of its ``echo`` tool for:
 
   (a) the SDK's ClientSession, held open (the floor),
-  (b) ``Hub.call_tool`` (what a chat turn pays),
+  (b) ``Hub.call_tool`` (the hub's own cost),
+  (d) the tool registry's ``execute_tool`` (what a chat turn pays: the model's JSON arguments
+      parsed and validated against the tool's schema, the call bounded by the server's timeout),
   (c) a new transport + session per call (what some client libraries do),
 
-and the ratios b/a (target <= 1.10) and c/b. Usage:
+and the ratios b/a (target <= 1.10), d/a and c/b. Usage:
 
     .venv/bin/python bench/tool_calls.py [--calls 500] [--fresh-calls 20]
 """
@@ -16,20 +18,32 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
+import os
 import statistics
 import sys
+import tempfile
 import time
 from collections.abc import Awaitable, Callable
 from contextlib import AsyncExitStack
 from pathlib import Path
 
+import django
+
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+# The registry reads Django settings: a throwaway data directory, no hub of its own.
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "boocode.settings")
+os.environ.setdefault("BOOCODE_DATA_DIR", tempfile.mkdtemp(prefix="boocode-bench-"))
+os.environ["BOOCODE_MCP_AUTOSTART"] = "0"
+django.setup()
 
 from mcp import ClientSession, StdioServerParameters, stdio_client  # noqa: E402
 from mcp.client.streamable_http import streamable_http_client  # noqa: E402
 from mcp.shared._httpx_utils import create_mcp_http_client  # noqa: E402
 
+from boocode.tools.registry import execute_tool  # noqa: E402
+from mcpclient import runtime  # noqa: E402
 from mcpclient.config import parse_server  # noqa: E402
 from mcpclient.hub import Hub  # noqa: E402
 from tests.conftest import PYTHON, TEST_COMMANDS, TOOLBOX, HttpServer, free_port  # noqa: E402
@@ -62,19 +76,25 @@ def open_transport(kind: str, url: str):
     return streamable_http_client(url, http_client=create_mcp_http_client())
 
 
+ARGS_JSON = json.dumps(ARGS)  # as the model sends them
+
+
 async def persistent_pair(
     kind: str, url: str, calls: int, rounds: int = 10
-) -> tuple[list[float], list[float]]:
-    """(a) one persistent ClientSession and (b) the hub's call_tool, measured in alternating rounds.
+) -> tuple[list[float], list[float], list[float]]:
+    """(a) one persistent ClientSession, (b) the hub's call_tool and (d) the registry's
+    execute_tool, measured in alternating rounds.
 
-    Both are open at once and take turns in batches, so load from anything else on the
-    machine falls on both alike.
+    All are open at once and take turns in batches, so load from anything else on the
+    machine falls on all alike.
     """
-    entry = {"command": PYTHON, "args": [str(TOOLBOX)]} if kind == "stdio" else {"url": url}
+    entry = {"command": PYTHON, "args": [str(TOOLBOX)]} if kind == "stdio" else {"type": "http", "url": url}
     hub = Hub(base_dir=ROOT, allowed_commands=TEST_COMMANDS)
     await hub.start([parse_server("bench", entry)])
+    runtime.set_hub(hub)
     sdk: list[float] = []
     ours: list[float] = []
+    registry: list[float] = []
     try:
         async with AsyncExitStack() as stack:
             read, write = await stack.enter_async_context(open_transport(kind, url))
@@ -85,9 +105,11 @@ async def persistent_pair(
                 warmup = 50 if round_number == 0 else 5
                 sdk += await measure(lambda: session.call_tool("echo", ARGS), batch, warmup)
                 ours += await measure(lambda: hub.call_tool("bench_echo", ARGS), batch, warmup)
+                registry += await measure(lambda: execute_tool("bench_echo", ARGS_JSON), batch, warmup)
     finally:
+        runtime.set_hub(None)
         await hub.stop()
-    return sdk, ours
+    return sdk, ours, registry
 
 
 async def fresh_session(kind: str, url: str, calls: int) -> list[float]:
@@ -112,16 +134,18 @@ async def main() -> None:
         print(f"echo tool, {options.calls} calls (fresh sessions: {options.fresh_calls}); milliseconds")
         print(f"{'transport':<10}{'variant':<28}{'median':>10}{'p95':>10}")
         for kind in ("stdio", "http"):
-            sdk, ours = await persistent_pair(kind, server.url, options.calls)
-            a, b = summary(sdk), summary(ours)
+            sdk, ours, registry = await persistent_pair(kind, server.url, options.calls)
+            a, b, d = summary(sdk), summary(ours), summary(registry)
             c = summary(await fresh_session(kind, server.url, options.fresh_calls))
             for label, (median, p95) in (
                 ("(a) SDK persistent session", a),
                 ("(b) hub.call_tool", b),
+                ("(d) registry execute_tool", d),
                 ("(c) new session per call", c),
             ):
                 print(f"{kind:<10}{label:<28}{median:>10.3f}{p95:>10.3f}")
             print(f"{kind:<10}{'ratio b/a (median)':<28}{b[0] / a[0]:>10.3f}   (target <= 1.10)")
+            print(f"{kind:<10}{'ratio d/a (median)':<28}{d[0] / a[0]:>10.3f}")
             print(f"{kind:<10}{'ratio c/b (median)':<28}{c[0] / b[0]:>10.1f}")
     finally:
         server.stop()

@@ -38,7 +38,16 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from mcpclient.redaction import redact_url
-from mcpclient.shapes import MCP_SERVERS, VSCODE, VSCODE_SETTINGS, Shape, ShapeError, find_servers, input_ids
+from mcpclient.shapes import (
+    ENTRY_KEYS,
+    MCP_SERVERS,
+    VSCODE,
+    VSCODE_SETTINGS,
+    Shape,
+    ShapeError,
+    find_servers,
+    input_ids,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -85,28 +94,6 @@ DEFAULT_INIT_TIMEOUT_MS = 30_000
 # behind a corporate CA, npx/uvx cannot download anything without them.
 PASSTHROUGH_ENV = ("SSL_CERT_FILE", "SSL_CERT_DIR", "REQUESTS_CA_BUNDLE", "NODE_EXTRA_CA_CERTS", "PATH")
 
-_KNOWN_KEYS = frozenset(
-    {
-        "type",
-        "command",
-        "args",
-        "env",
-        "environment",
-        "envFile",
-        "cwd",
-        "url",
-        "serverUrl",
-        "httpUrl",
-        "headers",
-        "enabled",
-        "disabled",
-        "timeout",
-        "initTimeout",
-        "requestTimeout",
-        "includeTools",
-        "excludeTools",
-    }
-)
 # The keys one entry may give its URL under: Cursor/Claude/VS Code/Zed/opencode, Windsurf, Gemini CLI.
 URL_KEYS = ("url", "serverUrl", "httpUrl")
 OPENCODE_TYPES = frozenset({"local", "remote"})
@@ -573,7 +560,7 @@ def parse_server(name: str, entry: object, *, source: str = "mcp.json") -> Serve
 
 def unknown_keys(config: ServerConfig) -> list[str]:
     """Keys of the raw entry that BooCode ignores (kept in the file and in ``raw``)."""
-    return [key for key in config.raw if key not in _KNOWN_KEYS]
+    return [key for key in config.raw if key not in ENTRY_KEYS]
 
 
 # --- Loading -------------------------------------------------------------------------------

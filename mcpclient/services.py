@@ -198,7 +198,7 @@ def call_tool_once(prefixed_name: str, arguments: dict[str, Any]) -> ToolResult:
     Raises ``ValueError`` when no ready server offers the tool (unknown name, rejected tool,
     its server down); a failing call comes back as an error result.
     """
-    enabled, _ = _select([])
+    enabled, _, _ = _select([])
 
     async def run() -> ToolResult:
         hub = new_hub(persist=False)

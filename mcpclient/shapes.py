@@ -129,25 +129,12 @@ def input_declarations(top: dict[str, Any], shape: Shape, wanted: Iterable[str])
 
 # --- writing in a shape's dialect ------------------------------------------------------------
 
-_HANDLED = frozenset(
+# Every key some host's dialect gives a meaning BooCode reads (mcpclient.config parses them);
+# other keys of an entry are carried over as written.
+ENTRY_KEYS = frozenset(
     {
-        "type",
-        "command",
-        "args",
-        "env",
-        "environment",
-        "envFile",
-        "cwd",
-        "url",
-        "serverUrl",
-        "httpUrl",
-        "headers",
-        "enabled",
-        "disabled",
-        "timeout",
-        "initTimeout",
-        "requestTimeout",
-        "includeTools",
+        "type", "command", "args", "env", "environment", "envFile", "cwd", "url", "serverUrl", "httpUrl",
+        "headers", "enabled", "disabled", "timeout", "initTimeout", "requestTimeout", "includeTools",
         "excludeTools",
     }
 )
@@ -209,6 +196,6 @@ def entry_for(shape: Shape, config: Any) -> dict[str, Any]:
     if config.exclude_tools:
         entry["excludeTools"] = list(config.exclude_tools)
     for key, value in config.raw.items():
-        if key not in _HANDLED and key not in entry:
+        if key not in ENTRY_KEYS and key not in entry:
             entry[key] = copy.deepcopy(value)
     return entry

@@ -121,9 +121,9 @@ def test_mcp_discover_fails_when_any_enabled_server_failed(data_dir: Path) -> No
     done = manage(data_dir, "mcp_discover")
     assert done.returncode == 1
     lines = done.stdout.splitlines()
-    assert lines[0] == "tb: ready, 12 tools, 1 rejected"
-    assert lines[1].startswith("dead: failed, 0 tools, 0 rejected (")
-    assert len(lines) == 2  # "off" is disabled: not asked about
+    assert lines[:2] == ["mcp.json shape: mcpServers (mcpServers)", "tb: ready, 12 tools, 1 rejected"]
+    assert lines[2].startswith("dead: failed, 0 tools, 0 rejected (")
+    assert len(lines) == 3  # "off" is disabled: not asked about
     assert 'server "bad": "type" must be' in done.stderr  # the invalid entry, on stderr
     assert 'MCP server "dead" failed: ' in done.stderr
     assert command_error(done) == "failed: bad, dead"
@@ -148,7 +148,7 @@ def test_mcp_discover_named_servers(data_dir: Path) -> None:
     write_servers(data_dir, {"tb": toolbox_entry(), "dead": DEAD, "off": toolbox_entry(enabled=False)})
     done = manage(data_dir, "mcp_discover", "tb")
     assert (done.returncode, done.stderr) == (0, "")
-    assert done.stdout == "tb: ready, 12 tools, 1 rejected\n"
+    assert done.stdout == "mcp.json shape: mcpServers (mcpServers)\ntb: ready, 12 tools, 1 rejected\n"
 
     # An unknown and a disabled name are entry errors; the valid name is still discovered.
     done = manage(data_dir, "mcp_discover", "tb", "nope", "off", "--json")

@@ -234,7 +234,8 @@ def test_one_bad_entry_does_not_hide_the_others(tmp_path: Path) -> None:
 
 def test_invalid_json_reports_line_and_column(tmp_path: Path) -> None:
     path = tmp_path / "mcp.json"
-    path.write_text('{\n  "mcpServers": {\n    "a": {"command": "npx",}\n  }\n}\n', encoding="utf-8")
+    text = '{\n  "mcpServers": {\n    "a": {"command": "npx" "args": []}\n  }\n}\n'  # a comma missing
+    path.write_text(text, encoding="utf-8")
     with pytest.raises(ConfigError, match=r"^mcp\.json: invalid JSON at line 3, column 28: "):
         load_config(path)
 

@@ -97,7 +97,7 @@ async def test_discovery_and_toggles_in_another_process_reach_the_running_hub(
             # A second process discovers the tools, stores them and bumps the version.
             version = (await McpState.objects.aget()).version
             out = await manage("mcp_discover", "web", config=config)
-            assert out.startswith("web: ready, 13 tools, 1 rejected")
+            assert out.startswith("mcp.json shape: mcpServers (mcpServers)\nweb: ready, 13 tools, 1 rejected")
             assert (await McpState.objects.aget()).version > version
             assert await McpTool.objects.filter(server__name="web", prefixed_name="web_fresh").aexists()
 
