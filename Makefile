@@ -4,7 +4,7 @@ PY      := $(VENV)/bin/python
 HOST    ?= 127.0.0.1
 PORT    ?= 8000
 
-.PHONY: run test install test-deps lint bench clean
+.PHONY: run test install test-deps lint bench conformance clean
 
 $(VENV)/.installed: requirements.txt
 	@test -x $(PY) || "$$(scripts/find-python)" -m venv $(VENV)
@@ -40,6 +40,17 @@ lint: install
 
 bench: test-deps
 	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(PY) bench/tool_calls.py
+
+# The official MCP conformance suite (client scenarios), pinned with a local Node 22 in
+# tests/conformance/package-lock.json. Not part of `make test` until every required scenario
+# passes: docs/conformance.md has the baseline.
+tests/conformance/node_modules/.installed: tests/conformance/package.json tests/conformance/package-lock.json
+	cd tests/conformance && npm ci --no-audit --no-fund --loglevel=error
+	@touch $@
+
+## Run every client scenario of both suite versions, one at a time; results in tests/conformance/results/.
+conformance: install tests/conformance/node_modules/.installed
+	$(PY) tests/conformance/run.py
 
 clean:
 	rm -rf $(VENV) tests/node/node_modules
