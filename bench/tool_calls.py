@@ -42,7 +42,7 @@ from mcp import ClientSession, StdioServerParameters, stdio_client  # noqa: E402
 from mcp.client.streamable_http import streamable_http_client  # noqa: E402
 from mcp.shared._httpx_utils import create_mcp_http_client  # noqa: E402
 
-from boocode.tools.registry import execute_tool  # noqa: E402
+from boocode.tools.registry import available_tools, execute_tool  # noqa: E402
 from mcpclient import runtime  # noqa: E402
 from mcpclient.config import parse_server  # noqa: E402
 from mcpclient.hub import Hub  # noqa: E402
@@ -92,6 +92,7 @@ async def persistent_pair(
     hub = Hub(base_dir=ROOT, allowed_commands=TEST_COMMANDS)
     await hub.start([parse_server("bench", entry)])
     runtime.set_hub(hub)
+    tools = available_tools()  # a turn takes the agent's list once, at its start
     sdk: list[float] = []
     ours: list[float] = []
     registry: list[float] = []
@@ -105,7 +106,9 @@ async def persistent_pair(
                 warmup = 50 if round_number == 0 else 5
                 sdk += await measure(lambda: session.call_tool("echo", ARGS), batch, warmup)
                 ours += await measure(lambda: hub.call_tool("bench_echo", ARGS), batch, warmup)
-                registry += await measure(lambda: execute_tool("bench_echo", ARGS_JSON), batch, warmup)
+                registry += await measure(
+                    lambda: execute_tool("bench_echo", ARGS_JSON, allowed=tools), batch, warmup
+                )
     finally:
         runtime.set_hub(None)
         await hub.stop()

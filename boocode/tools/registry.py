@@ -204,7 +204,8 @@ async def _call_mcp(prefixed_name: str, server: str, tool: str, arguments: dict[
     5 s more when the transport is stuck.
     """
     limit = _server_timeout(server)
-    call = asyncio.ensure_future(hub_call(prefixed_name, arguments))
+    # Eager: the request goes out now, without waiting a loop iteration for the task to start.
+    call = asyncio.eager_task_factory(asyncio.get_running_loop(), hub_call(prefixed_name, arguments))
     try:
         done, _pending = await asyncio.wait({call}, timeout=limit + MCP_GRACE)
     except asyncio.CancelledError:
