@@ -3,13 +3,16 @@
 Runs the project's toolbox test server over stdio and over Streamable HTTP (127.0.0.1) and
 prints median and p95 per call of its ``echo`` tool for:
 
-  (a) the SDK's ClientSession, held open (the floor),
+  (a) the SDK's ClientSession with the 2025-11-25 ``initialize`` handshake, held open,
+  (e) the SDK's ``Client`` in ``"auto"`` mode, held open: what the hub is built on, speaking
+      2026-07-28 to a server that offers it (the toolbox does) — the floor the hub must match,
   (b) ``Hub.call_tool`` (the hub's own cost),
   (d) the tool registry's ``execute_tool`` (what a chat turn pays: the model's JSON arguments
       parsed and validated against the tool's schema, the call bounded by the server's timeout),
   (c) a new transport + session per call (what some client libraries do),
 
-and the ratios b/a (target <= 1.10), d/a and c/b. Usage:
+the ratios b/e (target <= 1.10), b/a, d/e and c/b, and the throughput with 50 calls in flight
+for (e) and (b) (target: the hub keeps >= 0.97 of the SDK's). Usage:
 
     .venv/bin/python bench/tool_calls.py [--calls 500] [--fresh-calls 20]
 """
@@ -29,6 +32,7 @@ from contextlib import AsyncExitStack
 from pathlib import Path
 
 import django
+from mcp import Client
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -80,10 +84,11 @@ ARGS_JSON = json.dumps(ARGS)  # as the model sends them
 
 
 async def persistent_pair(
-    kind: str, url: str, calls: int, rounds: int = 10
-) -> tuple[list[float], list[float], list[float]]:
-    """(a) one persistent ClientSession, (b) the hub's call_tool and (d) the registry's
-    execute_tool, measured in alternating rounds.
+    kind: str, url: str, calls: int, rounds: int = 10, in_flight: int = 50
+) -> dict[str, list[float]]:
+    """(a) a persistent ClientSession, (e) a persistent SDK Client, (b) the hub's call_tool and
+    (d) the registry's execute_tool, measured in alternating rounds; then calls per second with
+    ``in_flight`` concurrent callers for (e) and (b), also alternating.
 
     All are open at once and take turns in batches, so load from anything else on the
     machine falls on all alike.
@@ -93,26 +98,44 @@ async def persistent_pair(
     await hub.start([parse_server("bench", entry)])
     runtime.set_hub(hub)
     tools = available_tools()  # a turn takes the agent's list once, at its start
-    sdk: list[float] = []
-    ours: list[float] = []
-    registry: list[float] = []
+    samples: dict[str, list[float]] = {key: [] for key in ("a", "e", "b", "d", "e_rate", "b_rate")}
     try:
         async with AsyncExitStack() as stack:
             read, write = await stack.enter_async_context(open_transport(kind, url))
             session = await stack.enter_async_context(ClientSession(read, write))
             await session.initialize()
+            client = await stack.enter_async_context(Client(open_transport(kind, url), mode="auto"))
             batch = max(1, calls // rounds)
             for round_number in range(rounds):
                 warmup = 50 if round_number == 0 else 5
-                sdk += await measure(lambda: session.call_tool("echo", ARGS), batch, warmup)
-                ours += await measure(lambda: hub.call_tool("bench_echo", ARGS), batch, warmup)
-                registry += await measure(
+                samples["a"] += await measure(lambda: session.call_tool("echo", ARGS), batch, warmup)
+                samples["e"] += await measure(lambda: client.call_tool("echo", ARGS), batch, warmup)
+                samples["b"] += await measure(lambda: hub.call_tool("bench_echo", ARGS), batch, warmup)
+                samples["d"] += await measure(
                     lambda: execute_tool("bench_echo", ARGS_JSON, allowed=tools), batch, warmup
                 )
+            for _ in range(4):
+                sdk_rate = await rate(lambda: client.call_tool("echo", ARGS), calls, in_flight)
+                hub_rate = await rate(lambda: hub.call_tool("bench_echo", ARGS), calls, in_flight)
+                samples["e_rate"].append(sdk_rate)
+                samples["b_rate"].append(hub_rate)
     finally:
         runtime.set_hub(None)
         await hub.stop()
-    return sdk, ours, registry
+    return samples
+
+
+async def rate(call: Callable[[], Awaitable[object]], count: int, in_flight: int) -> float:
+    """Calls per second for ``count`` calls made by ``in_flight`` concurrent callers."""
+    per_caller = max(1, count // in_flight)
+
+    async def caller() -> None:
+        for _ in range(per_caller):
+            await call()
+
+    start = time.perf_counter()
+    await asyncio.gather(*(caller() for _ in range(in_flight)))
+    return per_caller * in_flight / (time.perf_counter() - start)
 
 
 async def fresh_session(kind: str, url: str, calls: int) -> list[float]:
@@ -137,18 +160,24 @@ async def main() -> None:
         print(f"echo tool, {options.calls} calls (fresh sessions: {options.fresh_calls}); milliseconds")
         print(f"{'transport':<10}{'variant':<28}{'median':>10}{'p95':>10}")
         for kind in ("stdio", "http"):
-            sdk, ours, registry = await persistent_pair(kind, server.url, options.calls)
-            a, b, d = summary(sdk), summary(ours), summary(registry)
+            samples = await persistent_pair(kind, server.url, options.calls)
+            a, e, b, d = (summary(samples[key]) for key in ("a", "e", "b", "d"))
             c = summary(await fresh_session(kind, server.url, options.fresh_calls))
             for label, (median, p95) in (
-                ("(a) SDK persistent session", a),
+                ("(a) SDK session, 2025 handshake", a),
+                ("(e) SDK Client, auto", e),
                 ("(b) hub.call_tool", b),
                 ("(d) registry execute_tool", d),
                 ("(c) new session per call", c),
             ):
                 print(f"{kind:<10}{label:<28}{median:>10.3f}{p95:>10.3f}")
-            print(f"{kind:<10}{'ratio b/a (median)':<28}{b[0] / a[0]:>10.3f}   (target <= 1.10)")
-            print(f"{kind:<10}{'ratio d/a (median)':<28}{d[0] / a[0]:>10.3f}")
+            print(f"{kind:<10}{'ratio b/e (median)':<28}{b[0] / e[0]:>10.3f}   (target <= 1.10)")
+            print(f"{kind:<10}{'ratio b/a (median)':<28}{b[0] / a[0]:>10.3f}")
+            print(f"{kind:<10}{'ratio d/e (median)':<28}{d[0] / e[0]:>10.3f}")
+            e_rate, b_rate = statistics.median(samples["e_rate"]), statistics.median(samples["b_rate"])
+            print(f"{kind:<10}{'(e) calls/s, 50 in flight':<28}{e_rate:>10.0f}")
+            print(f"{kind:<10}{'(b) calls/s, 50 in flight':<28}{b_rate:>10.0f}")
+            print(f"{kind:<10}{'throughput b/e':<28}{b_rate / e_rate:>10.3f}   (target >= 0.97)")
             print(f"{kind:<10}{'ratio c/b (median)':<28}{c[0] / b[0]:>10.1f}")
     finally:
         server.stop()

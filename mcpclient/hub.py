@@ -3,19 +3,26 @@
 Lifecycle
 ---------
 Each server is held by one *owner task* (:class:`ServerConnection`). The owner opens the
-transport and the ``ClientSession`` with ``async with``, initializes, lists every page of
-tools, marks the server ready and then waits for commands ("stop", "relist", "closed").
-anyio requires a transport to be entered and exited in the same task, so nothing but the
-owner ever opens or closes it; any other task may call ``call_tool`` on the ready session
-concurrently.
+transport and the SDK's ``Client`` with ``async with``, negotiates the protocol revision
+(``server/discover`` for 2026-07-28, else the ``initialize`` handshake: see
+:mod:`mcpclient.protocol`), on 2026-07-28 starts a watcher task for tool-list changes in its
+own task group, lists every page of tools, marks the server ready and then waits for
+commands ("stop", "relist", "closed"). anyio requires a transport to be entered and exited in
+the same task, so nothing but the owner ever opens or closes it; any other task may call
+``call_tool`` on the ready client concurrently. Leaving, the owner cancels its watcher first.
 
 Start: :meth:`Hub.start` (or :meth:`Hub.apply`) creates the owner tasks and waits until
 each has settled (ready or failed). Servers connect concurrently; each connect +
-initialize + list is bounded by the server's ``initTimeout``.
+negotiation + list is bounded by the server's ``initTimeout``.
+
+Tool-list changes: a 2025 server's ``notifications/tools/list_changed`` and a 2026-07-28
+server's ``subscriptions/listen`` event both ask the owner to list again (a burst costs one
+listing); the SDK's response cache is evicted before the event arrives, so the listing is fresh.
 
 Transports: stdio, Streamable HTTP and legacy SSE. An entry with ``sse_fallback`` (a ``url``
 without a ``type``) tries Streamable HTTP first; when the server answers the ``initialize``
-POST with HTTP 400, 404 or 405, or with something that is not a Streamable HTTP answer, the
+POST (the ``server/discover`` probe before it does not count) with HTTP 400, 404 or 405,
+or with something that is not a Streamable HTTP answer, the
 owner closes that attempt and opens legacy SSE once, within the same ``initTimeout`` (the MCP
 spec's backwards-compatibility procedure). The transport that worked is published as
 ``ServerSnapshot.transport``.
@@ -65,8 +72,10 @@ import anyio
 import httpx2
 import mcp.client.stdio as sdk_stdio
 import mcp.types as types
+import pydantic
 from channels.db import database_sync_to_async
-from mcp import ClientSession, MCPError, StdioServerParameters, stdio_client
+from mcp import Client, MCPError, StdioServerParameters, stdio_client
+from mcp.client import InputRequiredRoundsExceededError
 from mcp.client.sse import sse_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
@@ -74,6 +83,7 @@ from mcp_types import CONNECTION_CLOSED, REQUEST_TIMEOUT
 
 import boocode
 from agents.policy import glob_match
+from mcpclient import protocol
 from mcpclient.config import (
     SSE,
     STDIO,
@@ -100,7 +110,6 @@ STDERR_LINES = 200
 # One message from an HTTP server may carry a large tool result; the hub caps what the model
 # gets at 5 MB, but the transport must let the message through to do that.
 MAX_HTTP_MESSAGE_BYTES = 64 * 1024 * 1024
-MAX_TOOL_PAGES = 1000
 CLIENT_INFO = types.Implementation(name="boocode", version=boocode.__version__)
 # What a server that only speaks legacy SSE answers a Streamable HTTP POST with (the spec's
 # backwards-compatibility section names 404 and 405; some answer 400).
@@ -234,24 +243,6 @@ def discover_tool(
     return discovered
 
 
-async def list_all_tools(session: ClientSession) -> list[types.Tool]:
-    """Every page of ``tools/list`` (a repeated cursor or too many pages is an error)."""
-    tools: list[types.Tool] = []
-    cursor: str | None = None
-    seen: set[str] = set()
-    for _ in range(MAX_TOOL_PAGES):
-        params = types.PaginatedRequestParams(cursor=cursor) if cursor else None
-        page = await session.list_tools(params=params)
-        tools.extend(page.tools)
-        cursor = page.next_cursor
-        if not cursor:
-            return tools
-        if cursor in seen:
-            raise MCPError(code=-32603, message=f"tools/list repeated cursor {cursor!r}")
-        seen.add(cursor)
-    raise MCPError(code=-32603, message=f"tools/list returned more than {MAX_TOOL_PAGES} pages")
-
-
 def _describe(exc: BaseException) -> str:
     """A one-line description of a connection failure, without secrets from URLs."""
     return redact_text(_description(exc))
@@ -281,11 +272,13 @@ class FallbackFailed(Exception):
 
 
 class FirstAnswer:
-    """An httpx2 response hook remembering how the server answered the first POST (``initialize``).
+    """An httpx2 response hook remembering how the server answered the first handshake-era POST.
 
     The SDK turns an HTTP error into a JSON-RPC error and keeps the status to itself; the SSE
     fallback needs the status to tell "this server speaks legacy SSE" from "this server is down
-    or refused us".
+    or refused us". The ``server/discover`` probe that comes first is skipped: a 2025 server
+    refuses it even when it speaks Streamable HTTP, so what counts is its answer to
+    ``initialize`` (or, on a 2026-07-28 server, to the first request after the probe).
     """
 
     def __init__(self) -> None:
@@ -293,8 +286,11 @@ class FirstAnswer:
         self.content_type = ""
 
     async def __call__(self, response: httpx2.Response) -> None:
-        """Record the first POST's status and content type (the hook's signature)."""
-        if self.status is None and response.request.method == "POST":
+        """Record the status and content type of the first POST after the probe (the hook's signature)."""
+        request = response.request
+        if self.status is None and request.method == "POST" and (
+            request.headers.get("mcp-method") != "server/discover"
+        ):
             self.status = response.status_code
             self.content_type = response.headers.get("content-type", "").partition(";")[0].strip().lower()
 
@@ -389,7 +385,7 @@ class ServerConnection:
         self.transport = ""  # the transport the live session uses
         self.tools: list[DiscoveredTool] = []
         self.stderr_tail: deque[str] = deque(maxlen=STDERR_LINES)
-        self.session: ClientSession | None = None
+        self.client: Client | None = None
         self._commands: asyncio.Queue[str] = asyncio.Queue()
         self._settled = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
@@ -405,7 +401,7 @@ class ServerConnection:
         await self._settled.wait()
 
     def _on_owner_done(self, _: object = None) -> None:
-        self.session = None
+        self.client = None
         if self.status is Status.CONNECTING:
             self.status = Status.DISABLED
         self._settled.set()
@@ -432,7 +428,7 @@ class ServerConnection:
             self._task.cancel()
 
     def request_relist(self) -> None:
-        """Ask the owner to list the tools again (after ``tools/list_changed``).
+        """Ask the owner to list the tools again (after a tool-list change of either era).
 
         A burst of notifications while a listing is pending costs one listing.
         """
@@ -442,11 +438,11 @@ class ServerConnection:
 
     async def relist(self) -> None:
         """List the tools again now and wait for the result (used by rediscovery)."""
-        session = self.session
-        if session is None or self.status is not Status.READY:
+        client = self.client
+        if client is None or self.status is not Status.READY:
             return
         try:
-            self._set_tools(await self._list_within_timeout(session))
+            self._set_tools(await self._list_within_timeout(client, fresh=True))
         except MCPError as exc:
             self._mark_unavailable_if_closed(exc)
 
@@ -458,11 +454,13 @@ class ServerConnection:
     # -- calls (any task) ---------------------------------------------------------------
     async def call_tool(self, tool: str, arguments: dict[str, Any]) -> ToolResult:
         """Call ``tool`` on the live session, bounded by the server's timeout."""
-        session = self.session
-        if session is None or self.status is not Status.READY:
+        client = self.client
+        if client is None or self.status is not Status.READY:
             return self.unreachable(self.reason or f"the server is {self.status.value}")
         try:
-            result = await session.call_tool(tool, arguments, read_timeout_seconds=self.config.timeout)
+            # Client.call_tool answers a 2026-07-28 InputRequiredResult itself: an input the hub
+            # cannot give (it has no sampling, elicitation or roots) ends as an MCPError below.
+            result = await client.call_tool(tool, arguments, read_timeout_seconds=self.config.timeout)
         except MCPError as exc:
             if exc.error.code == REQUEST_TIMEOUT:
                 return ToolResult.error(
@@ -472,15 +470,26 @@ class ServerConnection:
             if self._mark_unavailable_if_closed(exc):
                 return self.unreachable(self.reason)
             return ToolResult.error(f'MCP server "{self.name}": tool "{tool}" failed: {exc.error.message}')
+        except pydantic.ValidationError as exc:
+            # e.g. a 2026-07-28 result without ``resultType``: the server broke the protocol.
+            first = str(exc).splitlines()[0]
+            return ToolResult.error(
+                f'MCP server "{self.name}": tool "{tool}" returned an invalid result '
+                f"for protocol {self.protocol_version}: {first}"
+            )
+        except InputRequiredRoundsExceededError:
+            return ToolResult.error(
+                f'MCP server "{self.name}": tool "{tool}" failed: the server kept asking for more input'
+            )
         except (httpx2.TransportError, anyio.ClosedResourceError, anyio.BrokenResourceError, OSError) as exc:
             self._set_unavailable(_describe(exc))
             return self.unreachable(self.reason)
         return extract_result(result)
 
-    async def _list_within_timeout(self, session: ClientSession) -> list[types.Tool]:
+    async def _list_within_timeout(self, client: Client, *, fresh: bool = False) -> list[types.Tool]:
         try:
             with anyio.fail_after(self.config.timeout):
-                return await list_all_tools(session)
+                return await protocol.list_all_tools(client, fresh=fresh)
         except TimeoutError:
             raise MCPError(code=REQUEST_TIMEOUT, message="tools/list timed out") from None
 
@@ -621,35 +630,26 @@ class ServerConnection:
         answer: FirstAnswer | None = None,
         fell_back: str = "",
     ) -> None:
-        """Open ``transport`` and the session, initialize, list, serve until told to stop."""
-        async with (
-            self._transport(resolved, transport, answer) as (read, write),
-            ClientSession(
-                EndWatcher(read, lambda: self._set_unavailable("connection closed")),
-                write,
-                message_handler=self._on_message,
-                client_info=CLIENT_INFO,
-            ) as session,
-        ):
-            init = await session.initialize()
-            tools = await list_all_tools(session)
-            scope.deadline = float("inf")
-            self._ready(session, init, tools, transport, fell_back)
-            await self._wait_for_commands(session)
+        """Open ``transport`` and the client, negotiate, list, serve until told to stop.
 
-    def _ready(
-        self,
-        session: ClientSession,
-        init: types.InitializeResult,
-        tools: list[types.Tool],
-        transport: str,
-        fell_back: str = "",
-    ) -> None:
-        self.session = session
-        self.protocol_version = str(init.protocol_version)
-        self.server_info = init.server_info.model_dump(
-            exclude_none=True, include={"name", "version", "title"}
-        )
+        The client negotiates the revision (see :mod:`mcpclient.protocol`); on 2026-07-28 a
+        watcher task subscribes to tool-list changes before the first listing.
+        """
+        streams = self._watched_transport(resolved, transport, answer)
+        client = protocol.open_client(streams, client_info=CLIENT_INFO, message_handler=self._on_message)
+        async with client, anyio.create_task_group() as watchers:
+            await watchers.start(
+                functools.partial(protocol.watch_tool_changes, client, self.request_relist, name=self.name)
+            )
+            tools = await protocol.list_all_tools(client)
+            scope.deadline = float("inf")
+            self._ready(client, tools, transport, fell_back)
+            await self._wait_for_commands(client)
+            watchers.cancel_scope.cancel()
+
+    def _ready(self, client: Client, tools: list[types.Tool], transport: str, fell_back: str = "") -> None:
+        self.client = client
+        self.protocol_version, self.server_info = protocol.negotiated(client)
         self.transport = transport
         self.status = Status.READY
         self.reason = self.last_error = ""
@@ -668,7 +668,7 @@ class ServerConnection:
         self._settled.set()
         self._notify(self)
 
-    async def _wait_for_commands(self, session: ClientSession) -> None:
+    async def _wait_for_commands(self, client: Client) -> None:
         while True:
             command = await self._commands.get()
             if command in ("stop", "closed"):
@@ -676,7 +676,7 @@ class ServerConnection:
             if command == "relist":
                 self._relist_pending = False
                 try:
-                    self._set_tools(await self._list_within_timeout(session))
+                    self._set_tools(await self._list_within_timeout(client))
                 except MCPError as exc:
                     if self._mark_unavailable_if_closed(exc):
                         return
@@ -687,6 +687,14 @@ class ServerConnection:
             self.request_relist()
         elif isinstance(message, Exception):
             logger.debug('MCP server "%s" sent an unreadable message: %s', self.name, message)
+
+    @contextlib.asynccontextmanager
+    async def _watched_transport(
+        self, resolved: ResolvedServer, transport: str, answer: FirstAnswer | None
+    ) -> AsyncIterator[tuple[Any, Any]]:
+        """The transport's streams, the receive side reporting its end (see :class:`EndWatcher`)."""
+        async with self._transport(resolved, transport, answer) as (read, write):
+            yield EndWatcher(read, lambda: self._set_unavailable("connection closed")), write
 
     @contextlib.asynccontextmanager
     async def _transport(

@@ -53,7 +53,7 @@ def test_the_initialize_scenario_connects_without_a_database(http_toolbox: Any, 
 
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines() == [
-        'MCP server "conformance" ready over streamableHttp, protocol 2025-11-25, 12 of 13 tools offered'
+        'MCP server "conformance" ready over streamableHttp, protocol 2026-07-28, 12 of 13 tools offered'
     ]
     # Nothing was migrated: the command runs on a data folder that has no database.
     assert not list(tmp_path.glob("*.sqlite3*"))

@@ -142,7 +142,8 @@ def build_server(extra_tools: int = 0, page_size: int = 0) -> PagedServer:
             return f"I am {name}"
 
         server.add_tool(dynamic, name=name, description=f"added at runtime: {name}", annotations=READ_ONLY)
-        await ctx.session.send_tool_list_changed()
+        await ctx.session.send_tool_list_changed()  # a 2025 session (dropped on 2026-07-28)
+        await ctx.notify_tools_changed()  # subscriptions/listen streams (2026-07-28)
         return f"added {name}"
 
     @server.tool(annotations=READ_ONLY)
@@ -150,6 +151,7 @@ def build_server(extra_tools: int = 0, page_size: int = 0) -> PagedServer:
         """Remove a tool at runtime and notify the client."""
         server.remove_tool(name)
         await ctx.session.send_tool_list_changed()
+        await ctx.notify_tools_changed()
         return f"removed {name}"
 
     for index in range(extra_tools):
