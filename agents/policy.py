@@ -19,34 +19,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
+from mcpclient.patterns import glob_match
+
 __all__ = ["glob_match", "is_allowed", "select", "unmatched_patterns"]
-
-
-def glob_match(pattern: str, name: str) -> bool:
-    """Whether ``name`` matches ``pattern`` as a whole, where ``*`` matches any run of characters.
-
-    A linear two-pointer scan (no regular expressions), so a pattern with many stars cannot
-    make matching slow.
-    """
-    p = n = 0
-    star = -1  # position in pattern just after the last "*" seen
-    resume = 0  # position in name where that "*" currently stops
-    while n < len(name):
-        if p < len(pattern) and pattern[p] == "*":
-            star, resume = p + 1, n
-            p += 1
-        elif p < len(pattern) and pattern[p] == name[n]:
-            p += 1
-            n += 1
-        elif star >= 0:
-            resume += 1
-            n = resume
-            p = star
-        else:
-            return False
-    while p < len(pattern) and pattern[p] == "*":
-        p += 1
-    return p == len(pattern)
 
 
 def _well_formed(patterns: object) -> bool:

@@ -82,7 +82,6 @@ from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp_types import CONNECTION_CLOSED, REQUEST_TIMEOUT
 
 import boocode
-from agents.policy import glob_match
 from mcpclient import protocol
 from mcpclient.config import (
     SSE,
@@ -95,6 +94,7 @@ from mcpclient.config import (
     resolve_server,
 )
 from mcpclient.naming import assign_names
+from mcpclient.patterns import glob_match
 from mcpclient.redaction import redact_text
 from mcpclient.results import ToolResult, extract_result
 from mcpclient.secret_store import SecretStoreError
