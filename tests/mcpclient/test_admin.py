@@ -639,9 +639,11 @@ async def test_rediscover_action_lists_tools_the_hub_was_not_told_about(
         async with asyncio.timeout(60):
             await runtime.ensure_hub()
             assert "web_fresh" not in {tool.prefixed_name for tool in runtime.hub_tools()}
-            # Another client adds a tool; only that client's session is notified.
+            # The server gains a tool without telling anyone (a 2026-07-28 notice would reach
+            # every subscriber): only rediscovery can find it.
             await other.start([parse_server("web", {"url": server.url})])
-            assert not (await other.call_tool("web_add_tool", {"name": "fresh"})).is_error
+            added = await other.call_tool("web_add_tool", {"name": "fresh", "notify": False})
+            assert not added.is_error
             await runtime.ensure_hub()
             assert "web_fresh" not in {tool.prefixed_name for tool in runtime.hub_tools()}
 

@@ -135,15 +135,16 @@ def build_server(extra_tools: int = 0, page_size: int = 0) -> PagedServer:
         return "written"
 
     @server.tool(annotations=READ_ONLY)
-    async def add_tool(name: str, ctx: Context) -> str:
-        """Register a new read-only tool at runtime and notify the client."""
+    async def add_tool(name: str, ctx: Context, notify: bool = True) -> str:
+        """Register a new read-only tool at runtime and (unless ``notify`` is false) say so."""
 
         def dynamic() -> str:
             return f"I am {name}"
 
         server.add_tool(dynamic, name=name, description=f"added at runtime: {name}", annotations=READ_ONLY)
-        await ctx.session.send_tool_list_changed()  # a 2025 session (dropped on 2026-07-28)
-        await ctx.notify_tools_changed()  # subscriptions/listen streams (2026-07-28)
+        if notify:
+            await ctx.session.send_tool_list_changed()  # a 2025 session (dropped on 2026-07-28)
+            await ctx.notify_tools_changed()  # every subscriptions/listen stream (2026-07-28)
         return f"added {name}"
 
     @server.tool(annotations=READ_ONLY)
