@@ -117,6 +117,10 @@ SSE_FALLBACK_STATUSES = frozenset({400, 404, 405})
 STREAMABLE_HTTP_TYPES = ("application/json", "text/event-stream")
 
 
+# How the SDK's RuntimeError begins when a tool's structured content breaks its outputSchema.
+_OUTPUT_SCHEMA_ERRORS = ("Invalid structured content returned by tool", "Invalid schema for tool")
+
+
 class Status(StrEnum):
     """The state of one server, as shown in the admin and the status line."""
 
@@ -476,6 +480,16 @@ class ServerConnection:
             return ToolResult.error(
                 f'MCP server "{self.name}": tool "{tool}" returned an invalid result '
                 f"for protocol {self.protocol_version}: {first}"
+            )
+        except RuntimeError as exc:
+            # The SDK checks structured content against the tool's outputSchema and raises a bare
+            # RuntimeError when it does not match: the server broke its own contract.
+            if not str(exc).startswith(_OUTPUT_SCHEMA_ERRORS) and "has an output schema" not in str(exc):
+                raise
+            first = str(exc).splitlines()[0]
+            return ToolResult.error(
+                f'MCP server "{self.name}": tool "{tool}" returned a result that does not match its '
+                f"output schema: {first}"
             )
         except InputRequiredRoundsExceededError:
             return ToolResult.error(
