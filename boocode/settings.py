@@ -224,6 +224,18 @@ MCP_AUTOSTART = env_bool("BOOCODE_MCP_AUTOSTART", True)
 # into SECRETS_KEY_FILE (0600) the first time a secret is stored.
 SECRETS_KEYS = env_list("BOOCODE_SECRETS_KEY", [])
 SECRETS_KEY_FILE = DATA_DIR / "secrets.key"
+# OAuth sign-in to remote servers (mcpclient/authorization.py). PUBLIC_URL is where browsers and
+# authorization servers reach BooCode: the redirect URI (<PUBLIC_URL>/oauth/callback/) and, over
+# https, the Client ID Metadata Document (<PUBLIC_URL>/oauth/client-metadata.json) derive from it.
+PUBLIC_URL = env_str("BOOCODE_PUBLIC_URL", "http://127.0.0.1:8000").rstrip("/")
+# Where the Client ID Metadata Document is published, when not at <PUBLIC_URL>/oauth/client-metadata.json
+# (e.g. a static HTTPS host serving a copy of that document).
+CLIENT_METADATA_URL = env_str("BOOCODE_CLIENT_METADATA_URL")
+OAUTH_CONSENT_TIMEOUT = env_float("BOOCODE_OAUTH_CONSENT_TIMEOUT", 600.0, minimum=10.0)
+# A person's session with a "perUser" server closes after this long without a call.
+OAUTH_IDLE_SECONDS = env_float("BOOCODE_OAUTH_IDLE_SECONDS", 900.0, minimum=10.0)
+# Seconds a form an MCP server asks for (elicitation) waits for the person before it is declined.
+ELICITATION_TIMEOUT = env_float("BOOCODE_ELICITATION_TIMEOUT", 600.0, minimum=1.0)
 
 # --- Agents and native tools ----------------------------------------------------------------
 AGENTS_FILE = Path(env_str("BOOCODE_AGENTS_FILE", str(DATA_DIR / "AGENTS.md"))).resolve()
@@ -261,6 +273,10 @@ LOGGING = {
         "httpx2": {"level": "WARNING"},
         # The SDK logs every session id and reconnect at INFO; the hub reports what matters.
         "mcp": {"level": "WARNING"},
+        # The SDK logs each failed sign-in with a traceback ("OAuth flow error"), a sign-in that
+        # simply waits for someone to connect included; mcpclient.authorization reports the
+        # failure with its step instead.
+        "mcp.client.auth.oauth2": {"level": "CRITICAL"},
         # Axes logs every login at INFO; failures and lockouts are WARNING.
         "axes": {"level": "WARNING"},
     },

@@ -12,5 +12,6 @@ urlpatterns = [
     path("favicon.ico", RedirectView.as_view(url=static("favicon.svg"), permanent=True)),
     path("login/", auth_views.LoginView.as_view(), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("oauth/", include("mcpclient.urls")),
     path("", include("boocode.chat.urls")),
 ]

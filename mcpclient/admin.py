@@ -9,12 +9,17 @@ A server whose entry uses ``${input:ID}`` placeholders gets an "inputs" page (it
 linked from the change page): where each value comes from, and for staff who may change the
 server a password field per input. Values go to the encrypted secret store
 (:mod:`mcpclient.inputs`), never to mcp.json, and are never rendered back.
+
+Discovered tools are read-only pages (the server is their source): the server's page lists
+them with their titles, each links to its own page with the schemas and icons. Everything a
+server sent is shown as escaped text; an icon is its address, never an ``<img>`` or a link.
 """
 
 from __future__ import annotations
 
 import json
 from typing import Any
+from urllib.parse import urlencode
 
 from django.contrib import admin, messages
 from django.contrib.admin import ActionLocation
@@ -42,20 +47,24 @@ STATUS_COLOURS = {
     McpServer.Status.CONNECTING: "#b26a00",
     McpServer.Status.FAILED: "#c62828",
     McpServer.Status.UNAVAILABLE: "#d84315",
+    McpServer.Status.AUTH_REQUIRED: "#ef6c00",
+    McpServer.Status.PER_USER: "#1565c0",
     McpServer.Status.DISABLED: "#757575",
 }
 BOTH = [ActionLocation.CHANGE_LIST, ActionLocation.CHANGE_FORM]
 CHANGE_ACTIONS = ("enable", "disable", "reconnect", "rediscover")
+DATA_URI_SHOWN = 48  # characters of a data: icon shown before "…"
 
 
 class McpToolInline(admin.TabularInline):
     """The tools discovered on a server, read-only (the server is their source)."""
 
     model = McpTool
-    fields = ("prefixed_name", "description", "read_only", "offered", "reject_reason", "warning")
+    fields = ("prefixed_name", "title", "description", "read_only", "offered", "reject_reason", "warning")
     readonly_fields = fields
     extra = 0
     can_delete = False
+    show_change_link = True
     verbose_name_plural = "discovered tools"
 
     def has_add_permission(self, request: HttpRequest, obj: McpServer | None = None) -> bool:
@@ -79,8 +88,96 @@ class McpToolInline(admin.TabularInline):
     @admin.display(description="offered")
     def offered(self, tool: McpTool) -> str:
         """The tool's state: offered, rejected (read-only guard) or filtered (includeTools/excludeTools)."""
-        state = "filtered" if tool.filtered else "rejected" if tool.rejected else "offered"
-        return format_html('<span class="mcp-tool-{}">{}</span>', state, state)
+        return tool_state(tool)
+
+
+def tool_state(tool: McpTool) -> str:
+    """offered, rejected (read-only guard) or filtered (includeTools/excludeTools), as a span."""
+    state = "filtered" if tool.filtered else "rejected" if tool.rejected else "offered"
+    return format_html('<span class="mcp-tool-{}">{}</span>', state, state)
+
+
+def json_block(value: Any, css_class: str) -> str:
+    """``value`` as indented JSON in a ``<pre>`` (escaped), or "-" when there is none."""
+    if value is None:
+        return "-"
+    return format_html('<pre class="{}">{}</pre>', css_class, json.dumps(value, indent=2, ensure_ascii=False))
+
+
+def icon_text(src: str) -> str:
+    """An icon's address as text: a data: URI is cut short and its size given instead."""
+    if src[:5].lower() == "data:" and len(src) > DATA_URI_SHOWN:
+        return f"{src[:DATA_URI_SHOWN]}… ({len(src.encode())} bytes)"
+    return src
+
+
+@admin.register(McpTool)
+class McpToolAdmin(admin.ModelAdmin):
+    """Discovered tools, read-only: whoever may see the servers sees their tools' pages."""
+
+    list_display = ("prefixed_name", "title", "server", "state", "read_only")
+    list_filter = ("server", "rejected", "filtered")
+    list_select_related = ("server",)
+    search_fields = ("name", "prefixed_name", "title", "description")
+    fieldsets = (
+        (None, {"fields": ("server", "name", "prefixed_name", "title", "description")}),
+        ("State", {"fields": ("state", "read_only", "reject_reason", "warning")}),
+        ("Schemas", {"fields": ("input_schema_display", "output_schema_display")}),
+        ("Annotations and icons", {"fields": ("annotations_display", "icons_display")}),
+    )
+    readonly_fields = (
+        "server", "name", "prefixed_name", "title", "description", "state", "read_only", "reject_reason",
+        "warning", "input_schema_display", "output_schema_display", "annotations_display", "icons_display",
+    )
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: McpTool | None = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: McpTool | None = None) -> bool:
+        return False
+
+    def has_view_permission(self, request: HttpRequest, obj: McpTool | None = None) -> bool:
+        """Whoever may see the servers sees their tools (as on the server's page)."""
+        user = request.user
+        return user.has_perm("mcpclient.view_mcpserver") or user.has_perm("mcpclient.change_mcpserver")
+
+    @admin.display(description="state")
+    def state(self, tool: McpTool) -> str:
+        return tool_state(tool)
+
+    @admin.display(boolean=True, description="read-only")
+    def read_only(self, tool: McpTool) -> bool:
+        return tool.read_only
+
+    @admin.display(description="input schema")
+    def input_schema_display(self, tool: McpTool) -> str:
+        return json_block(tool.input_schema, "mcp-input-schema")
+
+    @admin.display(description="output schema")
+    def output_schema_display(self, tool: McpTool) -> str:
+        return json_block(tool.output_schema, "mcp-output-schema")
+
+    @admin.display(description="annotations")
+    def annotations_display(self, tool: McpTool) -> str:
+        return json_block(tool.annotations, "mcp-annotations")
+
+    @admin.display(description="icons")
+    def icons_display(self, tool: McpTool) -> str:
+        """Each icon's address as text with its type, sizes and theme: never fetched or linked."""
+        icons = [icon for icon in tool.icons or () if isinstance(icon, dict)]
+        if not icons:
+            return "-"
+        rows = []
+        for icon in icons:
+            details = [str(icon.get("mimeType") or ""), " ".join(map(str, icon.get("sizes") or ())),
+                       str(icon.get("theme") or "")]
+            shown = ", ".join(detail for detail in details if detail)
+            rows.append((icon_text(str(icon.get("src", ""))), f" ({shown})" if shown else ""))
+        items = format_html_join("", '<li><code class="mcp-icon-src">{}</code>{}</li>', rows)
+        return format_html('<ul class="mcp-icons">{}</ul>', items)
 
 
 @admin.register(McpServer)
@@ -99,7 +196,7 @@ class McpServerAdmin(admin.ModelAdmin):
     readonly_fields = (
         "status_badge", "last_error", "connected_since", "server_display", "protocol_version",
         "active_transport", "tool_count", "rejected_count", "filtered_count", "stderr_display",
-        "entry_display", "inputs_display",
+        "entry_display", "inputs_display", "sign_in_display",
     )
     connection_fieldset = (
         "Connection",
@@ -111,11 +208,14 @@ class McpServerAdmin(admin.ModelAdmin):
         },
     )
     inputs_fieldset = ("Inputs (${input:ID} values)", {"fields": ("inputs_display",)})
+    sign_in_fieldset = ("Sign-in (OAuth)", {"fields": ("sign_in_display",)})
 
     # -- pages ----------------------------------------------------------------------------
     def get_fieldsets(self, request: HttpRequest, obj: McpServer | None = None) -> list[tuple[Any, dict]]:
         """Editable entry fields for those who may change it; the entry as written for all."""
         with_inputs = [self.inputs_fieldset] if obj is not None and inputs.input_ids(obj.config) else []
+        if obj is not None and admin_services.oauth_mode(obj) is not None:
+            with_inputs.append(self.sign_in_fieldset)
         if obj is not None and not self.has_change_permission(request, obj):
             return [
                 (None, {"fields": ("name", "transport", "enabled", "entry_display")}),
@@ -442,6 +542,35 @@ class McpServerAdmin(admin.ModelAdmin):
         )
         url = reverse("admin:mcpclient_mcpserver_inputs", args=[server.pk])
         return format_html('<ul class="mcp-inputs">{}</ul><a href="{}">Enter or clear values</a>', items, url)
+
+    @admin.display(description="sign-in")
+    def sign_in_display(self, server: McpServer) -> str:
+        """Whether the server is signed in (never a token), with Connect / Disconnect for shared ones.
+
+        The buttons submit the change form to the OAuth views (a form inside the admin's form
+        is not allowed), which only read the CSRF token from it.
+        """
+        mode = admin_services.oauth_mode(server)
+        if mode == "perUser":
+            return "Each person connects their own account from the chat; no shared sign-in."
+        back = reverse("admin:mcpclient_mcpserver_change", args=[server.pk])
+        signed_in = admin_services.has_shared_credential(server.name)
+        state = "signed in (tokens stored encrypted)" if signed_in else "not signed in"
+        connect = reverse("oauth:connect", args=[server.name]) + "?" + urlencode({"next": back})
+        buttons = format_html(
+            '<button type="submit" class="button" formaction="{}" formmethod="post" formnovalidate '
+            'id="oauth-connect">{}</button>',
+            connect,
+            "Connect again" if signed_in else "Connect",
+        )
+        if signed_in:
+            disconnect = reverse("oauth:disconnect", args=[server.name]) + "?" + urlencode({"next": back})
+            buttons += format_html(
+                ' <button type="submit" class="button" formaction="{}" formmethod="post" formnovalidate '
+                'id="oauth-disconnect">Disconnect</button>',
+                disconnect,
+            )
+        return format_html("<p>Shared: one sign-in for everybody. Now: {}.</p><p>{}</p>", state, buttons)
 
     @admin.display(description="entry (secrets masked)")
     def entry_display(self, server: McpServer) -> str:

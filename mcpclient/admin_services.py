@@ -552,3 +552,22 @@ def rediscover_servers(*, names: Sequence[str]) -> None:
             discover_servers(list(names))
         except ValueError as exc:
             raise ServerChangeError(str(exc)) from None
+
+
+def oauth_mode(server: McpServer) -> str | None:
+    """``"shared"`` or ``"perUser"`` for a valid entry that signs in with OAuth, else None."""
+    from mcpclient.config import ConfigError, parse_server
+
+    try:
+        config = parse_server(server.name, server.config)
+    except ConfigError:
+        return None
+    return config.oauth.mode if config.oauth is not None else None
+
+
+def has_shared_credential(name: str) -> bool:
+    """Whether the shared sign-in of server ``name`` is stored (the value is never read)."""
+    from mcpclient.authorization import SECRET_KIND, credential_name
+    from mcpclient.secret_store import secret_names
+
+    return credential_name(name, None) in secret_names(SECRET_KIND)

@@ -124,9 +124,42 @@ class ServerConfig:
     exclude_tools: tuple[str, ...] = ()
     # A "url" without an explicit transport: try Streamable HTTP, then legacy SSE.
     sse_fallback: bool = False
+    # How the hub signs in to an http/sse server (None for stdio, or when "oauth": false).
+    oauth: OAuthConfig | None = None
     raw: dict[str, Any] = field(default_factory=dict)
     # The config file's name, for error messages raised when resolving.
     source: str = "mcp.json"
+
+
+SHARED = "shared"
+PER_USER = "perUser"
+TOKEN_ENDPOINT_AUTH_METHODS = ("client_secret_basic", "client_secret_post", "none")
+_OAUTH_KEYS = frozenset({"enabled", "mode", "clientId", "clientSecret", "scopes", "tokenEndpointAuthMethod"})
+
+
+@dataclass(frozen=True)
+class OAuthConfig:
+    """An http/sse entry's ``oauth`` object, as written (``clientSecret`` may be a placeholder).
+
+    Every http/sse entry gets one unless it says ``"oauth": false`` or ``"oauth": {"enabled":
+    false}`` or sends its own ``Authorization`` header: the hub then signs in when the server
+    answers 401 (the MCP authorization spec). ``mode`` is ``"shared"`` (one sign-in, by an
+    administrator, for everybody) or ``"perUser"`` (each person signs in to their own account).
+    ``client_id`` / ``client_secret``: a client registered with the provider beforehand (else the
+    hub uses its Client ID Metadata Document or dynamic registration). ``scopes``: what to ask
+    for instead of what the server advertises.
+    """
+
+    mode: str = SHARED
+    client_id: str | None = None
+    client_secret: str | None = field(default=None, repr=False)
+    scopes: tuple[str, ...] | None = None
+    token_endpoint_auth_method: str | None = None
+
+    @property
+    def per_user(self) -> bool:
+        """True when each person signs in with their own account."""
+        return self.mode == PER_USER
 
 
 @dataclass(frozen=True)
@@ -144,6 +177,8 @@ class ResolvedServer:
     cwd: str | None
     url: str | None = field(repr=False)
     headers: dict[str, str] = field(repr=False)
+    # The pre-registered OAuth client secret, placeholders expanded.
+    oauth_client_secret: str | None = field(default=None, repr=False)
 
 
 @dataclass
@@ -537,6 +572,8 @@ def parse_server(name: str, entry: object, *, source: str = "mcp.json") -> Serve
             if not pattern.strip():
                 raise check.fail(f'"{key}[{index}]" must not be empty')
 
+    oauth = _oauth_of(check, transport, headers)
+
     return ServerConfig(
         name=name,
         transport=transport,
@@ -553,6 +590,7 @@ def parse_server(name: str, entry: object, *, source: str = "mcp.json") -> Serve
         include_tools=include_tools,
         exclude_tools=exclude_tools,
         sse_fallback=sse_fallback,
+        oauth=oauth,
         raw=copy.deepcopy(entry),
         source=source,
     )
@@ -573,6 +611,7 @@ def _read_bounded(path: Path, source: str) -> bytes:
     if len(data) > MAX_CONFIG_BYTES:
         raise ConfigError(f"{source}: the file is larger than the limit of {MAX_CONFIG_BYTES} bytes")
     return data
+
 
 _reported_missing: set[Path] = set()
 _reported_lock = threading.Lock()
@@ -858,6 +897,63 @@ def allowed_executable(
     return executable
 
 
+def _oauth_of(check: _EntryChecker, transport: str, headers: Mapping[str, str]) -> OAuthConfig | None:
+    """The entry's ``oauth`` settings (see :class:`OAuthConfig`); None when it signs in by itself."""
+    value = check.entry.get("oauth")
+    if transport == STDIO:
+        if value not in (None, False):
+            raise check.fail('"oauth" only applies to http/sse servers, not stdio')
+        return None
+    if value is False:
+        return None
+    has_authorization = any(header.lower() == "authorization" for header in headers)
+    if value is None or value is True:
+        return None if has_authorization else OAuthConfig()
+    if not isinstance(value, dict):
+        raise check.fail(f'"oauth" must be an object or false, got {_json_type(value)}')
+    oauth = _EntryChecker("", "", value)
+    oauth.prefix = f'{check.prefix}: "oauth"'
+    unknown = sorted(set(value) - _OAUTH_KEYS)
+    if unknown:
+        known = ", ".join(f'"{key}"' for key in sorted(_OAUTH_KEYS))
+        raise oauth.fail(f'unknown key "{unknown[0]}" (known: {known})')
+    if not oauth.boolean("enabled", True):
+        return None
+    if has_authorization:
+        raise check.fail('conflicting "oauth" and an "Authorization" header: keep only one of them')
+    mode = oauth.string("mode") or SHARED
+    if mode not in (SHARED, PER_USER):
+        raise oauth.fail(f'"mode" must be "{SHARED}" or "{PER_USER}", got {_shown(mode)}')
+    scopes_value = value.get("scopes")
+    scopes: tuple[str, ...] | None
+    if scopes_value is None:
+        scopes = None
+    elif isinstance(scopes_value, str):
+        scopes = tuple(scopes_value.split())
+    else:
+        scopes = oauth.string_list("scopes")
+        if any(not scope.strip() or " " in scope for scope in scopes):
+            raise oauth.fail('"scopes" must be scope names without spaces')
+    method = oauth.string("tokenEndpointAuthMethod")
+    if method is not None and method not in TOKEN_ENDPOINT_AUTH_METHODS:
+        raise oauth.fail(
+            f'"tokenEndpointAuthMethod" must be one of {", ".join(TOKEN_ENDPOINT_AUTH_METHODS)}, '
+            f"got {_shown(method)}"
+        )
+    client_id, client_secret = oauth.string("clientId"), oauth.string("clientSecret")
+    if client_secret is not None and client_id is None:
+        raise oauth.fail('"clientSecret" needs "clientId"')
+    if method == "none" and client_secret is not None:
+        raise oauth.fail('"tokenEndpointAuthMethod": "none" is for clients without a "clientSecret"')
+    return OAuthConfig(
+        mode=mode,
+        client_id=client_id,
+        client_secret=client_secret,
+        scopes=scopes,
+        token_endpoint_auth_method=method,
+    )
+
+
 def resolve_server(
     config: ServerConfig,
     *,
@@ -927,4 +1023,16 @@ def resolve_server(
         if "\r" in expanded or "\n" in expanded:
             raise check.fail(f'"headers.{name}" contains a line break after expansion')
         headers[name] = expanded
-    return ResolvedServer(config=config, command=None, args=[], env={}, cwd=None, url=url, headers=headers)
+    secret = None
+    if config.oauth is not None and config.oauth.client_secret is not None:
+        secret = expand(config.oauth.client_secret, "oauth.clientSecret")
+    return ResolvedServer(
+        config=config,
+        command=None,
+        args=[],
+        env={},
+        cwd=None,
+        url=url,
+        headers=headers,
+        oauth_client_secret=secret,
+    )

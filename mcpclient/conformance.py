@@ -6,9 +6,13 @@ the scenario (``MCP_CONFORMANCE_SCENARIO``) and, for some, adds JSON data
 (``MCP_CONFORMANCE_CONTEXT``). This module knows what a client is expected to *do* in each
 scenario (which tools to call, with which arguments) and nothing else: the connection is the
 hub's, built with ``new_hub(persist=False)`` from the entry ``{"type": "http", "url": URL}``
-exactly as an mcp.json entry would be, and every call goes through ``Hub.call_tool``. No
-protocol code lives here, so a scenario that needs what the product lacks (OAuth, elicitation,
-the 2026-07-28 protocol) fails the way a user's server would.
+(plus ``oauth.clientId`` / ``clientSecret`` when the context carries pre-registered
+credentials) exactly as an mcp.json entry would be, and every call goes through
+``Hub.call_tool``. The only difference from a served hub: nobody sits at a browser, so a
+sign-in is answered by :class:`~mcpclient.authorization.HeadlessConsent` and an elicitation
+with the schema's defaults (the hub's behaviour for any call without a person). No protocol
+code lives here, so a scenario that needs what the product lacks fails the way a user's
+server would.
 
 Lifecycle: :func:`run_scenario` starts the hub, which returns once the server is ready or has
 failed (bounded by the entry's ``initTimeout``), makes the planned calls one after the other
@@ -25,6 +29,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from mcpclient.authorization import HeadlessConsent
 from mcpclient.config import parse_server
 from mcpclient.hub import DiscoveredTool, ServerSnapshot, Status
 from mcpclient.results import ToolResult
@@ -201,6 +206,22 @@ def planner_for(scenario: str, context: Mapping[str, Any]) -> Planner | None:
     return PLANS.get(scenario)
 
 
+def entry_for(url: str, context: Mapping[str, Any]) -> dict[str, Any]:
+    """The mcp.json entry a user would write for the mock server.
+
+    Pre-registered client credentials in the context (``client_id`` / ``client_secret``)
+    become the entry's ``oauth.clientId`` / ``clientSecret``, as a user would copy them from
+    the provider's console.
+    """
+    entry: dict[str, Any] = {"type": "http", "url": url}
+    client_id, client_secret = context.get("client_id"), context.get("client_secret")
+    if isinstance(client_id, str) and client_id:
+        entry["oauth"] = {"clientId": client_id}
+        if isinstance(client_secret, str) and client_secret:
+            entry["oauth"]["clientSecret"] = client_secret
+    return entry
+
+
 # -- running ---------------------------------------------------------------------------------
 def _not_offered(tool: str, snapshot: ServerSnapshot) -> str:
     found = next((t for t in snapshot.tools if t.name == tool), None)
@@ -220,8 +241,10 @@ async def run_scenario(
     """
     context = context or {}
     planner = planner_for(scenario, context)
-    config = parse_server(SERVER_NAME, {"type": "http", "url": url}, source="the conformance URL")
+    config = parse_server(SERVER_NAME, entry_for(url, context), source="the conformance URL")
     hub = new_hub(persist=False)
+    # Nobody to send to a browser: read the code from the authorization server's redirect.
+    hub.consent_factory = HeadlessConsent
     try:
         await hub.start([config])
         snapshot = hub.snapshots()[0]

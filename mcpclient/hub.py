@@ -61,6 +61,7 @@ import functools
 import json
 import logging
 import os
+import time
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -74,6 +75,7 @@ import mcp.client.stdio as sdk_stdio
 import mcp.types as types
 import pydantic
 from channels.db import database_sync_to_async
+from django.conf import settings
 from mcp import Client, MCPError, StdioServerParameters, stdio_client
 from mcp.client import InputRequiredRoundsExceededError
 from mcp.client.sse import sse_client
@@ -83,6 +85,15 @@ from mcp_types import CONNECTION_CLOSED, REQUEST_TIMEOUT
 
 import boocode
 from mcpclient import protocol
+from mcpclient.authorization import (
+    AuthFailure,
+    BrowserConsent,
+    Consent,
+    CredentialStore,
+    HubOAuth,
+    NoConsent,
+    preregistered_client,
+)
 from mcpclient.config import (
     SSE,
     STDIO,
@@ -98,6 +109,7 @@ from mcpclient.patterns import glob_match
 from mcpclient.redaction import redact_text
 from mcpclient.results import ToolResult, extract_result
 from mcpclient.secret_store import SecretStoreError
+from mcpclient.tool_metadata import safe_icons, tool_title
 
 logger = logging.getLogger(__name__)
 
@@ -129,13 +141,18 @@ class Status(StrEnum):
     READY = "ready"
     FAILED = "failed"
     UNAVAILABLE = "unavailable"
+    # OAuth (see mcpclient.authorization): nobody has signed in yet, or the sign-in expired.
+    AUTH_REQUIRED = "auth_required"
+    # A "perUser" server: each person connects their own account (its sessions are per person).
+    PER_USER = "per_user"
 
 
 @dataclass(frozen=True)
 class DiscoveredTool:
     """A tool as listed by its server: offered, rejected (read-only guard) or filtered (config).
 
-    ``reject_reason`` says why a rejected or filtered tool is not offered.
+    ``reject_reason`` says why a rejected or filtered tool is not offered. ``title`` and
+    ``icons`` are cleaned by :mod:`mcpclient.tool_metadata` (untrusted, display only).
     """
 
     name: str
@@ -145,6 +162,9 @@ class DiscoveredTool:
     rejected: bool = False
     reject_reason: str = ""
     filtered: bool = False
+    title: str = ""
+    icons: tuple[dict[str, Any], ...] = ()
+    output_schema: dict[str, Any] | None = None
 
     @property
     def read_only(self) -> bool:
@@ -169,6 +189,9 @@ class HubTool:
     annotations: dict[str, Any] | None
     read_only: bool = True
     warning: str = ""
+    title: str = ""
+    icons: tuple[dict[str, Any], ...] = ()
+    output_schema: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -188,11 +211,11 @@ class ServerSnapshot:
     transport: str = ""  # the transport the live session uses ("" while not connected)
 
     @classmethod
-    def disabled(cls, name: str) -> ServerSnapshot:
-        """The state of a server that is not connected because it is disabled."""
+    def disabled(cls, name: str, status: Status = Status.DISABLED) -> ServerSnapshot:
+        """The state of a server without a session of its own (disabled, or one per person)."""
         return cls(
             name=name,
-            status=Status.DISABLED,
+            status=status,
             last_error="",
             connected_at=None,
             protocol_version="",
@@ -233,6 +256,9 @@ def discover_tool(
         description=tool.description or "",
         input_schema=dict(tool.input_schema or {"type": "object"}),
         annotations=annotations,
+        title=tool_title(tool),
+        icons=safe_icons(tool.icons),
+        output_schema=dict(tool.output_schema) if tool.output_schema is not None else None,
     )
     reason = filter_reason(tool.name, include, exclude)
     if reason:
@@ -271,6 +297,11 @@ def _description(exc: BaseException) -> str:
     return text if len(text) < 500 else text[:500] + "..."
 
 
+def per_user(config: ServerConfig) -> bool:
+    """True for a server each person signs in to with their own account."""
+    return config.oauth is not None and config.oauth.per_user
+
+
 class FallbackFailed(Exception):
     """Neither Streamable HTTP nor the legacy SSE fallback connected; ``str()`` tells both."""
 
@@ -292,8 +323,10 @@ class FirstAnswer:
     async def __call__(self, response: httpx2.Response) -> None:
         """Record the status and content type of the first POST after the probe (the hook's signature)."""
         request = response.request
-        if self.status is None and request.method == "POST" and (
-            request.headers.get("mcp-method") != "server/discover"
+        if (
+            self.status is None
+            and request.method == "POST"
+            and (request.headers.get("mcp-method") != "server/discover")
         ):
             self.status = response.status_code
             self.content_type = response.headers.get("content-type", "").partition(";")[0].strip().lower()
@@ -303,8 +336,11 @@ class FirstAnswer:
         """True when the answer says the URL does not speak Streamable HTTP (so SSE may)."""
         if self.status in SSE_FALLBACK_STATUSES:
             return True
-        return self.status is not None and 200 <= self.status < 300 and self.status != 202 and (
-            self.content_type not in STREAMABLE_HTTP_TYPES
+        return (
+            self.status is not None
+            and 200 <= self.status < 300
+            and self.status != 202
+            and (self.content_type not in STREAMABLE_HTTP_TYPES)
         )
 
     def describe(self) -> str:
@@ -372,9 +408,17 @@ class ServerConnection:
         base_dir: Path,
         allowed_commands: list[str] | None,
         notify: Callable[[ServerConnection], None],
+        owner_id: int | None = None,
+        consent: Consent | None = None,
     ) -> None:
         self.config = config
         self.name = config.name
+        # Whose session this is: None for everybody's, a user id for a "perUser" server.
+        self.owner_id = owner_id
+        # Who can sign in when the server asks (None: nobody now, the server waits for Connect).
+        self.consent = consent
+        self.auth: HubOAuth | None = None
+        self.last_used = time.monotonic()
         self._base_dir = base_dir
         self._allowed_commands = allowed_commands
         self._notify = notify
@@ -406,6 +450,8 @@ class ServerConnection:
 
     def _on_owner_done(self, _: object = None) -> None:
         self.client = None
+        if isinstance(self.consent, BrowserConsent):
+            self.consent.fail(self.reason or "the connection attempt ended")
         if self.status is Status.CONNECTING:
             self.status = Status.DISABLED
         self._settled.set()
@@ -424,6 +470,10 @@ class ServerConnection:
         except asyncio.CancelledError:
             if not self._task.done():
                 raise
+
+    async def wait_settled(self) -> None:
+        """Wait until the server is ready or has failed (after :meth:`start` was called)."""
+        await self._settled.wait()
 
     def cancel_start(self) -> None:
         """Give up a start still in progress (the server ends up disabled)."""
@@ -461,9 +511,11 @@ class ServerConnection:
         client = self.client
         if client is None or self.status is not Status.READY:
             return self.unreachable(self.reason or f"the server is {self.status.value}")
+        self.last_used = time.monotonic()
         try:
-            # Client.call_tool answers a 2026-07-28 InputRequiredResult itself: an input the hub
-            # cannot give (it has no sampling, elicitation or roots) ends as an MCPError below.
+            # Client.call_tool answers a 2026-07-28 InputRequiredResult itself (elicitation through
+            # mcpclient.elicitation); an input the hub cannot give (sampling, roots) ends as an
+            # MCPError below.
             result = await client.call_tool(tool, arguments, read_timeout_seconds=self.config.timeout)
         except MCPError as exc:
             if exc.error.code == REQUEST_TIMEOUT:
@@ -472,6 +524,10 @@ class ServerConnection:
                     f'(the server\'s "timeout" in mcp.json)'
                 )
             if self._mark_unavailable_if_closed(exc):
+                return self.unreachable(self.reason)
+            if self.auth is not None and self.auth.failure is not None:
+                # The token was refused (revoked, expired and not refreshable): sign in again.
+                self._set_auth_failure(self.auth.failure)
                 return self.unreachable(self.reason)
             return ToolResult.error(f'MCP server "{self.name}": tool "{tool}" failed: {exc.error.message}')
         except pydantic.ValidationError as exc:
@@ -552,6 +608,16 @@ class ServerConnection:
         self._commands.put_nowait("closed")
         self._notify(self)
 
+    def _set_auth_failure(self, failure: AuthFailure) -> None:
+        """A live session lost its authorization: it ends, and the server waits for a sign-in."""
+        if self.status is not Status.READY or self._stopping:
+            return
+        self.status = Status.AUTH_REQUIRED if failure.sign_in_required else Status.FAILED
+        self.reason = self.last_error = failure.describe(self.name)
+        logger.warning("%s", self.reason)
+        self._commands.put_nowait("closed")
+        self._notify(self)
+
     def _stderr_hint(self) -> str:
         lines = [line for line in list(self.stderr_tail)[-3:] if line.strip()]
         return f" (stderr: {' | '.join(lines)})" if lines else ""
@@ -575,7 +641,11 @@ class ServerConnection:
         except anyio.get_cancelled_exc_class():
             raise
         except Exception as exc:  # the owner is a top-level loop: any failure is recorded on the server
-            if self.status is Status.READY:
+            failure = self.auth.failure if self.auth is not None else None
+            if failure is not None and self.status is Status.CONNECTING:
+                status = Status.AUTH_REQUIRED if failure.sign_in_required else None
+                self._fail(failure.describe(self.name), status=status)
+            elif self.status is Status.READY:
                 self._set_unavailable(_describe(exc))
             elif self.status is Status.CONNECTING:
                 self._fail(_describe(exc), self._stderr_hint())
@@ -593,8 +663,8 @@ class ServerConnection:
             return await database_sync_to_async(resolve)()
         return resolve()
 
-    def _fail(self, message: str, stderr: str = "") -> None:
-        self.status = Status.FAILED
+    def _fail(self, message: str, stderr: str = "", *, status: Status | None = None) -> None:
+        self.status = status or Status.FAILED
         self.reason = message
         self.last_error = message + stderr
         self.tools = []
@@ -604,8 +674,10 @@ class ServerConnection:
 
     async def _serve(self, resolved: ResolvedServer) -> None:
         with anyio.CancelScope() as scope:
-            # One deadline for connect + initialize + list, a fallback to SSE included.
-            scope.deadline = anyio.current_time() + self.config.init_timeout
+            # One deadline for connect + initialize + list, a fallback to SSE included, plus the
+            # time a person may take to sign in when one was asked to.
+            waiting = settings.OAUTH_CONSENT_TIMEOUT if isinstance(self.consent, BrowserConsent) else 0.0
+            scope.deadline = anyio.current_time() + self.config.init_timeout + waiting
             if self.config.transport == STREAMABLE_HTTP and self.config.sse_fallback:
                 await self._serve_with_fallback(resolved, scope)
             else:
@@ -723,10 +795,13 @@ class ServerConnection:
                 headers=resolved.headers or None,
                 timeout=self.config.init_timeout,
                 sse_read_timeout=max(300.0, self.config.timeout),
+                auth=self._authorization(resolved),
             ) as streams:
                 yield streams
         else:
-            client = create_mcp_http_client(headers=resolved.headers or None)
+            client = create_mcp_http_client(
+                headers=resolved.headers or None, auth=self._authorization(resolved)
+            )
             if answer is not None:
                 client.event_hooks["response"].append(answer)
             async with (
@@ -736,6 +811,29 @@ class ServerConnection:
                 ) as streams,
             ):
                 yield streams
+
+    def _authorization(self, resolved: ResolvedServer) -> HubOAuth | None:
+        """The OAuth provider of this connection (None when the entry signs in by itself)."""
+        oauth = self.config.oauth
+        if oauth is None:
+            self.auth = None
+            return None
+        credential_owner = self.owner_id if oauth.per_user else None
+        store = CredentialStore(
+            self.name,
+            credential_owner,
+            resolved.url or "",
+            preregistered_client(oauth, resolved.oauth_client_secret),
+        )
+        consent = self.consent or NoConsent(
+            "connect your account from the chat (Connect beside the server's name)"
+            if oauth.per_user
+            else "an administrator must connect it (Connect on the server's admin page)"
+        )
+        self.auth = HubOAuth(
+            server=self.name, url=resolved.url or "", store=store, consent=consent, oauth=oauth
+        )
+        return self.auth
 
     @contextlib.asynccontextmanager
     async def _stdio(self, resolved: ResolvedServer) -> AsyncIterator[tuple[Any, Any]]:
@@ -776,6 +874,46 @@ class ServerConnection:
             transport.close()
 
 
+def _catalog(
+    order: Sequence[str], connections: dict[str, ServerConnection]
+) -> tuple[dict[tuple[str, str], tuple[str, str]], list[HubTool]]:
+    """Prefixed names over the tools of ``connections`` (in ``order``), and the offered tools.
+
+    Returns ``{(server, tool): (prefixed, warning)}`` and the offered tools of ready servers,
+    sorted by prefixed name.
+    """
+    names_in_order = [name for name in order if name in connections]
+    names_in_order += [name for name in connections if name not in names_in_order]
+    pairs = [(name, tool.name) for name in names_in_order for tool in connections[name].tools]
+    names = {(n.server, n.tool): (n.prefixed, n.warning) for n in assign_names(pairs)}
+    tools: list[HubTool] = []
+    for name in names_in_order:
+        connection = connections[name]
+        if connection.status is not Status.READY:
+            continue
+        for tool in connection.tools:
+            if not tool.offered:
+                continue
+            prefixed, warning = names[(name, tool.name)]
+            tools.append(
+                HubTool(
+                    prefixed_name=prefixed,
+                    server=name,
+                    name=tool.name,
+                    description=tool.description,
+                    input_schema=tool.input_schema,
+                    annotations=tool.annotations,
+                    read_only=tool.read_only,
+                    warning=warning,
+                    title=tool.title,
+                    icons=tool.icons,
+                    output_schema=tool.output_schema,
+                )
+            )
+    tools.sort(key=lambda tool: tool.prefixed_name)
+    return names, tools
+
+
 @dataclass
 class Hub:
     """Every configured server's connection, their tools under prefixed names, and calls."""
@@ -791,6 +929,15 @@ class Hub:
     _listeners: list[Listener] = field(default_factory=list)
     _pending: set[asyncio.Task[Any]] = field(default_factory=set)
     _lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    # "perUser" servers: one session per (server, person), opened when that person needs it.
+    _user_connections: dict[tuple[str, int], ServerConnection] = field(default_factory=dict)
+    _user_views: dict[int, tuple[int, list[HubTool], dict[str, tuple[str, str]]]] = field(
+        default_factory=dict
+    )
+    _reaper: asyncio.Task[None] | None = None
+    # Who signs in when a server asks and no person was asked to (None: nobody, the server
+    # waits for Connect). Non-interactive tools set it, e.g. the conformance client.
+    consent_factory: Callable[[], Consent] | None = None
     generation: int = 0
 
     # -- lifecycle -----------------------------------------------------------------------
@@ -808,13 +955,26 @@ class Hub:
                 for name, conn in self._connections.items()
                 if name not in wanted or not wanted[name].enabled or wanted[name] != conn.config
             ]
-            await asyncio.gather(*(self._stop_one(name) for name in to_stop))
+            stale_users = [
+                key
+                for key, conn in self._user_connections.items()
+                if key[0] not in wanted or not wanted[key[0]].enabled or wanted[key[0]] != conn.config
+            ]
+            await asyncio.gather(
+                *(self._stop_one(name) for name in to_stop), *(self._stop_user(key) for key in stale_users)
+            )
             self._configs = wanted
-            to_start = [c for c in wanted.values() if c.enabled and c.name not in self._connections]
+            to_start = [
+                c
+                for c in wanted.values()
+                if c.enabled and not per_user(c) and c.name not in self._connections
+            ]
             await asyncio.gather(*(self._start_one(config) for config in to_start))
             for name, config in wanted.items():
                 if not config.enabled:
                     self._emit_disabled(name)
+                elif per_user(config):
+                    self._dispatch(ServerSnapshot.disabled(name, Status.PER_USER))
             self._rebuild()
 
     async def connect(self, config: ServerConfig) -> None:
@@ -824,11 +984,17 @@ class Hub:
         await self.apply(configs.values())
 
     async def reconnect(self, name: str) -> None:
-        """Close and open one server's session again (no-op for a disabled server)."""
+        """Close and open one server's session again (no-op for a disabled server).
+
+        A "perUser" server's sessions are closed; each opens again when its person needs it.
+        """
         async with self._lock:
             config = self._configs.get(name)
             await self._stop_one(name)
-            if config is not None and config.enabled:
+            await asyncio.gather(
+                *(self._stop_user(key) for key in list(self._user_connections) if key[0] == name)
+            )
+            if config is not None and config.enabled and not per_user(config):
                 await self._start_one(config)
             self._rebuild()
 
@@ -837,24 +1003,164 @@ class Hub:
         connection = self._connections.get(name)
         if connection is not None:
             await connection.relist()
+        await asyncio.gather(
+            *(conn.relist() for key, conn in list(self._user_connections.items()) if key[0] == name)
+        )
 
     async def stop(self) -> None:
         """Close every session and stop every stdio child."""
-        for connection in list(self._connections.values()):
+        for connection in [*self._connections.values(), *self._user_connections.values()]:
             connection.cancel_start()  # a start in progress holds the lock for up to initTimeout
+        if self._reaper is not None:
+            self._reaper.cancel()
+            self._reaper = None
         async with self._lock:
-            await asyncio.gather(*(self._stop_one(name) for name in list(self._connections)))
+            await asyncio.gather(
+                *(self._stop_one(name) for name in list(self._connections)),
+                *(self._stop_user(key) for key in list(self._user_connections)),
+            )
             self._rebuild()
         if self._pending:
             await asyncio.gather(*self._pending, return_exceptions=True)
 
-    async def _start_one(self, config: ServerConfig) -> None:
+    async def _start_one(self, config: ServerConfig, consent: Consent | None = None) -> None:
         connection = ServerConnection(
-            config, base_dir=self.base_dir, allowed_commands=self.allowed_commands, notify=self._on_change
+            config,
+            base_dir=self.base_dir,
+            allowed_commands=self.allowed_commands,
+            notify=self._on_change,
+            consent=consent or self._default_consent(),
         )
         self._connections[config.name] = connection
         self._on_change(connection)
         await connection.start()
+
+    def _default_consent(self) -> Consent | None:
+        return self.consent_factory() if self.consent_factory is not None else None
+
+    # -- sign-in and per-person sessions (see mcpclient.authorization) --------------------
+    async def authorize(self, name: str, *, user_id: int) -> tuple[ServerConnection, BrowserConsent]:
+        """Start signing ``user_id`` in to server ``name`` in their browser (Connect).
+
+        A "shared" server's session is replaced (``user_id`` is the administrator connecting it
+        for everybody); a "perUser" server gets a session of that person's. The connection
+        starts in the background: the caller awaits ``consent.url`` (where to send the
+        browser) or the connection settling (it needed no sign-in, or failed first).
+        """
+        config = self._configs.get(name)
+        if config is None or not config.enabled or config.oauth is None:
+            raise ValueError(f'MCP server "{name}" is not an enabled server that signs in with OAuth')
+        consent = BrowserConsent(server=name, user_id=user_id, owner_id=user_id if per_user(config) else None)
+        async with self._lock:
+            if per_user(config):
+                await self._stop_user((name, user_id))
+                connection = self._new_user_connection(config, user_id, consent)
+            else:
+                await self._stop_one(name)
+                connection = ServerConnection(
+                    config,
+                    base_dir=self.base_dir,
+                    allowed_commands=self.allowed_commands,
+                    notify=self._on_change,
+                    consent=consent,
+                )
+                self._connections[name] = connection
+                self._on_change(connection)
+        task = asyncio.create_task(connection.start(), name=f"mcp-authorize:{name}")
+        self._pending.add(task)
+        task.add_done_callback(self._pending.discard)
+        return connection, consent
+
+    async def open_user_sessions(self, user_id: int, names: Iterable[str]) -> None:
+        """Open ``user_id``'s sessions with the "perUser" servers in ``names`` (they signed in to).
+
+        A session that is open, opening, or waiting for a sign-in is left alone: a refused
+        sign-in is not retried until the person connects again.
+        """
+        starts = []
+        async with self._lock:
+            for name in names:
+                config = self._configs.get(name)
+                if config is None or not config.enabled or not per_user(config):
+                    continue
+                current = self._user_connections.get((name, user_id))
+                if current is not None and (
+                    current.running or current.status in (Status.AUTH_REQUIRED, Status.READY)
+                ):
+                    continue
+                await self._stop_user((name, user_id))
+                starts.append(self._new_user_connection(config, user_id, None).start())
+        await asyncio.gather(*starts)
+
+    async def close_user_session(self, name: str, user_id: int | None) -> None:
+        """Close a person's session with a server (their own, or the shared one for ``None``)."""
+        async with self._lock:
+            if user_id is None:
+                await self._stop_one(name)
+                config = self._configs.get(name)
+                if config is not None and config.enabled and not per_user(config):
+                    await self._start_one(config)
+                self._rebuild()
+            else:
+                await self._stop_user((name, user_id))
+
+    def user_connection(self, name: str, user_id: int) -> ServerConnection | None:
+        """``user_id``'s session with the "perUser" server ``name``, if one was opened."""
+        return self._user_connections.get((name, user_id))
+
+    def config(self, name: str) -> ServerConfig | None:
+        """The configuration of server ``name``, if it is configured."""
+        return self._configs.get(name)
+
+    def per_user_servers(self) -> list[ServerConfig]:
+        """The enabled "perUser" servers, in config order."""
+        return [c for name in self._order if (c := self._configs.get(name)) and c.enabled and per_user(c)]
+
+    def _new_user_connection(
+        self, config: ServerConfig, user_id: int, consent: Consent | None
+    ) -> ServerConnection:
+        connection = ServerConnection(
+            config,
+            base_dir=self.base_dir,
+            allowed_commands=self.allowed_commands,
+            notify=self._on_user_change,
+            owner_id=user_id,
+            consent=consent or self._default_consent(),
+        )
+        self._user_connections[(config.name, user_id)] = connection
+        if self._reaper is None or self._reaper.done():
+            self._reaper = asyncio.create_task(self._close_idle_sessions(), name="mcp-idle-sessions")
+        return connection
+
+    async def _stop_user(self, key: tuple[str, int]) -> None:
+        connection = self._user_connections.pop(key, None)
+        if connection is not None:
+            await connection.stop()
+            self.generation += 1
+
+    def _on_user_change(self, connection: ServerConnection) -> None:
+        # A person's session is nobody else's business: no listener hears of it.
+        if (
+            connection.owner_id is not None
+            and self._user_connections.get((connection.name, connection.owner_id)) is connection
+        ):
+            self.generation += 1
+
+    async def _close_idle_sessions(self) -> None:
+        """Close per-person sessions unused for ``BOOCODE_OAUTH_IDLE_SECONDS`` (runs while any exist)."""
+        idle = float(settings.OAUTH_IDLE_SECONDS)
+        while self._user_connections:
+            await asyncio.sleep(min(60.0, idle / 4))
+            cutoff = time.monotonic() - idle
+            stale = [
+                key
+                for key, conn in self._user_connections.items()
+                if conn.last_used < cutoff and conn.status is not Status.CONNECTING
+            ]
+            if stale:
+                logger.info("closing %d idle per-person MCP session(s)", len(stale))
+                async with self._lock:
+                    await asyncio.gather(*(self._stop_user(key) for key in stale))
 
     async def _stop_one(self, name: str) -> None:
         connection = self._connections.pop(name, None)
@@ -920,40 +1226,31 @@ class Hub:
 
     def _rebuild(self) -> None:
         """Recompute prefixed names over every server, in config order, and the tool index."""
-        order = [name for name in self._order if name in self._connections]
-        order += [name for name in self._connections if name not in order]
-        pairs = [(name, tool.name) for name in order for tool in self._connections[name].tools]
-        self._names = {(n.server, n.tool): (n.prefixed, n.warning) for n in assign_names(pairs)}
-        tools: list[HubTool] = []
-        for name in order:
-            connection = self._connections[name]
-            if connection.status is not Status.READY:
-                continue
-            for tool in connection.tools:
-                if not tool.offered:
-                    continue
-                prefixed, warning = self._names[(name, tool.name)]
-                tools.append(
-                    HubTool(
-                        prefixed_name=prefixed,
-                        server=name,
-                        name=tool.name,
-                        description=tool.description,
-                        input_schema=tool.input_schema,
-                        annotations=tool.annotations,
-                        read_only=tool.read_only,
-                        warning=warning,
-                    )
-                )
-        tools.sort(key=lambda tool: tool.prefixed_name)
-        self._tools = tools
-        self._index = {tool.prefixed_name: (tool.server, tool.name) for tool in tools}
+        self._names, self._tools = _catalog(self._order, self._connections)
+        self._index = {tool.prefixed_name: (tool.server, tool.name) for tool in self._tools}
         self.generation += 1
 
     # -- queries -------------------------------------------------------------------------
-    def tools(self) -> list[HubTool]:
-        """Accepted tools of ready servers, sorted by prefixed name."""
-        return list(self._tools)
+    def tools(self, user_id: int | None = None) -> list[HubTool]:
+        """Accepted tools of ready servers, sorted by prefixed name; ``user_id``'s own sessions too."""
+        return list(self._view(user_id)[0])
+
+    def _view(self, user_id: int | None) -> tuple[list[HubTool], dict[str, tuple[str, str]]]:
+        """The tools ``user_id`` sees (shared servers plus their own sessions) and their index."""
+        if user_id is None or not any(key[1] == user_id for key in self._user_connections):
+            return self._tools, self._index
+        cached = self._user_views.get(user_id)
+        if cached is not None and cached[0] == self.generation:
+            return cached[1], cached[2]
+        connections = dict(self._connections)
+        connections.update(
+            {name: conn for (name, owner), conn in self._user_connections.items() if owner == user_id}
+        )
+        _, tools = _catalog(self._order, connections)
+        index = {tool.prefixed_name: (tool.server, tool.name) for tool in tools}
+        self._user_views = {uid: view for uid, view in self._user_views.items() if view[0] == self.generation}
+        self._user_views[user_id] = (self.generation, tools, index)
+        return tools, index
 
     def connection(self, name: str) -> ServerConnection | None:
         """The live connection of a server, if it has one."""
@@ -964,20 +1261,27 @@ class Hub:
         result = []
         for name in self._order:
             connection = self._connections.get(name)
+            config = self._configs.get(name)
             if connection is not None:
                 result.append(self._snapshot(connection))
+            elif config is not None and config.enabled and per_user(config):
+                result.append(ServerSnapshot.disabled(name, Status.PER_USER))
             else:
                 result.append(ServerSnapshot.disabled(name))
         return result
 
     # -- calls ---------------------------------------------------------------------------
-    async def call_tool(self, prefixed_name: str, arguments: dict[str, Any] | None = None) -> ToolResult:
-        """Call a tool by its prefixed name; server trouble comes back as an error result."""
-        target = self._index.get(prefixed_name)
+    async def call_tool(
+        self, prefixed_name: str, arguments: dict[str, Any] | None = None, *, user_id: int | None = None
+    ) -> ToolResult:
+        """Call a tool by its prefixed name (as ``user_id`` sees them); trouble is an error result."""
+        target = self._view(user_id)[1].get(prefixed_name)
         if target is None:
             return self._unknown_tool(prefixed_name)
         server, tool = target
         connection = self._connections.get(server)
+        if connection is None and user_id is not None:
+            connection = self._user_connections.get((server, user_id))
         if connection is None:
             return ToolResult.error(f'MCP server "{server}" unreachable: it is not connected')
         return await connection.call_tool(tool, arguments or {})

@@ -19,6 +19,8 @@ class McpServer(models.Model):
         READY = "ready", "ready"
         FAILED = "failed", "failed"
         UNAVAILABLE = "unavailable", "unavailable"
+        AUTH_REQUIRED = "auth_required", "needs a sign-in"
+        PER_USER = "per_user", "per person"
 
     class Transport(models.TextChoices):
         STDIO = "stdio", "stdio"
@@ -64,14 +66,22 @@ class McpTool(models.Model):
 
     ``rejected``: the read-only guard refused it. ``filtered``: the entry's ``includeTools`` /
     ``excludeTools`` left it out. Either way it is never offered to the model; ``reject_reason``
-    says why.
+    says why. ``title`` and ``icons`` come from the server, cleaned by
+    :mod:`mcpclient.tool_metadata`: they are untrusted and only ever shown as text.
     """
 
     server = models.ForeignKey(McpServer, on_delete=models.CASCADE, related_name="tools")
     name = models.CharField(max_length=255, help_text="The tool's name on its server.")
     prefixed_name = models.CharField(max_length=64, help_text="The name the model sees.")
+    title = models.CharField(
+        max_length=255, blank=True, help_text='The display name: "title", else "annotations.title".'
+    )
     description = models.TextField(blank=True)
     input_schema = models.JSONField(default=dict)
+    output_schema = models.JSONField(null=True, blank=True)
+    icons = models.JSONField(
+        default=list, blank=True, help_text="Icons with an https: or data:image/ source (never fetched)."
+    )
     annotations = models.JSONField(null=True, blank=True)
     rejected = models.BooleanField(default=False)
     filtered = models.BooleanField(default=False)
@@ -112,7 +122,7 @@ class McpState(models.Model):
 
 
 class StoredSecret(models.Model):
-    """One encrypted secret (an ``${input:ID}`` value, later OAuth tokens and client secrets).
+    """One encrypted secret (an ``${input:ID}`` value, an OAuth credential).
 
     Only :mod:`mcpclient.secret_store` reads or writes this table: ``ciphertext`` is a Fernet
     token whose key lives outside the database, so a copy of the database alone reveals nothing.

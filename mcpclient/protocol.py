@@ -22,6 +22,10 @@ it, or the server cannot announce changes), then calls ``on_change`` per event u
 cancelled with the owner's task group. A stream the server drops is opened again, followed by
 one ``on_change`` (the spec: no replay, re-listen and refetch).
 
+Elicitation: the client is a :class:`HubClient`, which advertises form-mode elicitation, hands
+requests to :func:`mcpclient.elicitation.answer` and runs each ``call_tool`` as a scope the
+requests are attributed to (who is asked, and when a request is declined, is described there).
+
 Caching: the ``Client``'s cache evicts ``tools/list`` before a change event reaches the
 hub, so a re-list after a change is fresh; :func:`list_all_tools` with ``fresh=True``
 (rediscovery asked for by an administrator) bypasses whatever the server allowed to cache.
@@ -31,16 +35,19 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from contextlib import AbstractAsyncContextManager
+from contextlib import AbstractAsyncContextManager, AsyncExitStack
 from typing import Any
 
 import anyio
 import anyio.abc
 import mcp.types as types
 from mcp import Client, MCPError
+from mcp.client.session import ClientSession
 from mcp.client.subscriptions import SubscriptionLost
 from mcp_types import CONNECTION_CLOSED
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+
+from mcpclient import elicitation
 
 logger = logging.getLogger(__name__)
 
@@ -51,16 +58,39 @@ MAX_LISTEN_RESTARTS = 5
 Streams = AbstractAsyncContextManager[tuple[Any, Any]]
 
 
+class HubClient(Client):
+    """The SDK's ``Client`` with the hub's elicitation (form mode only, see :mod:`mcpclient.elicitation`).
+
+    Every ``call_tool`` runs inside :func:`~mcpclient.elicitation.tool_call`, so an elicitation
+    the server sends during the call (2025-11-25) or returns as an ``InputRequiredResult``
+    (2026-07-28) is attributed to it.
+    """
+
+    async def _build_session(self, exit_stack: AsyncExitStack) -> ClientSession:
+        return elicitation.advertise_form_only(await super()._build_session(exit_stack))
+
+    async def call_tool(self, name: str, *args: Any, **kwargs: Any) -> types.CallToolResult:
+        """``Client.call_tool`` as a call whose elicitations reach the person who made it."""
+        with elicitation.tool_call(self.session, tool=name):
+            return await super().call_tool(name, *args, **kwargs)
+
+
 def open_client(
     streams: Streams, *, client_info: types.Implementation, message_handler: Callable[[Any], Any]
 ) -> Client:
     """A ``Client`` over ``streams`` (any context manager yielding read/write) in ``"auto"`` mode.
 
-    No sampling, elicitation or roots callback: the hub advertises none of those capabilities,
-    and an input a server asks for mid-call is refused by the SDK's defaults, so the call ends
-    as a readable tool error.
+    It answers elicitations (form mode; :func:`mcpclient.elicitation.answer`). No sampling or
+    roots callback: an input of those kinds a server asks for mid-call is refused by the SDK's
+    defaults, so the call ends as a readable tool error.
     """
-    return Client(streams, mode="auto", client_info=client_info, message_handler=message_handler)
+    return HubClient(
+        streams,
+        mode="auto",
+        client_info=client_info,
+        message_handler=message_handler,
+        elicitation_callback=elicitation.answer,
+    )
 
 
 def is_modern(client: Client) -> bool:

@@ -271,15 +271,17 @@ def rediscover_now(name: str, *, timeout: float = 60.0) -> bool:
     return run_on_hub_loop(lambda hub: hub.rediscover(name), timeout=timeout)
 
 
-def hub_tools() -> list[HubTool]:
-    """Accepted tools of ready servers, sorted by prefixed name (in memory, cheap)."""
-    return _hub.tools() if _hub is not None else []
+def hub_tools(user_id: int | None = None) -> list[HubTool]:
+    """Accepted tools of ready servers (and of ``user_id``'s own sessions), sorted (in memory, cheap)."""
+    return _hub.tools(user_id) if _hub is not None else []
 
 
-async def hub_call(prefixed_name: str, arguments: dict[str, Any]) -> ToolResult:
-    """Call an MCP tool by its prefixed name; trouble comes back as an error result."""
+async def hub_call(
+    prefixed_name: str, arguments: dict[str, Any], *, user_id: int | None = None
+) -> ToolResult:
+    """Call an MCP tool by its prefixed name (as ``user_id`` sees them); trouble is an error result."""
     hub = _hub if _hub is not None and _hub_loop is asyncio.get_running_loop() else await ensure_hub()
-    return await hub.call_tool(prefixed_name, arguments)
+    return await hub.call_tool(prefixed_name, arguments, user_id=user_id)
 
 
 def hub_statuses(*, staff: bool = False) -> list[dict[str, Any]]:

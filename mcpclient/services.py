@@ -46,6 +46,8 @@ class DiscoveryOutcome:
                 {
                     "prefixed_name": s.prefixed_names.get(t.name, ""),
                     "name": t.name,
+                    "title": t.title,
+                    "output_schema": t.output_schema,
                     "rejected": t.rejected,
                     "filtered": t.filtered,
                     "reason": t.reject_reason,

@@ -195,8 +195,11 @@ def _store_tools(row: McpServer, snapshot: ServerSnapshot) -> None:
     for position, tool in enumerate(snapshot.tools):
         values = {
             "prefixed_name": snapshot.prefixed_names.get(tool.name, ""),
+            "title": tool.title,
             "description": tool.description,
             "input_schema": tool.input_schema,
+            "output_schema": tool.output_schema,
+            "icons": list(tool.icons),
             "annotations": tool.annotations,
             "rejected": tool.rejected,
             "filtered": tool.filtered,

@@ -223,6 +223,20 @@ def test_mcp_call_failures_exit_1_with_one_line(
     assert done.stderr.strip().count("\n") == 0, done.stderr
 
 
+@pytest.mark.parametrize("handshake", [[], ["--handshake-only"]], ids=["2026-07-28", "2025-11-25"])
+def test_mcp_call_answers_an_elicitation_with_the_defaults(data_dir: Path, handshake: list[str]) -> None:
+    # Nobody to ask: accepted with the defaults when every required field has one, else declined.
+    modern = str(ROOT / "tests" / "servers" / "modern.py")
+    args = [modern, "--stdio", "--elicit-tools", *handshake]
+    write_servers(data_dir, {"forms": {"command": PYTHON, "args": args}})
+    done = manage(data_dir, "mcp_call", "forms_ask_defaults")
+    assert (done.returncode, done.stderr) == (0, "")
+    defaults = {"age": 30, "name": "John Doe", "score": 95.5, "status": "active", "verified": True}
+    assert done.stdout == f"accept {json.dumps(defaults)}\n"
+    done = manage(data_dir, "mcp_call", "forms_ask_profile")
+    assert (done.returncode, done.stdout, done.stderr) == (0, "decline\n", "")
+
+
 def test_mcp_call_usage_error_exits_2(data_dir: Path) -> None:
     done = manage(data_dir, "mcp_call")
     assert done.returncode == 2

@@ -22,6 +22,7 @@ from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from django.db import DatabaseError
 
 from boocode.chat import services
+from boocode.chat.elicitations import BadAnswer, UnknownForm, forms
 from boocode.chat.events import group_emitter, group_name
 from boocode.chat.status import status_payload
 from boocode.chat.text import text_problem
@@ -82,6 +83,7 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
                 "messages": merge_live_text(history, conversation_id),
                 "running": registry.running(conversation_id),
                 "turn_id": registry.turn_id(conversation_id),
+                "elicitations": forms.pending(conversation_id),
             }
         )
         await self._send_status()
@@ -123,7 +125,11 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
         if not isinstance(content, dict) or not isinstance(content.get("type"), str):
             await self._error("bad_frame", 'Expected a JSON object with a string "type".')
             return
-        handler = {"user_message": self._user_message, "cancel": self._cancel}.get(content["type"])
+        handler = {
+            "user_message": self._user_message,
+            "cancel": self._cancel,
+            "elicitation_answer": self._elicitation_answer,
+        }.get(content["type"])
         if handler is None:
             await self._error("unknown_type", f'Unknown frame type "{content["type"][:50]}".')
             return
@@ -143,7 +149,10 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
             await self._error("bad_text", problem)
             return
         try:
-            registry.start(TurnRequest(self.conversation_id, text), group_emitter(self.conversation_id))
+            registry.start(
+                TurnRequest(self.conversation_id, text, user_id=self.scope["user"].pk),
+                group_emitter(self.conversation_id),
+            )
         except TurnInProgress:
             await self._error("turn_in_progress", "A turn is already running here; stop it or wait for it.")
 
@@ -151,6 +160,17 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
         assert self.conversation_id is not None
         if not registry.cancel(self.conversation_id):
             await self._error("not_running", "No turn is running.")
+
+    async def _elicitation_answer(self, content: dict[str, Any]) -> None:
+        """The person's answer to a form of this conversation (the socket's user owns it)."""
+        assert self.conversation_id is not None
+        form_id = content.get("id")
+        try:
+            forms.answer(self.conversation_id, form_id, content.get("action"), content.get("content"))
+        except UnknownForm:
+            await self._error("unknown_elicitation", "No open form with this id in this conversation.")
+        except BadAnswer as exc:
+            await self._error("bad_answer", str(exc), form_id=form_id)
 
     async def dispatch(self, message: dict[str, Any]) -> None:
         """Relay turn events and handle incoming frames directly; the rest goes through Channels.
@@ -220,8 +240,11 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
                 await self._end_session()
                 return
 
-    async def _error(self, code: str, text: str) -> None:
-        await self.send_json({"type": "error", "code": code, "message": text})
+    async def _error(self, code: str, text: str, *, form_id: str | None = None) -> None:
+        frame: dict[str, Any] = {"type": "error", "code": code, "message": text}
+        if form_id is not None:
+            frame["id"] = form_id  # the form the answer was for (it stays open)
+        await self.send_json(frame)
 
     async def _send_status(self, *, force: bool = False) -> None:
         user = self.scope.get("user")

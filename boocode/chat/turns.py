@@ -15,10 +15,14 @@ step concurrently through the registry; feed the results back and loop until the
 answers without tools. When the agent's ``max_tool_calls`` is used up, one last call is made
 without tools and a notice says so. Console commands store the command first, then run.
 
-Stop: ``registry.cancel(conversation_id)`` cancels the task wherever it waits: in the model
-stream (the HTTP response is closed) or in the tool calls (the task group cancels them and
-the hub cancels the MCP requests). The turn then saves the partial text as ``stopped``, marks
-unfinished tool calls ``cancelled``, emits ``turn_end`` with status ``stopped`` and re-raises.
+Forms: each tool call runs with an asker for the conversation (:mod:`boocode.chat.elicitations`),
+so a server that elicits during the call shows its form to this conversation's tabs only.
+
+Stop: ``registry.cancel(conversation_id)`` answers the turn's open forms ``cancel``, then cancels
+the task wherever it waits: in the model stream (the HTTP response is closed) or in the tool
+calls (the task group cancels them and the hub cancels the MCP requests). The turn then saves
+the partial text as ``stopped``, marks unfinished tool calls ``cancelled``, emits ``turn_end``
+with status ``stopped`` and re-raises.
 
 Failures: an :class:`~boocode.chat.llm.LLMError` (or any unexpected error, which is logged)
 marks the message ``failed`` with a message for the user and ends the turn ``failed``;
@@ -53,9 +57,11 @@ from django.db import DatabaseError
 
 from boocode.chat import llm as llm_client
 from boocode.chat import services
+from boocode.chat.elicitations import asker_for, forms
 from boocode.chat.llm import Completion, LLMError, LLMSettings, TextDelta, ToolCallRequest, stream_chat
 from boocode.chat.models import Message, ToolCall
 from boocode.chat.status import status_payload
+from mcpclient.elicitation import asking
 from mcpclient.results import ToolResult
 
 if TYPE_CHECKING:
@@ -96,6 +102,8 @@ class TurnRequest:
     conversation_id: int
     text: str
     turn_id: str = field(default_factory=lambda: uuid.uuid4().hex)
+    # The conversation's owner: their own sessions ("perUser" servers) serve the turn's tools.
+    user_id: int | None = None
 
 
 @dataclass
@@ -160,11 +168,11 @@ def _stale_agent_notice(agent: Agent) -> str:
     )
 
 
-def _context(agent: Agent, history: list[dict[str, Any]]) -> TurnContext:
+def _context(agent: Agent, history: list[dict[str, Any]], user_id: int | None = None) -> TurnContext:
     """The turn's context; the tools are the registry's current ones (in memory, no query)."""
     from boocode.tools.registry import agent_tools, openai_tools
 
-    tools = agent_tools(agent)
+    tools = agent_tools(agent, user_id=user_id)
     return TurnContext(
         agent_name=agent.name,
         llm=LLMSettings.from_settings(agent.model),
@@ -185,6 +193,14 @@ async def _execute(name: str, arguments: str, allowed: list[Any] | None) -> Tool
     except Exception as exc:  # a tool's own bug must reach the model as text, not end the turn
         logger.exception("tool %s raised", name)
         return ToolResult(output=f"{name} failed: {type(exc).__name__}: {exc}", is_error=True)
+
+
+async def _open_sessions(user_id: int | None) -> None:
+    """The hub (started, changes applied) with ``user_id``'s own sessions open."""
+    from mcpclient.runtime import TURN_CHECK_INTERVAL, ensure_hub
+    from mcpclient.signin import open_sessions
+
+    await open_sessions(await ensure_hub(max_age=TURN_CHECK_INTERVAL), user_id)
 
 
 def _eager[T](coroutine: Coroutine[Any, Any, T]) -> asyncio.Task[T]:
@@ -238,6 +254,7 @@ class _Turn:
             else:
                 await self._converse()
         except asyncio.CancelledError:
+            forms.stop(self.conversation_id)
             await self._stored()
             await self._stopped()
             await self._end("stopped", "")
@@ -296,8 +313,6 @@ class _Turn:
 
     # --- the conversation with the model -----------------------------------------------------
     async def _converse(self) -> None:
-        from mcpclient.runtime import TURN_CHECK_INTERVAL, ensure_hub
-
         try:
             agent, history = await db_read(_read_for_model)(self.conversation_id, self.request.text)
         except services.AgentUnavailable:
@@ -310,8 +325,8 @@ class _Turn:
         else:
             self.storing = asyncio.ensure_future(self._store_message(answer=configured))
         # The first turn may wait here while the MCP servers start; the echo goes out meanwhile.
-        await ensure_hub(max_age=TURN_CHECK_INTERVAL)
-        context = _context(agent, history)
+        await _open_sessions(self.request.user_id)
+        context = _context(agent, history, self.request.user_id)
         if not context.llm.configured:
             raise LLMError(NOT_CONFIGURED, kind="not_configured")
         used = 0
@@ -454,7 +469,8 @@ class _Turn:
                 final = await db(services.finish_tool_call)(call, result, 0, status=ToolCall.Status.SKIPPED)
             else:
                 started = time.monotonic()
-                result = await _execute(request.name, request.arguments, context.tools)
+                with asking(asker_for(self.conversation_id, call, self.emit)):
+                    result = await _execute(request.name, request.arguments, context.tools)
                 duration = int((time.monotonic() - started) * 1000)
                 final = await db(services.finish_tool_call)(call, result, duration)
             await self.emit({"type": "tool_result", "call": final})
@@ -474,7 +490,8 @@ class _Turn:
         if command == "/help":
             await self._notice(CONSOLE_HELP)
             return
-        tools = agent_tools(agent)
+        await _open_sessions(self.request.user_id)
+        tools = agent_tools(agent, user_id=self.request.user_id)
         if command == "/tools":
             await self._notice(_tools_listing(agent.name, tools))
             return
@@ -492,7 +509,8 @@ class _Turn:
         )
         await self.emit({"type": "tool_call", "call": call})
         started = time.monotonic()
-        result = await _execute(name, arguments, tools)
+        with asking(asker_for(self.conversation_id, call, self.emit)):
+            result = await _execute(name, arguments, tools)
         duration = int((time.monotonic() - started) * 1000)
         final = await db(services.finish_tool_call)(call, result, duration)
         await self.emit({"type": "tool_result", "call": final})
@@ -616,6 +634,7 @@ class TurnRegistry:
             return False
         if task not in self._cancelled:
             self._cancelled.add(task)
+            forms.stop(conversation_id)  # before the calls are cancelled: the servers hear "cancel"
             task.cancel()
         return True
 

@@ -26,6 +26,7 @@ from boocode.chat.models import Conversation
 from boocode.chat.text import text_problem
 from boocode.chat.turns import MAX_MESSAGE_CHARS, registry
 from boocode.security.headers import policy_header, with_sources
+from mcpclient.signin import account_states
 
 
 def with_csp(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
@@ -86,6 +87,7 @@ def _page(request: HttpRequest, current: Conversation | None) -> HttpResponse:
             "llm_configured": llm.configured,
             "llm_model": llm.model,
             "max_message_chars": MAX_MESSAGE_CHARS,
+            "accounts": account_states(request.user.pk),
         },
     )
 

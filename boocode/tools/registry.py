@@ -21,7 +21,9 @@ Time limits: nothing a tool does can block the event loop or outlast its limit.
   they leave the loop's default executor (the chat's database reads, DNS lookups) alone.
 - An MCP call is bounded by its server's ``timeout`` (the hub's own limit, with the server's
   message); the registry adds :data:`MCP_GRACE` seconds on top for every other path (starting
-  the hub, a transport that stops reading) and abandons the call after that.
+  the hub, a transport that stops reading) and abandons the call after that. Neither limit
+  runs while the server waits on the person behind the call (an elicitation form, see
+  :mod:`mcpclient.elicitation`); the form has its own limit.
 - Argument validation never runs a regular expression of a tool's schema: jsonschema would use
   Python's backtracking ``re`` on the loop, where ``"^(a+)+$"`` and a crafted argument stall
   every user. ``pattern`` and ``patternProperties`` are left to the server.
@@ -54,6 +56,7 @@ from agents.policy import is_allowed
 from boocode.tools.native import NATIVE_TOOLS, Deadline, NativeTool, ToolTimeoutError, time_limit_message
 from boocode.tools.workspace import WorkspaceError
 from mcpclient.config import DEFAULT_TIMEOUT_MS
+from mcpclient.elicitation import TimeBudget, timed_by
 from mcpclient.results import ToolResult, cap_output
 from mcpclient.runtime import get_hub, hub_call, hub_tools
 
@@ -92,7 +95,11 @@ class HasToolPatterns(Protocol):
 
 @dataclass(frozen=True)
 class Tool:
-    """A tool as the model sees it, and how to run it."""
+    """A tool as the model sees it, and how to run it.
+
+    ``title`` (the MCP tool's display name) and ``output_schema`` are for pages, not the model:
+    :meth:`openai` leaves them out. A native tool has neither.
+    """
 
     name: str
     description: str
@@ -100,6 +107,8 @@ class Tool:
     read_only: bool
     source: str  # "native" or the MCP server's name
     executor: Executor = field(repr=False, compare=False)
+    title: str = ""
+    output_schema: dict[str, Any] | None = None
 
     async def execute(self, arguments: dict[str, Any]) -> ToolResult:
         """Run the tool with already-validated ``arguments``."""
@@ -196,7 +205,9 @@ def _abandon(task: asyncio.Task[ToolResult]) -> None:
     task.add_done_callback(lambda done: done.cancelled() or done.exception())
 
 
-async def _call_mcp(prefixed_name: str, server: str, tool: str, arguments: dict[str, Any]) -> ToolResult:
+async def _call_mcp(
+    prefixed_name: str, server: str, tool: str, arguments: dict[str, Any], *, user_id: int | None = None
+) -> ToolResult:
     """Call an MCP tool through the hub, abandoned :data:`MCP_GRACE` s after the server's timeout.
 
     The call runs as its own task and is abandoned rather than awaited to its end: cancelling an
@@ -205,13 +216,17 @@ async def _call_mcp(prefixed_name: str, server: str, tool: str, arguments: dict[
     """
     limit = _server_timeout(server)
     # Eager: the request goes out now, without waiting a loop iteration for the task to start.
-    call = asyncio.eager_task_factory(asyncio.get_running_loop(), hub_call(prefixed_name, arguments))
+    request = hub_call(prefixed_name, arguments, user_id=user_id)
+    # The limit does not run while the server waits on the person who made the call (elicitation).
+    budget = TimeBudget(limit + MCP_GRACE)
+    with timed_by(budget):
+        call = asyncio.eager_task_factory(asyncio.get_running_loop(), request)
     try:
-        done, _pending = await asyncio.wait({call}, timeout=limit + MCP_GRACE)
+        finished = await budget.wait(call)
     except asyncio.CancelledError:
         _abandon(call)
         raise
-    if call in done:
+    if finished:
         return call.result()
     _abandon(call)
     logger.warning('MCP tool "%s" of server "%s" gave no result within %g s', tool, server, limit)
@@ -241,14 +256,17 @@ def native_tools() -> list[Tool]:
     return list(_NATIVE)
 
 
-def available_tools() -> list[Tool]:
+def available_tools(user_id: int | None = None) -> list[Tool]:
     """Native tools plus the accepted tools of ready MCP servers, sorted by name.
+
+    With ``user_id``, that person's own sessions ("perUser" servers they connected) count too,
+    and their tools run in those sessions; nobody else's are ever listed.
 
     A native tool's name wins over an MCP tool that would share it (the MCP tool is left out
     and a warning logged once), so two tools never silently share a name.
     """
     tools = {tool.name: tool for tool in _NATIVE}
-    for hub_tool in hub_tools():
+    for hub_tool in hub_tools(user_id):
         name = hub_tool.prefixed_name
         if name in tools:
             if name not in _warned_collisions:
@@ -264,17 +282,21 @@ def available_tools() -> list[Tool]:
             parameters=hub_tool.input_schema or dict(_EMPTY_SCHEMA),
             read_only=hub_tool.read_only,
             source=hub_tool.server,
-            executor=partial(_call_mcp, name, hub_tool.server, hub_tool.name),
+            executor=partial(_call_mcp, name, hub_tool.server, hub_tool.name, user_id=user_id),
+            title=hub_tool.title,
+            output_schema=hub_tool.output_schema,
         )
     return [tools[name] for name in sorted(tools)]
 
 
-def agent_tools(agent: HasToolPatterns, tools: Iterable[Tool] | None = None) -> list[Tool]:
-    """The tools ``agent`` may use now: its patterns applied to the current registry.
+def agent_tools(
+    agent: HasToolPatterns, tools: Iterable[Tool] | None = None, *, user_id: int | None = None
+) -> list[Tool]:
+    """The tools ``agent`` may use now (for ``user_id``): its patterns applied to the registry.
 
     ``tools`` defaults to :func:`available_tools`; pass a list to reuse one already built.
     """
-    candidates = available_tools() if tools is None else list(tools)
+    candidates = available_tools(user_id) if tools is None else list(tools)
     patterns = agent.tools
     return [tool for tool in candidates if is_allowed(patterns, tool.name)]
 

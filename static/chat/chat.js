@@ -4,6 +4,8 @@
 // Text nodes). The only HTML inserted is the "html" field of a message, which the server
 // rendered from Markdown and sanitized. Images are only data: URLs of raster types.
 
+import { endElicitation, renderElicitation, showElicitationError } from "./elicitation.js";
+
 const root = document.getElementById("chat");
 const messagesEl = document.getElementById("messages");
 const form = document.getElementById("composer");
@@ -25,6 +27,7 @@ const state = {
   closedForGood: false,
   messages: new Map(), // id -> {el, body, textNode, length, status}
   calls: new Map(), // id -> element
+  forms: new Map(), // elicitation id -> form element (open forms only)
 };
 
 function csrfToken() {
@@ -194,6 +197,27 @@ function upsertCall(call) {
   keepScrolled(wasNearBottom);
 }
 
+// --- forms (elicitation) ---------------------------------------------------------------------
+function showForm(elicitation) {
+  if (state.forms.has(elicitation.id)) return;
+  const wasNearBottom = nearBottom();
+  const formEl = renderElicitation(elicitation, send);
+  const card = state.calls.get(elicitation.call_id);
+  if (card) card.after(formEl); // beside the card, visible even when the card is folded
+  else messagesEl.append(formEl);
+  state.forms.set(elicitation.id, formEl);
+  keepScrolled(wasNearBottom);
+  const first = formEl.querySelector("input, select, button");
+  if (first && wasNearBottom) first.focus({ preventScroll: true });
+}
+
+function closeForm(frame) {
+  const formEl = state.forms.get(frame.id);
+  if (!formEl) return;
+  state.forms.delete(frame.id);
+  endElicitation(formEl, frame.outcome);
+}
+
 // --- status line ----------------------------------------------------------------------------
 function renderStatus(frame) {
   const model = frame.model || {};
@@ -235,8 +259,10 @@ function handle(frame) {
     case "history":
       state.messages.clear();
       state.calls.clear();
+      state.forms.clear();
       messagesEl.replaceChildren();
       for (const message of frame.messages) upsertMessage(message);
+      for (const elicitation of frame.elicitations || []) showForm(elicitation);
       setRunning(frame.running);
       messagesEl.scrollTop = messagesEl.scrollHeight;
       break;
@@ -259,11 +285,18 @@ function handle(frame) {
     case "tool_result":
       upsertCall(frame.call);
       break;
+    case "elicitation":
+      showForm(frame.elicitation);
+      break;
+    case "elicitation_end":
+      closeForm(frame);
+      break;
     case "turn_end":
       setRunning(false);
       break;
     case "error":
-      showError(frame.message);
+      if (frame.id && state.forms.has(frame.id)) showElicitationError(state.forms.get(frame.id), frame.message);
+      else showError(frame.message);
       break;
     default:
       break; // newer server: ignore unknown frames

@@ -1,7 +1,8 @@
 """The chat page in Debian's Chromium (Playwright) against a live Daphne.
 
-Daphne runs in a subprocess with its own data directory, the scripted LLM and the toolbox MCP
-server over stdio (started by the server's own hub). The viewport is a phone's (375 px).
+Daphne runs in a subprocess with its own data directory, the scripted LLM, the toolbox MCP
+server and tests/servers/modern.py with its eliciting tools ("forms"), both over stdio (started
+by the server's own hub). The viewport is a phone's (375 px).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from tests.llm_server import Call, ScriptedLLM, Stall, Text, ToolCalls
 
 pytestmark = pytest.mark.browser
 
+MODERN = ROOT / "tests" / "servers" / "modern.py"
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [
     "--headless",
@@ -72,8 +74,9 @@ def daphne_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServ
     if not Path(CHROMIUM).exists():
         pytest.skip("Chromium is not installed (make test-deps)")
     data = tmp_path_factory.mktemp("browser-data")
+    forms = {"command": PYTHON, "args": [str(MODERN), "--stdio", "--elicit-tools"]}  # servers that elicit
     (data / "mcp.json").write_text(
-        json.dumps({"mcpServers": {"toolbox": {"command": PYTHON, "args": [str(TOOLBOX)]}}})
+        json.dumps({"mcpServers": {"toolbox": {"command": PYTHON, "args": [str(TOOLBOX)]}, "forms": forms}})
     )
     llm = ScriptedLLM(models=("test-model",)).start()
     env = {
@@ -138,7 +141,7 @@ def test_chat_in_a_real_browser(page: Any, daphne_server: LiveServer) -> None:
     page.click("#sidebar-toggle")  # the conversation list is a drawer at phone width
     page.click("#new-conversation")
     expect(page.locator("#connection-state")).to_have_text("connected")
-    expect(page.locator("#server-states .server-ready")).to_contain_text("toolbox: ready")
+    expect(page.locator("#server-states .server-ready[data-name=toolbox]")).to_contain_text("toolbox: ready")
 
     # A streamed answer, rendered as Markdown once complete.
     llm.script(Text("Hello from **the model**.", chunk_size=3, delay=0.02))
@@ -195,3 +198,62 @@ def test_chat_in_a_real_browser(page: Any, daphne_server: LiveServer) -> None:
     # Phone width: nothing overflows sideways.
     assert page.evaluate("document.documentElement.scrollWidth") <= 375
     assert page.evaluate("window.__pwned") is None
+
+
+def test_a_form_an_mcp_server_asks_for(page: Any, daphne_server: LiveServer) -> None:
+    from playwright.sync_api import expect
+
+    expect.set_options(timeout=15_000)
+    base, llm = daphne_server.url, daphne_server.llm
+    page.goto(f"{base}/login/")
+    page.fill("input[name=username]", "admin")
+    page.fill("input[name=password]", PASSWORD)
+    page.click("button[type=submit]")
+    page.click("#sidebar-toggle")
+    page.click("#new-conversation")
+    expect(page.locator("#connection-state")).to_have_text("connected")
+    expect(page.locator("#server-states .server-ready[data-name=forms]")).to_contain_text("forms: ready")
+
+    llm.script(ToolCalls([Call("forms_ask_profile", {})]), Text("Thanks for telling me."))
+    page.fill("#message-input", "ask me something")
+    page.click("#send-button")
+    form = page.locator("form.elicitation")
+    expect(form).to_be_visible()
+    # The server's text is shown as text: its markup is not interpreted.
+    expect(form.locator(".elicitation-message")).to_have_text("Tell me about <b>you</b>")
+    assert form.locator(".elicitation-message b").count() == 0
+    expect(form.locator(".elicitation-from")).to_have_text("forms_ask_profile asks:")
+    # One input per field, defaults filled in, the required one marked.
+    expect(form.get_by_label("Age")).to_have_value("30")
+    expect(form.get_by_label("Favourite colour")).to_have_value("green")
+    expect(form.get_by_label("Subscribe")).not_to_be_checked()
+    expect(form.locator(".field-string .required-mark")).to_have_count(1)
+    expect(form.locator(".field-description")).to_have_text("As you like to be called")
+
+    # Accepting without the required name: the server says why, the form stays.
+    form.get_by_role("button", name="Accept").click()
+    expect(form.locator(".elicitation-error")).to_contain_text('"Your name" is required')
+
+    form.get_by_label("Your name").fill("Ada")
+    form.get_by_label("Age").fill("41")
+    form.get_by_label("Favourite colour").select_option("blue")
+    form.get_by_label("Subscribe").check()
+    form.get_by_role("button", name="Accept").click()
+    expect(page.locator(".elicitation-done").last).to_have_text("You accepted.")
+    expect(page.locator("form.elicitation")).to_have_count(0)
+    card = page.locator(".tool-card").last
+    expect(card.locator(".badge")).to_have_text("done")
+    card.locator("summary").click()
+    expect(card.locator(".tool-output")).to_have_text(
+        'accept {"age": 41, "color": "blue", "name": "Ada", "subscribe": true}'
+    )
+    expect(page.locator(".message.role-assistant").last).to_contain_text("Thanks for telling me.")
+
+    # Another form, declined.
+    llm.script(ToolCalls([Call("forms_ask_profile", {})]), Text("Fine."))
+    page.fill("#message-input", "ask again")
+    page.click("#send-button")
+    page.locator("form.elicitation").get_by_role("button", name="Decline").click()
+    expect(page.locator(".elicitation-done").last).to_have_text("You declined.")
+    expect(page.locator(".tool-card .tool-output").last).to_have_text("decline")
+    assert page.evaluate("document.documentElement.scrollWidth") <= 375

@@ -254,7 +254,12 @@ def run_one(item: Planned, command: str, timeout: int, data_root: Path) -> Outco
         cwd=ROOT,
         start_new_session=True,
         # A data folder of its own: the command never touches data/ (nor needs a database).
-        env={**_base_env(), "BOOCODE_DATA_DIR": str(env_dir)},
+        env={
+            **_base_env(),
+            "BOOCODE_DATA_DIR": str(env_dir),
+            "BOOCODE_PUBLIC_URL": PUBLIC_URL,
+            "BOOCODE_CLIENT_METADATA_URL": CLIENT_METADATA_URL,
+        },
     )
     try:
         log, _ = process.communicate(timeout=timeout + SUITE_MARGIN_SECONDS)
@@ -273,6 +278,12 @@ def run_one(item: Planned, command: str, timeout: int, data_root: Path) -> Outco
         item.scenario, item.suite.version, item.wire, item.required, passed, reason, round(seconds, 1),
         item.note, failed, str(folder.relative_to(ROOT)),
     )
+
+
+# BooCode as if served over HTTPS at the suite's example client's host, its Client ID Metadata
+# Document published where the suite's reference client has it (auth/basic-cimd checks the URL).
+PUBLIC_URL = "https://conformance-test.local"
+CLIENT_METADATA_URL = "https://conformance-test.local/client-metadata.json"
 
 
 def _base_env() -> dict[str, str]:

@@ -46,7 +46,7 @@ def command_error(done: subprocess.CompletedProcess[str]) -> str:
     return lines[-1].removeprefix("CommandError: ")
 
 
-def test_the_initialize_scenario_connects_without_a_database(http_toolbox: Any, tmp_path: Path) -> None:
+def test_the_initialize_scenario_connects_on_a_fresh_data_folder(http_toolbox: Any, tmp_path: Path) -> None:
     server = http_toolbox()
 
     done = conformance_client(tmp_path, server.url, "initialize")
@@ -55,8 +55,8 @@ def test_the_initialize_scenario_connects_without_a_database(http_toolbox: Any, 
     assert done.stdout.splitlines() == [
         'MCP server "conformance" ready over streamableHttp, protocol 2026-07-28, 12 of 13 tools offered'
     ]
-    # Nothing was migrated: the command runs on a data folder that has no database.
-    assert not list(tmp_path.glob("*.sqlite3*"))
+    # A data folder that was never set up gets a database: sign-ins go to the secret store.
+    assert (tmp_path / "boocode.sqlite3").is_file()
 
 
 def test_calls_named_by_the_context_go_through_the_hub(http_toolbox: Any, tmp_path: Path) -> None:

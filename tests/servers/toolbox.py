@@ -6,11 +6,16 @@ Run over stdio (default) or Streamable HTTP / SSE on 127.0.0.1:
     python tests/servers/toolbox.py --http PORT          # Streamable HTTP at /mcp
     python tests/servers/toolbox.py --sse PORT           # legacy SSE at /sse
     python tests/servers/toolbox.py --extra-tools 120 --page-size 50   # several tools/list pages
+    python tests/servers/toolbox.py --titled-tools       # + tools with titles, icons, outputSchema
 
 Tools cover what the hub must handle: read-only and unannotated tools, a tool annotated
 readOnlyHint=false (must be rejected), a slow tool, a tool that kills the process, a tool
 returning more than 5 MB, images/resources/links, structured-only output, an error result,
 and a tool that adds a tool at runtime and sends notifications/tools/list_changed.
+``--titled-tools`` adds two read-only tools with display metadata (off by default, so the
+tool counts other tests rely on stay put): ``forecast`` has a ``title``, an ``annotations.title``,
+icons (https, javascript:, a small and an oversized data: image) and an ``outputSchema``;
+``almanac`` has only an ``annotations.title``.
 """
 
 from __future__ import annotations
@@ -23,12 +28,26 @@ import sys
 
 import mcp.types as types
 from mcp.server.mcpserver import Context, MCPServer
+from pydantic import BaseModel
 
 # A 1x1 transparent PNG.
 PNG_1PX = base64.b64decode(
     "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg=="
 )
 READ_ONLY = types.ToolAnnotations(read_only_hint=True)
+FORECAST_ICONS = [
+    types.Icon(src="https://icons.example.invalid/forecast.png", mime_type="image/png", sizes=["48x48"]),
+    types.Icon(src="javascript:alert('icon')", mime_type="image/png"),
+    types.Icon(src="data:image/png;base64," + base64.b64encode(PNG_1PX).decode(), theme="dark"),
+    types.Icon(src="data:image/png;base64," + "A" * 9000),  # over 8 KB
+]
+
+
+class Forecast(BaseModel):
+    """Tomorrow's weather."""
+
+    temperature: float
+    unit: str
 
 
 class PagedServer(MCPServer):
@@ -47,7 +66,7 @@ class PagedServer(MCPServer):
         )
 
 
-def build_server(extra_tools: int = 0, page_size: int = 0) -> PagedServer:
+def build_server(extra_tools: int = 0, page_size: int = 0, titled_tools: bool = False) -> PagedServer:
     """Create the toolbox server with every test tool registered."""
     server = PagedServer("toolbox", version="1.0.0")
     server.page_size = page_size
@@ -155,6 +174,22 @@ def build_server(extra_tools: int = 0, page_size: int = 0) -> PagedServer:
         await ctx.notify_tools_changed()
         return f"removed {name}"
 
+    if titled_tools:
+
+        @server.tool(
+            title="Weather forecast",
+            annotations=types.ToolAnnotations(read_only_hint=True, title="Forecast (annotation title)"),
+            icons=FORECAST_ICONS,
+        )
+        def forecast(city: str) -> Forecast:
+            """Tomorrow's temperature in a city."""
+            return Forecast(temperature=21.5, unit="C")
+
+        @server.tool(annotations=types.ToolAnnotations(read_only_hint=True, title="Almanac of the year"))
+        def almanac() -> str:
+            """The almanac (titled by its annotations only)."""
+            return "full moon on Friday"
+
     for index in range(extra_tools):
 
         def item(index: int = index) -> str:
@@ -172,9 +207,10 @@ def main() -> None:
     parser.add_argument("--sse", type=int, metavar="PORT", help="serve legacy SSE on this port")
     parser.add_argument("--extra-tools", type=int, default=0)
     parser.add_argument("--page-size", type=int, default=0)
+    parser.add_argument("--titled-tools", action="store_true", help="add forecast and almanac")
     parser.add_argument("--tag", default="", help="ignored; lets tests find this process")
     options = parser.parse_args()
-    server = build_server(options.extra_tools, options.page_size)
+    server = build_server(options.extra_tools, options.page_size, options.titled_tools)
     if options.http:
         server.settings.log_level = "WARNING"
         server.run("streamable-http", host="127.0.0.1", port=options.http)

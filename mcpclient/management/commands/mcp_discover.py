@@ -1,5 +1,8 @@
 """``manage.py mcp_discover [server ...] [--json]``: connect servers and store their tools.
 
+One line per server; with ``-v 2`` also one line per tool (its title when it differs from the
+name, and why a rejected or filtered tool is not offered).
+
 Exit status 0 only when every server asked about (the named ones, or every enabled one)
 became ready; otherwise 1, with one line per problem on stderr. ``--json`` prints a JSON
 document on stdout whatever happened, so scripts can always parse it.
@@ -25,6 +28,7 @@ class Command(BaseCommand):
         parser.add_argument("--json", action="store_true", help="print JSON with every tool")
 
     def handle(self, *args: Any, servers: list[str], **options: Any) -> None:
+        self.verbosity = options["verbosity"]
         # Checked here rather than with require_migrated_database: --json must still print JSON.
         problem = database_problem()
         if problem is not None:
@@ -51,6 +55,20 @@ class Command(BaseCommand):
             if data["error"]:
                 line += f" ({data['error']})"
             self.stdout.write(line)
+            if self.verbosity >= 2:
+                for tool in data["tools"]:
+                    self.stdout.write(self._tool_line(tool))
+
+    @staticmethod
+    def _tool_line(tool: dict[str, Any]) -> str:
+        """``  <prefixed name>``, its title when it says more than the name, and why it is not offered."""
+        line = f"  {tool['prefixed_name'] or tool['name']}"
+        if tool["title"] and tool["title"] not in (tool["name"], tool["prefixed_name"]):
+            line += f' "{tool["title"]}"'
+        state = "filtered" if tool["filtered"] else "rejected" if tool["rejected"] else ""
+        if state:
+            line += f" ({state}: {' '.join(tool['reason'].split())})"
+        return line
 
     def _fail_unless_ok(self, report: DiscoveryReport) -> None:
         """Say on stderr what went wrong (stdout may be JSON for a script) and exit 1."""

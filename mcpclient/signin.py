@@ -1,0 +1,160 @@
+"""Connecting and disconnecting OAuth servers: what the views and the chat turn ask of the hub.
+
+Lifecycle
+---------
+*Connect* (:func:`connect`, on the hub's loop): the hub opens a new session whose sign-in
+goes to the person's browser (:class:`~mcpclient.authorization.BrowserConsent`). Whichever
+comes first decides the answer: the authorization URL (the view redirects the browser there),
+or the session settling without one (tokens still valid: connected; or a failure that names
+the step). The session then waits, up to ``BOOCODE_OAUTH_CONSENT_TIMEOUT``, for BooCode's
+callback: :func:`finish` hands the authorization response to it and waits until the server
+is ready or has failed. A "shared" server is connected by an administrator for everybody; a
+"perUser" server by each person for themselves, and only their sessions see their tokens.
+
+*Turns* (:func:`open_sessions`): before a turn lists its tools, the person's sessions with the
+"perUser" servers they connected are opened if they are not (closed when idle, or after a
+restart). A server that needs a new sign-in is not retried until they connect again.
+
+*Disconnect* (:func:`disconnect`): the session closes and the tokens are revoked where the
+provider supports it (RFC 7009), then deleted.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from typing import Any
+
+from channels.db import database_sync_to_async
+
+from mcpclient import authorization
+from mcpclient.hub import Hub, ServerConnection, Status, per_user
+from mcpclient.runtime import ensure_hub, get_hub
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What a connect or callback came to: a URL to send the browser to, or a message."""
+
+    url: str = ""
+    message: str = ""
+    ok: bool = False
+
+
+def _settled(connection: ServerConnection) -> Outcome:
+    if connection.status is Status.READY:
+        count = sum(tool.offered for tool in connection.tools)
+        return Outcome(message=f'MCP server "{connection.name}" is connected ({count} tools).', ok=True)
+    return Outcome(
+        message=connection.reason or f'MCP server "{connection.name}" is {connection.status.value}.'
+    )
+
+
+async def connect(name: str, user_id: int, *, staff: bool, return_to: str = "/") -> Outcome:
+    """Start signing in to server ``name`` (see the module docstring). Runs on the hub's loop."""
+    hub = await ensure_hub()
+    config = hub.config(name)
+    if config is None or not config.enabled or config.oauth is None:
+        return Outcome(message=f'"{name}" is not an enabled MCP server that signs in with OAuth.')
+    if not per_user(config) and not staff:
+        return Outcome(message=f'MCP server "{name}" is shared: an administrator connects it for everybody.')
+    connection, consent = await hub.authorize(name, user_id=user_id)
+    consent.return_to = return_to
+    settled = asyncio.ensure_future(connection.wait_settled())
+    try:
+        done, _ = await asyncio.wait(
+            {consent.url, settled}, timeout=config.init_timeout, return_when=asyncio.FIRST_COMPLETED
+        )
+    finally:
+        settled.cancel()
+    if consent.url in done and consent.url.exception() is None:
+        return Outcome(url=consent.url.result())
+    if settled in done or connection.status is not Status.CONNECTING:
+        return _settled(connection)
+    return Outcome(message=f'MCP server "{name}" did not answer within {config.init_timeout:g} s.')
+
+
+async def finish(state: str, user_id: int, query: dict[str, str]) -> tuple[Outcome, str]:
+    """The callback: deliver the authorization response, wait for the session to settle.
+
+    Returns the outcome and where the person started the sign-in ("/" for an unknown link).
+    """
+    try:
+        consent = authorization.complete(state, user_id, query)
+    except authorization.UnknownConsent as exc:
+        return Outcome(message=str(exc)), "/"
+    back = consent.return_to
+    hub = get_hub()
+    connection = None
+    if hub is not None:
+        connection = (
+            hub.user_connection(consent.server, consent.owner_id)
+            if consent.owner_id is not None
+            else hub.connection(consent.server)
+        )
+    if connection is None or connection.consent is not consent:
+        return Outcome(
+            message=f'The sign-in to MCP server "{consent.server}" was abandoned; connect again.'
+        ), back
+    try:
+        async with asyncio.timeout(connection.config.init_timeout):
+            await connection.wait_settled()
+    except TimeoutError:
+        return Outcome(message=f'MCP server "{consent.server}" is still connecting.'), back
+    return _settled(connection), back
+
+
+async def disconnect(name: str, user_id: int, *, staff: bool) -> Outcome:
+    """Close the session, revoke and delete the tokens: the person's own, or the shared ones."""
+    hub = await ensure_hub()
+    config = hub.config(name)
+    if config is None or config.oauth is None:
+        return Outcome(message=f'"{name}" is not an MCP server that signs in with OAuth.')
+    owner = user_id if per_user(config) else None
+    if owner is None and not staff:
+        return Outcome(message=f'MCP server "{name}" is shared: an administrator disconnects it.')
+    url = config.url or ""
+    connection = hub.user_connection(name, user_id) if owner is not None else hub.connection(name)
+    if connection is not None and connection.auth is not None:
+        url = connection.auth.store.url
+    store = authorization.CredentialStore(name, owner, url)
+    done = await authorization.revoke(store)
+    await hub.close_user_session(name, owner)
+    return Outcome(message=f'MCP server "{name}" disconnected: {done}.', ok=True)
+
+
+def _credential_servers(user_id: int) -> set[str]:
+    suffix = f"@user:{user_id}"
+    names = authorization.secret_store.secret_names(authorization.SECRET_KIND)
+    return {name.removesuffix(suffix) for name in names if name.endswith(suffix)}
+
+
+async def open_sessions(hub: Hub, user_id: int | None) -> None:
+    """Open ``user_id``'s sessions with the "perUser" servers they connected (before a turn)."""
+    if user_id is None:
+        return
+    servers = hub.per_user_servers()
+    if not servers:
+        return
+    connected = await database_sync_to_async(_credential_servers)(user_id)
+    await hub.open_user_sessions(user_id, [config.name for config in servers if config.name in connected])
+
+
+def account_states(user_id: int) -> list[dict[str, Any]]:
+    """The "perUser" servers and where this person stands with each (the chat's Accounts list)."""
+    hub = get_hub()
+    if hub is None:
+        return []
+    connected = _credential_servers(user_id)
+    states = []
+    for config in hub.per_user_servers():
+        connection = hub.user_connection(config.name, user_id)
+        if connection is not None and connection.status is not Status.DISABLED:
+            status, reason = connection.status.value, connection.reason
+        elif config.name in connected:
+            status, reason = "signed_in", ""
+        else:
+            status, reason = "not_connected", ""
+        tools = sum(tool.offered for tool in connection.tools) if connection is not None else 0
+        states.append({"name": config.name, "status": status, "reason": reason, "tool_count": tools})
+    return states

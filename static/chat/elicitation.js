@@ -1,0 +1,210 @@
+// Forms an MCP server asks for during a tool call (elicitation), as in docs/protocol.md.
+//
+// The server's message, titles, descriptions and choices are untrusted text: they are only
+// ever inserted with textContent / value, never as HTML. One input per field: text (or email,
+// url, date, date-time), number, checkbox for booleans, select for a single choice,
+// checkboxes for a multi-select; defaults pre-filled, required fields marked.
+
+const OUTCOMES = {
+  accepted: "You accepted.",
+  declined: "You declined.",
+  cancelled: "You cancelled.",
+  expired: "No answer in time: declined.",
+  stopped: "Cancelled: the turn was stopped.",
+  withdrawn: "Withdrawn: the tool call ended.",
+};
+const INPUT_TYPES = { email: "email", uri: "url", date: "date", "date-time": "datetime-local" };
+
+let uniqueId = 0;
+
+function el(tag, className, text) {
+  const node = document.createElement(tag);
+  if (className) node.className = className;
+  if (text !== undefined && text !== null) node.textContent = String(text);
+  return node;
+}
+
+function fieldId() {
+  uniqueId += 1;
+  return `elicitation-field-${uniqueId}`;
+}
+
+function titleOf(field, id) {
+  const label = el("label", "field-title", field.title || field.name);
+  if (id) label.htmlFor = id;
+  if (field.required) {
+    const mark = el("span", "required-mark", " *");
+    mark.title = "required";
+    label.append(mark);
+  }
+  return label;
+}
+
+function textInput(field) {
+  const input = el("input");
+  input.type = INPUT_TYPES[field.format] || "text";
+  if (field.min_length !== null && field.min_length !== undefined) input.minLength = field.min_length;
+  if (field.max_length !== null && field.max_length !== undefined) input.maxLength = field.max_length;
+  if (typeof field.default === "string") {
+    input.value = field.format === "date-time" ? field.default.slice(0, 16) : field.default;
+  }
+  return input;
+}
+
+function numberInput(field) {
+  const input = el("input");
+  input.type = "number";
+  input.step = field.type === "integer" ? "1" : "any";
+  if (field.minimum !== null && field.minimum !== undefined) input.min = String(field.minimum);
+  if (field.maximum !== null && field.maximum !== undefined) input.max = String(field.maximum);
+  if (typeof field.default === "number") input.value = String(field.default);
+  return input;
+}
+
+function selectInput(field) {
+  const select = el("select");
+  if (!field.required || field.default === null || field.default === undefined) {
+    select.append(el("option", null, "—"));
+    select.options[0].value = "";
+  }
+  for (const option of field.options || []) {
+    const item = el("option", null, option.title || option.value);
+    item.value = option.value;
+    if (option.value === field.default) item.selected = true;
+    select.append(item);
+  }
+  return select;
+}
+
+function renderField(field) {
+  const row = el("div", `elicitation-field field-${field.type}`);
+  row.dataset.name = field.name;
+  row.dataset.type = field.type;
+  if (field.type === "boolean") {
+    const id = fieldId();
+    const box = el("input");
+    box.type = "checkbox";
+    box.id = id;
+    box.checked = field.default === true;
+    row.append(box, titleOf(field, id));
+  } else if (field.type === "multi") {
+    const group = el("fieldset", "field-choices");
+    const legend = el("legend");
+    legend.append(titleOf(field, null));
+    group.append(legend);
+    const chosen = Array.isArray(field.default) ? field.default : [];
+    for (const option of field.options || []) {
+      const id = fieldId();
+      const box = el("input");
+      box.type = "checkbox";
+      box.id = id;
+      box.value = option.value;
+      box.checked = chosen.includes(option.value);
+      const label = el("label", null, option.title || option.value);
+      label.htmlFor = id;
+      const choice = el("span", "choice");
+      choice.append(box, label);
+      group.append(choice);
+    }
+    row.append(group);
+  } else {
+    const id = fieldId();
+    let input;
+    if (field.type === "enum") input = selectInput(field);
+    else if (field.type === "integer" || field.type === "number") input = numberInput(field);
+    else input = textInput(field);
+    input.id = id;
+    input.name = field.name;
+    if (field.required) input.setAttribute("aria-required", "true");
+    row.append(titleOf(field, id), input);
+  }
+  if (field.description) row.append(el("div", "field-description", field.description));
+  return row;
+}
+
+function readField(row) {
+  const type = row.dataset.type;
+  if (type === "boolean") return row.querySelector("input").checked;
+  if (type === "multi") {
+    const values = [...row.querySelectorAll("input:checked")].map((box) => box.value);
+    return values.length ? values : undefined;
+  }
+  const control = row.querySelector("input, select");
+  const raw = control.value;
+  if (raw === "") return undefined; // left empty: the server applies the default, if any
+  if (type === "integer" || type === "number") {
+    const number = Number(raw);
+    return Number.isFinite(number) ? number : raw; // the server names what is wrong
+  }
+  return raw;
+}
+
+function readContent(formEl) {
+  const content = {};
+  for (const row of formEl.querySelectorAll(".elicitation-field")) {
+    const value = readField(row);
+    if (value !== undefined) content[row.dataset.name] = value;
+  }
+  return content;
+}
+
+function expiresText(iso) {
+  const when = new Date(iso);
+  if (Number.isNaN(when.getTime())) return "";
+  return `Expires at ${when.toLocaleTimeString([], { hour: "2-digit", minute: "2-digit" })} if not answered.`;
+}
+
+// Build the form of one pending elicitation; `send(frame)` returns false when not connected.
+export function renderElicitation(elicitation, send) {
+  const formEl = el("form", "elicitation");
+  formEl.dataset.id = elicitation.id;
+  formEl.noValidate = true; // the server checks the answer and names every problem
+  formEl.append(el("p", "elicitation-from", `${elicitation.tool} asks:`));
+  formEl.append(el("p", "elicitation-message", elicitation.message));
+  for (const field of elicitation.fields || []) formEl.append(renderField(field));
+  const error = el("p", "elicitation-error");
+  error.setAttribute("role", "alert");
+  error.hidden = true;
+  formEl.append(error);
+  const buttons = el("div", "elicitation-buttons");
+  const accept = el("button", "accept", "Accept");
+  accept.type = "submit";
+  const decline = el("button", "decline", "Decline");
+  decline.type = "button";
+  const cancel = el("button", "cancel", "Cancel");
+  cancel.type = "button";
+  buttons.append(accept, decline, cancel);
+  formEl.append(buttons);
+  const expires = expiresText(elicitation.expires_at);
+  if (expires) formEl.append(el("p", "note", expires));
+
+  const answer = (action, content) => {
+    error.hidden = true;
+    const frame = { type: "elicitation_answer", id: elicitation.id, action };
+    if (content !== undefined) frame.content = content;
+    if (send(frame)) formEl.classList.add("sending");
+  };
+  formEl.addEventListener("submit", (event) => {
+    event.preventDefault();
+    answer("accept", readContent(formEl));
+  });
+  decline.addEventListener("click", () => answer("decline"));
+  cancel.addEventListener("click", () => answer("cancel"));
+  return formEl;
+}
+
+// The server refused an answer (bad_answer): show why in the form, which stays open.
+export function showElicitationError(formEl, message) {
+  const error = formEl.querySelector(".elicitation-error");
+  formEl.classList.remove("sending");
+  error.textContent = message || "";
+  error.hidden = !message;
+}
+
+// The form is settled: replace it with one line saying how.
+export function endElicitation(formEl, outcome) {
+  const done = el("p", "elicitation-done", OUTCOMES[outcome] || `Form closed (${outcome}).`);
+  done.dataset.id = formEl.dataset.id;
+  formEl.replaceWith(done);
+  return done;
+}

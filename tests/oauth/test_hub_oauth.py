@@ -1,0 +1,274 @@
+"""The hub signing in to a real OAuth-protected MCP server (tests/servers/oauth_server.py).
+
+Shared and per-person sessions, stored tokens reused, refresh (rotation, two concurrent calls,
+one request), revoked and expired tokens mid-conversation, wrong issuer, scope step-up,
+pre-registered clients, disconnect with revocation, tokens unreadable without the key.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+import httpx2
+import pytest
+from cryptography.fernet import Fernet
+
+from mcpclient import authorization, signin
+from mcpclient.authorization import HeadlessConsent
+from mcpclient.config import parse_server
+from mcpclient.hub import Hub, Status
+from mcpclient.models import StoredSecret
+from tests.conftest import ROOT
+from tests.oauth.conftest import OAuthServer
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.postgres]
+
+
+@pytest.fixture(autouse=True)
+def keys(settings: Any, tmp_path: Path) -> Any:
+    settings.SECRETS_KEYS = [Fernet.generate_key().decode()]
+    settings.SECRETS_KEY_FILE = tmp_path / "secrets.key"
+    settings.PUBLIC_URL = "http://127.0.0.1:8000"
+    settings.CLIENT_METADATA_URL = ""
+    return settings
+
+
+def _hub(*, headless: bool) -> Hub:
+    return Hub(base_dir=ROOT, consent_factory=HeadlessConsent if headless else None)
+
+
+def _config(server: OAuthServer, **oauth: Any) -> Any:
+    entry: dict[str, Any] = {"type": "http", "url": server.url}
+    if oauth:
+        entry["oauth"] = oauth
+    return parse_server("secure", entry)
+
+
+async def _call(hub: Hub, tool: str, user_id: int | None = None, **arguments: Any) -> Any:
+    return await hub.call_tool(f"secure_{tool}", arguments, user_id=user_id)
+
+
+def _token_requests(server: OAuthServer, grant: str) -> list[dict[str, Any]]:
+    return [r for r in server.state()["token_requests"] if r["grant_type"] == grant]
+
+
+async def test_shared_sign_in_registers_stores_encrypted_and_is_reused(
+    oauth_server: Callable[..., OAuthServer],
+) -> None:
+    server = oauth_server()
+    hub = _hub(headless=True)
+    try:
+        await hub.start([_config(server)])
+        assert hub.snapshots()[0].status is Status.READY, hub.snapshots()[0].last_error
+        result = await _call(hub, "whoami")
+        assert not result.is_error and "alice" in result.output
+    finally:
+        await hub.stop()
+    state = server.state()
+    assert [c["registered_via"] for c in state["clients"]] == ["dcr"]
+    authorize = state["authorization_requests"][0]
+    assert authorize["code_challenge_method"] == "S256" and authorize["resource"] == server.url
+
+    row = await asyncio.to_thread(lambda: StoredSecret.objects.get(kind="oauth", name="secure"))
+    assert "access_token" not in row.ciphertext and "refresh_token" not in row.ciphertext
+    # A new hub with nobody to consent signs in from the store: no second authorization.
+    again = _hub(headless=False)
+    try:
+        await again.start([_config(server)])
+        assert again.snapshots()[0].status is Status.READY, again.snapshots()[0].last_error
+        assert not (await _call(again, "echo", text="hi")).is_error
+    finally:
+        await again.stop()
+    assert len(server.state()["authorization_requests"]) == 1
+
+
+async def test_tokens_unreadable_without_the_key(
+    oauth_server: Callable[..., OAuthServer], settings: Any
+) -> None:
+    server = oauth_server()
+    hub = _hub(headless=True)
+    try:
+        await hub.start([_config(server)])
+    finally:
+        await hub.stop()
+    settings.SECRETS_KEYS = [Fernet.generate_key().decode()]
+    hub = _hub(headless=False)
+    try:
+        await hub.start([_config(server)])
+        snapshot = hub.snapshots()[0]
+    finally:
+        await hub.stop()
+    assert snapshot.status is Status.FAILED
+    assert "cannot decrypt" in snapshot.last_error
+
+
+async def test_nobody_signed_in_waits_for_connect(oauth_server: Callable[..., OAuthServer]) -> None:
+    server = oauth_server()
+    hub = _hub(headless=False)
+    try:
+        await hub.start([_config(server)])
+        snapshot = hub.snapshots()[0]
+        assert snapshot.status is Status.AUTH_REQUIRED
+        assert 'MCP server "secure" needs a sign-in' in snapshot.last_error
+        assert "administrator must connect it" in snapshot.last_error
+        result = await _call(hub, "whoami")
+        assert result.is_error and "Unknown tool" in result.output  # never listed
+    finally:
+        await hub.stop()
+    assert server.state()["token_requests"] == []
+
+
+async def test_refresh_is_single_flight_and_rotated(oauth_server: Callable[..., OAuthServer]) -> None:
+    server = oauth_server()
+    hub = _hub(headless=True)
+    try:
+        await hub.start([_config(server)])
+        server.control("expire-access")
+        connection = hub.connection("secure")
+        assert connection is not None and connection.auth is not None
+        connection.auth.context.token_expiry_time = 1.0  # the stored expiry says: refresh now
+        first, second = await asyncio.gather(_call(hub, "whoami"), _call(hub, "echo", text="x"))
+        assert not first.is_error and not second.is_error, (first.output, second.output)
+        assert len(_token_requests(server, "refresh_token")) == 1
+        # The rotated refresh token is used next time, never the retired one.
+        server.control("expire-access")
+        connection.auth.context.token_expiry_time = 1.0
+        assert not (await _call(hub, "whoami")).is_error
+        refreshes = _token_requests(server, "refresh_token")
+        assert len(refreshes) == 2 and all(r["status"] == 200 for r in refreshes)
+    finally:
+        await hub.stop()
+
+
+async def test_revoked_tokens_mid_conversation_ask_for_a_sign_in_once(
+    oauth_server: Callable[..., OAuthServer],
+) -> None:
+    server = oauth_server()
+    hub = _hub(headless=True)
+    try:
+        await hub.start([_config(server)])
+        connection = hub.connection("secure")
+        assert connection is not None
+        connection.consent = None
+        assert connection.auth is not None
+        connection.auth.consent = authorization.NoConsent("an administrator must connect it")
+        server.control("revoke-all")
+        result = await _call(hub, "whoami")
+        assert result.is_error
+        assert 'MCP server "secure" unreachable: MCP server "secure" needs a sign-in' in result.output
+        assert hub.snapshots()[0].status is Status.AUTH_REQUIRED
+        before = server.state()["counts"]
+        again = await _call(hub, "whoami")
+        assert again.is_error and "needs a sign-in" in again.output
+        assert server.state()["counts"] == before  # no reconnect loop: nothing was sent
+    finally:
+        await hub.stop()
+
+
+async def test_wrong_issuer_fails_at_discovery(oauth_server: Callable[..., OAuthServer]) -> None:
+    server = oauth_server("--wrong-issuer")
+    hub = _hub(headless=True)
+    try:
+        await hub.start([_config(server)])
+        snapshot = hub.snapshots()[0]
+    finally:
+        await hub.stop()
+    assert snapshot.status is Status.FAILED
+    assert 'sign-in to MCP server "secure" failed at discovery' in snapshot.last_error
+    assert "issuer" in snapshot.last_error
+    assert server.state()["token_requests"] == []
+
+
+async def test_step_up_on_insufficient_scope(oauth_server: Callable[..., OAuthServer]) -> None:
+    server = oauth_server("--scopes", "read write admin", "--required-scope", "read")
+    hub = _hub(headless=True)
+    try:
+        await hub.start([_config(server)])
+        assert hub.snapshots()[0].status is Status.READY, hub.snapshots()[0].last_error
+        result = await _call(hub, "admin_report")
+        assert not result.is_error, result.output
+    finally:
+        await hub.stop()
+    scopes = [set((r.get("scope") or "").split()) for r in server.state()["authorization_requests"]]
+    assert len(scopes) == 2 and "admin" not in scopes[0] and {"read", "admin"} <= scopes[1]
+
+
+@pytest.mark.parametrize("method", ["client_secret_basic", "client_secret_post"])
+async def test_pre_registered_client(oauth_server: Callable[..., OAuthServer], method: str) -> None:
+    server = oauth_server("--no-registration", "--pre-registered", f"boocode-app:s3cret:{method}")
+    hub = _hub(headless=True)
+    config = _config(server, clientId="boocode-app", clientSecret="s3cret", tokenEndpointAuthMethod=method)
+    try:
+        await hub.start([config])
+        assert hub.snapshots()[0].status is Status.READY, hub.snapshots()[0].last_error
+    finally:
+        await hub.stop()
+    requests = _token_requests(server, "authorization_code")
+    assert [r["client_auth_method"] for r in requests] == [method]
+
+
+async def test_per_user_sessions_are_private(oauth_server: Callable[..., OAuthServer]) -> None:
+    server = oauth_server()
+    hub = _hub(headless=False)
+    config = _config(server, mode="perUser")
+    try:
+        await hub.start([config])
+        assert hub.snapshots()[0].status is Status.PER_USER
+        assert hub.tools(user_id=1) == []
+        connection, consent = await hub.authorize("secure", user_id=1)
+        url = await asyncio.wait_for(consent.url, 10)
+        async with httpx2.AsyncClient() as http:
+            response = await http.get(url, follow_redirects=False)
+        query = {k: v[0] for k, v in parse_qs(urlsplit(response.headers["location"]).query).items()}
+        with pytest.raises(authorization.UnknownConsent):
+            authorization.complete(query["state"], 2, query)  # somebody else's callback
+        authorization.complete(query["state"], 1, query)
+        await asyncio.wait_for(connection.wait_settled(), 10)
+        assert connection.status is Status.READY, connection.last_error
+        assert "secure_whoami" in {tool.prefixed_name for tool in hub.tools(user_id=1)}
+        assert hub.tools(user_id=2) == [] and hub.tools() == []
+        assert not (await _call(hub, "whoami", user_id=1)).is_error
+        refused = await _call(hub, "whoami", user_id=2)
+        assert refused.is_error and "Unknown tool" in refused.output
+        stored = await asyncio.to_thread(lambda: sorted(StoredSecret.objects.values_list("name", flat=True)))
+        assert stored == ["secure@user:1"]
+
+        # Closed (idle, restart): it opens again from the store at the person's next turn.
+        await hub.close_user_session("secure", 1)
+        assert hub.tools(user_id=1) == []
+        await signin.open_sessions(hub, 1)
+        await signin.open_sessions(hub, 2)  # nothing stored for them: nothing opens
+        assert "secure_whoami" in {tool.prefixed_name for tool in hub.tools(user_id=1)}
+        assert hub.user_connection("secure", 2) is None
+    finally:
+        await hub.stop()
+
+
+async def test_disconnect_revokes_and_forgets(oauth_server: Callable[..., OAuthServer]) -> None:
+    server = oauth_server()
+    hub = _hub(headless=True)
+    try:
+        await hub.start([_config(server)])
+        store = authorization.CredentialStore("secure", None, server.url)
+        done = await authorization.revoke(store)
+    finally:
+        await hub.stop()
+    assert done == "tokens revoked and deleted"
+    assert server.state()["counts"]["revocations"] >= 1
+    assert not await asyncio.to_thread(lambda: StoredSecret.objects.filter(kind="oauth").exists())
+
+
+def test_client_metadata_document(client: Any, settings: Any) -> None:
+    settings.PUBLIC_URL = "https://chat.example.com"
+    response = client.get("/oauth/client-metadata.json")
+    document = json.loads(response.content)
+    assert document["client_id"] == "https://chat.example.com/oauth/client-metadata.json"
+    assert document["redirect_uris"] == ["https://chat.example.com/oauth/callback/"]
+    assert authorization.client_metadata_url() == document["client_id"]
+    settings.PUBLIC_URL = "http://127.0.0.1:8000"
+    assert authorization.client_metadata_url() is None  # CIMD needs https
