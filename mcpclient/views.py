@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.http import HttpRequest, HttpResponse, HttpResponseRedirect, JsonResponse
-from django.shortcuts import redirect
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.shortcuts import redirect, render
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_POST, require_safe
@@ -38,13 +38,15 @@ def _report(request: HttpRequest, outcome: signin.Outcome) -> None:
 @require_POST
 @login_required
 async def connect(request: HttpRequest, name: str) -> HttpResponse:
-    """Start a sign-in: send the browser to the provider, or back with what happened."""
+    """Start a sign-in: a page that takes the browser to the provider, or back with what happened."""
     user = await request.auser()
     back = _next_url(request)
     staff = user.is_staff and await user.ahas_perm("mcpclient.change_mcpserver")
     outcome = await signin.connect(name, user.pk, staff=staff, return_to=back)
     if outcome.url:
-        return HttpResponseRedirect(outcome.url)
+        # Not a redirect: the CSP's form-action 'self' stops a form's redirect to another origin.
+        context = {"server": name, "url": outcome.url, "back": back}
+        return render(request, "oauth/continue.html", context)
     _report(request, outcome)
     return redirect(back)
 

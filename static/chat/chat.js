@@ -219,6 +219,9 @@ function closeForm(frame) {
 }
 
 // --- status line ----------------------------------------------------------------------------
+// Statuses that read better in words (OAuth: see docs/configuration.md, "Signing in").
+const STATUS_WORDS = { auth_required: "needs a sign-in", per_user: "per person (Your accounts)" };
+
 function renderStatus(frame) {
   const model = frame.model || {};
   if (!model.configured) {
@@ -242,7 +245,8 @@ function renderStatus(frame) {
   for (const server of servers) {
     const item = el("span", `server server-${server.status}`);
     item.dataset.name = server.name;
-    item.textContent = `${server.name}: ${server.status}` + (server.status === "ready" ? ` (${server.tool_count} tools)` : "");
+    const state = STATUS_WORDS[server.status] || server.status;
+    item.textContent = `${server.name}: ${state}` + (server.status === "ready" ? ` (${server.tool_count} tools)` : "");
     if (server.last_error) item.title = server.last_error;
     serversEl.append(item);
   }

@@ -84,9 +84,15 @@ class Live:
 
 @contextmanager
 def live_server(
-    tmp: Path, accounts: dict[str, dict[str, Any]], env: dict[str, str] | None = None, *args: str
+    tmp: Path,
+    accounts: dict[str, dict[str, Any]],
+    env: dict[str, str] | None = None,
+    *args: str,
+    port: int | None = None,
+    mcp_json: str = '{"mcpServers": {}}',
 ) -> Iterator[Live]:
-    """Daphne on a free port with ``accounts`` created; its log goes to a file (never a full pipe)."""
+    """Daphne on ``port`` (default: a free one) with ``accounts`` created and ``mcp_json`` as its
+    mcp.json; its log goes to a file (never a full pipe)."""
     data = tmp / "data"
     data.mkdir()
     full_env = {
@@ -98,13 +104,13 @@ def live_server(
         "DJANGO_SETTINGS_MODULE": "boocode.settings",
         **(env or {}),
     }
-    (data / "mcp.json").write_text('{"mcpServers": {}}')
+    (data / "mcp.json").write_text(mcp_json)
     made = subprocess.run(
         [PYTHON, "-c", _SETUP, json.dumps(accounts), PASSWORD],
         cwd=ROOT, env=full_env, check=True, capture_output=True,
     )
     log = tmp / "daphne.log"
-    port = free_port()
+    port = port or free_port()
     with log.open("wb") as sink:
         process = subprocess.Popen(
             [PYTHON, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), *args, "boocode.asgi:application"],
