@@ -567,7 +567,6 @@ def oauth_mode(server: McpServer) -> str | None:
 
 def has_shared_credential(name: str) -> bool:
     """Whether the shared sign-in of server ``name`` is stored (the value is never read)."""
-    from mcpclient.authorization import SECRET_KIND, credential_name
-    from mcpclient.secret_store import secret_names
+    from mcpclient.authorization import signed_in_servers
 
-    return credential_name(name, None) in secret_names(SECRET_KIND)
+    return name in signed_in_servers(None)

@@ -177,14 +177,13 @@ def credential_name(server: str, user_id: int | None) -> str:
     return server if user_id is None else f"{server}@user:{user_id}"
 
 
-def stored_credentials(server: str) -> dict[int | None, bool]:
-    """Whose credentials exist for ``server`` (``None`` = shared): {user_id: True}. Sync ORM."""
-    result: dict[int | None, bool] = {}
-    for name in secret_store.secret_names(SECRET_KIND):
-        base, _, user = name.partition("@user:")
-        if base == server:
-            result[int(user) if user.isdigit() else None] = True
-    return result
+def signed_in_servers(user_id: int | None) -> set[str]:
+    """The servers with a stored credential of ``user_id`` (``None``: the shared ones). Sync ORM."""
+    names = secret_store.secret_names(SECRET_KIND)
+    if user_id is None:
+        return {name for name in names if "@user:" not in name}
+    suffix = f"@user:{user_id}"
+    return {name.removesuffix(suffix) for name in names if name.endswith(suffix)}
 
 
 class CredentialStore:

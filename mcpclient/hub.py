@@ -1023,7 +1023,11 @@ class Hub:
         if self._pending:
             await asyncio.gather(*self._pending, return_exceptions=True)
 
-    async def _start_one(self, config: ServerConfig, consent: Consent | None = None) -> None:
+    async def _start_one(self, config: ServerConfig) -> None:
+        await self._new_connection(config, None).start()
+
+    def _new_connection(self, config: ServerConfig, consent: Consent | None) -> ServerConnection:
+        """The shared session of ``config`` (not started), in place of the current one."""
         connection = ServerConnection(
             config,
             base_dir=self.base_dir,
@@ -1033,7 +1037,7 @@ class Hub:
         )
         self._connections[config.name] = connection
         self._on_change(connection)
-        await connection.start()
+        return connection
 
     def _default_consent(self) -> Consent | None:
         return self.consent_factory() if self.consent_factory is not None else None
@@ -1057,15 +1061,7 @@ class Hub:
                 connection = self._new_user_connection(config, user_id, consent)
             else:
                 await self._stop_one(name)
-                connection = ServerConnection(
-                    config,
-                    base_dir=self.base_dir,
-                    allowed_commands=self.allowed_commands,
-                    notify=self._on_change,
-                    consent=consent,
-                )
-                self._connections[name] = connection
-                self._on_change(connection)
+                connection = self._new_connection(config, consent)
         task = asyncio.create_task(connection.start(), name=f"mcp-authorize:{name}")
         self._pending.add(task)
         task.add_done_callback(self._pending.discard)

@@ -123,12 +123,6 @@ async def disconnect(name: str, user_id: int, *, staff: bool) -> Outcome:
     return Outcome(message=f'MCP server "{name}" disconnected: {done}.', ok=True)
 
 
-def _credential_servers(user_id: int) -> set[str]:
-    suffix = f"@user:{user_id}"
-    names = authorization.secret_store.secret_names(authorization.SECRET_KIND)
-    return {name.removesuffix(suffix) for name in names if name.endswith(suffix)}
-
-
 async def open_sessions(hub: Hub, user_id: int | None) -> None:
     """Open ``user_id``'s sessions with the "perUser" servers they connected (before a turn)."""
     if user_id is None:
@@ -136,7 +130,7 @@ async def open_sessions(hub: Hub, user_id: int | None) -> None:
     servers = hub.per_user_servers()
     if not servers:
         return
-    connected = await database_sync_to_async(_credential_servers)(user_id)
+    connected = await database_sync_to_async(authorization.signed_in_servers)(user_id)
     await hub.open_user_sessions(user_id, [config.name for config in servers if config.name in connected])
 
 
@@ -145,7 +139,7 @@ def account_states(user_id: int) -> list[dict[str, Any]]:
     hub = get_hub()
     if hub is None:
         return []
-    connected = _credential_servers(user_id)
+    connected = authorization.signed_in_servers(user_id)
     states = []
     for config in hub.per_user_servers():
         connection = hub.user_connection(config.name, user_id)
