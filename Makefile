@@ -30,10 +30,12 @@ tests/node/node_modules/.installed: tests/node/package.json
 test-deps: install tests/node/node_modules/.installed
 	@test -x /usr/bin/chromium || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null)
 
-## Install what the tests need, then run the whole suite (SQLite, then the database tests on PostgreSQL).
-test: test-deps
+## Install what the tests need, then run the whole suite (SQLite, then the database tests on
+## PostgreSQL), then the official MCP conformance suite's client scenarios.
+test: test-deps tests/conformance/node_modules/.installed
 	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(PY) -m pytest
 	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" BOOCODE_DATABASE_URL=postgres://postgres@127.0.0.1:5432/boocode $(PY) -m pytest -m postgres
+	$(PY) tests/conformance/run.py
 
 lint: install
 	$(VENV)/bin/ruff check .
@@ -42,8 +44,7 @@ bench: test-deps
 	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(PY) bench/tool_calls.py
 
 # The official MCP conformance suite (client scenarios), pinned with a local Node 22 in
-# tests/conformance/package-lock.json. Not part of `make test` until every required scenario
-# passes: docs/conformance.md has the baseline.
+# tests/conformance/package-lock.json; `make test` runs it last (docs/conformance.md).
 tests/conformance/node_modules/.installed: tests/conformance/package.json tests/conformance/package-lock.json
 	cd tests/conformance && npm ci --no-audit --no-fund --loglevel=error
 	@touch $@

@@ -60,10 +60,12 @@ from urllib.parse import parse_qs, urlsplit
 import httpx2
 from channels.db import database_sync_to_async
 from django.conf import settings
-from mcp.client.auth import OAuthClientProvider
-from mcp.client.auth.utils import is_valid_client_metadata_url, union_scopes
+from mcp.client.auth import OAuthClientProvider, OAuthFlowError, OAuthTokenError
+from mcp.client.auth.extensions.client_credentials import SignedJWTParameters
+from mcp.client.auth.utils import is_valid_client_metadata_url, issuers_match, union_scopes
 from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.shared.auth import (
+    JWT_BEARER_GRANT_TYPE,
     AuthorizationCodeResult,
     OAuthClientInformationFull,
     OAuthClientMetadata,
@@ -75,7 +77,14 @@ from pydantic import ValidationError
 
 import boocode
 from mcpclient import secret_store
-from mcpclient.config import OAuthConfig
+from mcpclient.config import (
+    AUTHORIZATION_CODE,
+    CLIENT_CREDENTIALS,
+    IDENTITY_ASSERTION,
+    PRIVATE_KEY_JWT,
+    OAuthConfig,
+    OAuthSecrets,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -285,6 +294,14 @@ class CredentialStore:
         await database_sync_to_async(secret_store.delete_secret)(SECRET_KIND, self.name)
 
 
+def _grant_types(oauth: OAuthConfig) -> list[str]:
+    if oauth.grant == CLIENT_CREDENTIALS:
+        return ["client_credentials"]
+    if oauth.grant == IDENTITY_ASSERTION:
+        return [JWT_BEARER_GRANT_TYPE]
+    return ["authorization_code", "refresh_token"]
+
+
 def preregistered_client(oauth: OAuthConfig, client_secret: str | None) -> OAuthClientInformationFull | None:
     """The entry's ``clientId`` / ``clientSecret`` as the SDK's client record (None without one)."""
     if oauth.client_id is None:
@@ -294,8 +311,8 @@ def preregistered_client(oauth: OAuthConfig, client_secret: str | None) -> OAuth
         client_id=oauth.client_id,
         client_secret=client_secret,
         token_endpoint_auth_method=method,
-        redirect_uris=[redirect_uri()],  # type: ignore[list-item]
-        grant_types=["authorization_code", "refresh_token"],
+        redirect_uris=[redirect_uri()] if oauth.grant == AUTHORIZATION_CODE else None,  # type: ignore[list-item]
+        grant_types=_grant_types(oauth),
     )
 
 
@@ -478,8 +495,17 @@ class HubOAuth(OAuthClientProvider):
         store: CredentialStore,
         consent: Consent,
         oauth: OAuthConfig,
+        secrets: OAuthSecrets | None = None,
     ) -> None:
-        metadata = client_metadata()
+        machine = oauth.grant != AUTHORIZATION_CODE
+        if machine:  # no person, no redirect, no registration: the entry's client only
+            metadata = OAuthClientMetadata(
+                redirect_uris=None,
+                grant_types=_grant_types(oauth),
+                token_endpoint_auth_method=oauth.token_endpoint_auth_method,
+            )
+        else:
+            metadata = client_metadata()
         if oauth.scopes:
             metadata.scope = " ".join(oauth.scopes)
         super().__init__(
@@ -488,14 +514,16 @@ class HubOAuth(OAuthClientProvider):
             storage=store,
             redirect_handler=self._redirect,
             callback_handler=self._callback,
-            client_metadata_url=client_metadata_url(),
+            client_metadata_url=None if machine else client_metadata_url(),
         )
         self.server = server
         self.store = store
         self.consent = consent
         self.oauth = oauth
+        self.secrets = secrets or OAuthSecrets()
         self.failure: AuthFailure | None = None
         self.signed_in = False  # a sign-in completed during this connection
+        self._got_through = False  # the server answered a request of this connection without 401
         self._steps = _Steps()
 
     # The SDK calls these two; they add the configured scopes and track the step.
@@ -506,11 +534,111 @@ class HubOAuth(OAuthClientProvider):
     async def _callback(self) -> AuthorizationCodeResult:
         return await self.consent.callback()
 
-    async def _perform_authorization_code_grant(self) -> tuple[str, str]:
+    async def _perform_authorization(self) -> httpx2.Request:
         if self.oauth.scopes:  # configured scopes are asked for on top of what the server wants
             configured = " ".join(self.oauth.scopes)
             self.context.client_metadata.scope = union_scopes(self.context.client_metadata.scope, configured)
-        return await super()._perform_authorization_code_grant()
+        if self.oauth.grant == AUTHORIZATION_CODE:
+            return await super()._perform_authorization()
+        return await self._machine_token_request()
+
+    # --- the machine grants (client_credentials, SEP-990 identity assertion) ---------------
+
+    def _select_authorization_server(self, advertised: list[str]) -> str:
+        """The configured ``issuer`` when the server lists it, else the first listed."""
+        issuer = self.oauth.issuer
+        return next((found for found in advertised if issuer and issuers_match(found, issuer)), advertised[0])
+
+    def _authorization_server_issuer(self) -> str:
+        """The discovered authorization server's issuer, refused when it is not the configured one:
+        the client's secret, key or ID-JAG goes nowhere else."""
+        metadata = self.context.oauth_metadata
+        if metadata is None:
+            raise OAuthFlowError(
+                "the authorization server publishes no metadata (needed for a token request)"
+            )
+        issuer = str(metadata.issuer)
+        if self.oauth.issuer and not issuers_match(issuer, self.oauth.issuer):
+            self.context.oauth_metadata = None
+            raise OAuthFlowError(
+                f"the server sends BooCode to the authorization server {issuer}, not the configured "
+                f'"issuer" {self.oauth.issuer}; nothing was sent'
+            )
+        return issuer
+
+    async def _machine_token_request(self) -> httpx2.Request:
+        """A ``client_credentials`` or JWT-bearer (ID-JAG) token request, with client authentication."""
+        self._steps.current = TOKEN
+        issuer = self._authorization_server_issuer()
+        data: dict[str, str] = {}
+        if self.oauth.grant == CLIENT_CREDENTIALS:
+            data["grant_type"] = "client_credentials"
+        else:
+            data["grant_type"] = JWT_BEARER_GRANT_TYPE
+            data["assertion"] = await self._identity_assertion(issuer)
+        headers = {"Content-Type": "application/x-www-form-urlencoded"}
+        if self.oauth.token_endpoint_auth_method == PRIVATE_KEY_JWT:
+            data["client_id"] = self.oauth.client_id or ""
+            data["client_assertion_type"] = "urn:ietf:params:oauth:client-assertion-type:jwt-bearer"
+            data["client_assertion"] = await self._client_assertion(issuer)
+        else:
+            data, headers = self.context.prepare_token_auth(data, headers)
+        if self.context.should_include_resource_param(self.context.protocol_version):
+            data["resource"] = self.context.get_resource_url()
+        if self.context.client_metadata.scope:
+            data["scope"] = self.context.client_metadata.scope
+        return httpx2.Request("POST", self._get_token_endpoint(), data=data, headers=headers)
+
+    async def _client_assertion(self, audience: str) -> str:
+        """A ``private_key_jwt`` client assertion (RFC 7523 §2.2) for the authorization server."""
+        client_id = self.oauth.client_id or ""
+        try:
+            return await SignedJWTParameters(
+                issuer=client_id,
+                subject=client_id,
+                signing_key=self.secrets.private_key or "",
+                signing_algorithm=self.oauth.signing_algorithm,
+                lifetime_seconds=120,
+            ).create_assertion_provider()(audience)
+        except (ValueError, TypeError) as exc:  # PyJWT: a key that is not a PEM of the algorithm's kind
+            raise OAuthFlowError(
+                f'"privateKey" cannot sign {self.oauth.signing_algorithm}: {type(exc).__name__}: {exc}'
+            ) from None
+
+    async def _identity_assertion(self, audience: str) -> str:
+        """SEP-990 leg 1: the identity provider exchanges the ID token for an ID-JAG (RFC 8693)."""
+        idp = self.oauth.identity_provider
+        if idp is None or not self.secrets.id_token:
+            raise OAuthFlowError('"identityProvider.idToken" is empty')
+        data = {
+            "grant_type": "urn:ietf:params:oauth:grant-type:token-exchange",
+            "requested_token_type": "urn:ietf:params:oauth:token-type:id-jag",
+            "subject_token": self.secrets.id_token,
+            "subject_token_type": "urn:ietf:params:oauth:token-type:id_token",
+            "audience": audience,
+            "resource": self.context.get_resource_url(),
+            "client_id": idp.client_id,
+        }
+        auth = None
+        if self.secrets.idp_client_secret:
+            auth = httpx2.BasicAuth(idp.client_id, self.secrets.idp_client_secret)
+            data.pop("client_id")
+        async with create_mcp_http_client() as http:
+            response = await http.post(idp.token_endpoint, data=data, auth=auth)
+        where = f"the identity provider ({idp.token_endpoint})"
+        if response.status_code != 200:
+            raise OAuthTokenError(
+                f"{where} refused the token exchange: HTTP {response.status_code}{_oauth_error(response)}"
+            )
+        try:
+            answer = response.json()
+            token = answer["access_token"]
+        except (ValueError, KeyError, TypeError):
+            raise OAuthTokenError(f"{where} answered without an access_token") from None
+        issued = answer.get("issued_token_type")
+        if not isinstance(token, str) or issued not in (None, "urn:ietf:params:oauth:token-type:id-jag"):
+            raise OAuthTokenError(f"{where} issued {issued!r}, not an ID-JAG")
+        return token
 
     async def _initialize(self) -> None:
         await super()._initialize()
@@ -574,14 +702,22 @@ class HubOAuth(OAuthClientProvider):
         if not self._initialized:
             response = yield request
             if response.status_code != 401:
+                self._got_through = True
                 return
             await response.aread()
         elif self.context.is_token_valid() and not self.context.lock.locked():
             self._add_auth_header(request)
             response = yield request
             if response.status_code != 401 and not _insufficient_scope(response):
+                self._got_through = True
                 return
             await response.aread()
+        if self.failure is not None and not self._got_through:
+            # The sign-in failed before any request of this connection got through (the SDK's
+            # "auto" mode retries a refused ``server/discover`` with ``initialize``): never ask
+            # twice, never resend a refused secret or ID token. The 401 goes to the transport;
+            # a reconnect starts afresh.
+            return
         self.failure = None
         flow = super().async_auth_flow(request)
         try:
@@ -590,6 +726,8 @@ class HubOAuth(OAuthClientProvider):
                 if outgoing is not request:
                     self._steps.current = self._step_of(outgoing)
                 response = yield outgoing
+                if outgoing is request and response.status_code not in (401, 403):
+                    self._got_through = True
                 outgoing = await flow.asend(response)
         except StopAsyncIteration:
             return
@@ -621,9 +759,13 @@ def _insufficient_scope(response: httpx2.Response) -> bool:
 
 
 def _oauth_error(response: httpx2.Response) -> str:
+    """`` error: description`` of an OAuth error answer (RFC 6749 §5.2), bounded; else ""."""
     with contextlib.suppress(Exception):
-        error = json.loads(response.content or b"{}").get("error")
+        body = json.loads(response.content or b"{}")
+        error, description = body.get("error"), body.get("error_description")
         if isinstance(error, str):
+            if isinstance(description, str) and description.strip():
+                return f" {error[:100]}: {' '.join(description.split())[:200]}"
             return f" {error[:100]}"
     return ""
 

@@ -133,8 +133,54 @@ class ServerConfig:
 
 SHARED = "shared"
 PER_USER = "perUser"
+# Grants: a person consents in a browser; the client's own credentials (machine to machine);
+# an identity provider's ID token exchanged for an ID-JAG (SEP-990, enterprise-managed).
+AUTHORIZATION_CODE = "authorization_code"
+CLIENT_CREDENTIALS = "client_credentials"
+IDENTITY_ASSERTION = "identity_assertion"
+GRANTS = (AUTHORIZATION_CODE, CLIENT_CREDENTIALS, IDENTITY_ASSERTION)
 TOKEN_ENDPOINT_AUTH_METHODS = ("client_secret_basic", "client_secret_post", "none")
-_OAUTH_KEYS = frozenset({"enabled", "mode", "clientId", "clientSecret", "scopes", "tokenEndpointAuthMethod"})
+PRIVATE_KEY_JWT = "private_key_jwt"
+# What PyJWT signs with (asymmetric only: the key is the client's private key).
+SIGNING_ALGORITHMS = (
+    "RS256",
+    "RS384",
+    "RS512",
+    "PS256",
+    "PS384",
+    "PS512",
+    "ES256",
+    "ES384",
+    "ES512",
+    "EdDSA",
+)
+_OAUTH_KEYS = frozenset(
+    {
+        "enabled",
+        "mode",
+        "grant",
+        "issuer",
+        "clientId",
+        "clientSecret",
+        "privateKey",
+        "signingAlgorithm",
+        "scopes",
+        "tokenEndpointAuthMethod",
+        "identityProvider",
+    }
+)
+_IDP_KEYS = frozenset({"tokenEndpoint", "clientId", "clientSecret", "idToken"})
+
+
+@dataclass(frozen=True)
+class IdentityProviderConfig:
+    """``oauth.identityProvider`` of an ``identity_assertion`` entry: where the ID token is
+    exchanged for an ID-JAG (RFC 8693), as whom, and the ID token itself (a placeholder)."""
+
+    token_endpoint: str
+    client_id: str
+    id_token: str = field(repr=False)
+    client_secret: str | None = field(default=None, repr=False)
 
 
 @dataclass(frozen=True)
@@ -147,19 +193,40 @@ class OAuthConfig:
     administrator, for everybody) or ``"perUser"`` (each person signs in to their own account).
     ``client_id`` / ``client_secret``: a client registered with the provider beforehand (else the
     hub uses its Client ID Metadata Document or dynamic registration). ``scopes``: what to ask
-    for instead of what the server advertises.
+    for on top of what the server asks for. ``grant``: ``authorization_code`` (a person
+    consents), or one of the two machine grants, always shared: ``client_credentials`` (the
+    client's secret, or its ``private_key`` signing a ``private_key_jwt`` assertion) and
+    ``identity_assertion`` (SEP-990: ``identity_provider``'s ID token for an ID-JAG, then the
+    JWT-bearer grant). ``issuer``: the authorization server the credentials belong to (they are
+    sent nowhere else). ``client_secret``, ``private_key`` and the identity provider's secrets
+    are placeholders here; :class:`OAuthSecrets` holds them expanded.
     """
 
     mode: str = SHARED
+    grant: str = AUTHORIZATION_CODE
+    issuer: str | None = None
     client_id: str | None = None
     client_secret: str | None = field(default=None, repr=False)
+    private_key: str | None = field(default=None, repr=False)
+    signing_algorithm: str = "RS256"
     scopes: tuple[str, ...] | None = None
     token_endpoint_auth_method: str | None = None
+    identity_provider: IdentityProviderConfig | None = None
 
     @property
     def per_user(self) -> bool:
         """True when each person signs in with their own account."""
         return self.mode == PER_USER
+
+
+@dataclass(frozen=True)
+class OAuthSecrets:
+    """An ``oauth`` entry's secrets, expanded: never logged, never stored (repr shows none)."""
+
+    client_secret: str | None = field(default=None, repr=False)
+    private_key: str | None = field(default=None, repr=False)
+    id_token: str | None = field(default=None, repr=False)
+    idp_client_secret: str | None = field(default=None, repr=False)
 
 
 @dataclass(frozen=True)
@@ -177,8 +244,8 @@ class ResolvedServer:
     cwd: str | None
     url: str | None = field(repr=False)
     headers: dict[str, str] = field(repr=False)
-    # The pre-registered OAuth client secret, placeholders expanded.
-    oauth_client_secret: str | None = field(default=None, repr=False)
+    # The entry's OAuth secrets, placeholders expanded.
+    oauth_secrets: OAuthSecrets = field(default_factory=OAuthSecrets, repr=False)
 
 
 @dataclass
@@ -924,6 +991,14 @@ def _oauth_of(check: _EntryChecker, transport: str, headers: Mapping[str, str]) 
     mode = oauth.string("mode") or SHARED
     if mode not in (SHARED, PER_USER):
         raise oauth.fail(f'"mode" must be "{SHARED}" or "{PER_USER}", got {_shown(mode)}')
+    grant = oauth.string("grant") or AUTHORIZATION_CODE
+    if grant not in GRANTS:
+        raise oauth.fail(f'"grant" must be one of {", ".join(GRANTS)}, got {_shown(grant)}')
+    if grant != AUTHORIZATION_CODE and mode == PER_USER:
+        raise oauth.fail(f'"grant": "{grant}" signs BooCode itself in, so it cannot be "{PER_USER}"')
+    issuer = oauth.string("issuer")
+    if issuer is not None:
+        _check_url(oauth, issuer, expanded=True, key="issuer")
     scopes_value = value.get("scopes")
     scopes: tuple[str, ...] | None
     if scopes_value is None:
@@ -934,23 +1009,101 @@ def _oauth_of(check: _EntryChecker, transport: str, headers: Mapping[str, str]) 
         scopes = oauth.string_list("scopes")
         if any(not scope.strip() or " " in scope for scope in scopes):
             raise oauth.fail('"scopes" must be scope names without spaces')
+    client_id, client_secret = oauth.string("clientId"), oauth.string("clientSecret")
+    private_key = oauth.string("privateKey")
     method = oauth.string("tokenEndpointAuthMethod")
-    if method is not None and method not in TOKEN_ENDPOINT_AUTH_METHODS:
+    methods = TOKEN_ENDPOINT_AUTH_METHODS
+    if grant == CLIENT_CREDENTIALS:
+        methods = ("client_secret_basic", "client_secret_post", PRIVATE_KEY_JWT)
+    elif grant == IDENTITY_ASSERTION:
+        methods = ("client_secret_basic", "client_secret_post")
+    if method is not None and method not in methods:
         raise oauth.fail(
-            f'"tokenEndpointAuthMethod" must be one of {", ".join(TOKEN_ENDPOINT_AUTH_METHODS)}, '
+            f'"tokenEndpointAuthMethod" must be one of {", ".join(methods)} for "{grant}", '
             f"got {_shown(method)}"
         )
-    client_id, client_secret = oauth.string("clientId"), oauth.string("clientSecret")
-    if client_secret is not None and client_id is None:
-        raise oauth.fail('"clientSecret" needs "clientId"')
+    if (client_secret is not None or private_key is not None) and client_id is None:
+        raise oauth.fail(
+            f'"{"clientSecret" if client_secret is not None else "privateKey"}" needs "clientId"'
+        )
     if method == "none" and client_secret is not None:
         raise oauth.fail('"tokenEndpointAuthMethod": "none" is for clients without a "clientSecret"')
+    algorithm = oauth.string("signingAlgorithm") or "RS256"
+    if algorithm not in SIGNING_ALGORITHMS:
+        raise oauth.fail(
+            f'"signingAlgorithm" must be one of {", ".join(SIGNING_ALGORITHMS)}, got {_shown(algorithm)}'
+        )
+    identity_provider = None
+    if grant == AUTHORIZATION_CODE:
+        for key in ("privateKey", "signingAlgorithm", "identityProvider"):
+            if key in value:
+                raise oauth.fail(
+                    f'"{key}" is for the machine grants '
+                    f'("grant": "{CLIENT_CREDENTIALS}" or "{IDENTITY_ASSERTION}")'
+                )
+    else:
+        if client_id is None:
+            raise oauth.fail(f'"grant": "{grant}" needs "clientId"')
+        if grant == CLIENT_CREDENTIALS:
+            if "identityProvider" in value:
+                raise oauth.fail(f'"identityProvider" is for "grant": "{IDENTITY_ASSERTION}"')
+            if (client_secret is None) == (private_key is None):
+                raise oauth.fail(
+                    f'"grant": "{CLIENT_CREDENTIALS}" needs either "clientSecret" or "privateKey"'
+                )
+            if private_key is not None and method not in (None, PRIVATE_KEY_JWT):
+                raise oauth.fail(f'"privateKey" signs "{PRIVATE_KEY_JWT}" assertions, not "{method}"')
+            if client_secret is not None and method == PRIVATE_KEY_JWT:
+                raise oauth.fail(f'"{PRIVATE_KEY_JWT}" needs "privateKey" instead of "clientSecret"')
+            method = method or (PRIVATE_KEY_JWT if private_key is not None else "client_secret_basic")
+        else:
+            if client_secret is None or private_key is not None:
+                raise oauth.fail(
+                    f'"grant": "{IDENTITY_ASSERTION}" needs "clientSecret" (and no "privateKey")'
+                )
+            method = method or "client_secret_basic"
+            identity_provider = _identity_provider_of(oauth)
     return OAuthConfig(
         mode=mode,
+        grant=grant,
+        issuer=issuer,
         client_id=client_id,
         client_secret=client_secret,
+        private_key=private_key,
+        signing_algorithm=algorithm,
         scopes=scopes,
         token_endpoint_auth_method=method,
+        identity_provider=identity_provider,
+    )
+
+
+def _identity_provider_of(oauth: _EntryChecker) -> IdentityProviderConfig:
+    value = oauth.entry.get("identityProvider")
+    if not isinstance(value, dict):
+        raise oauth.fail(
+            f'"grant": "{IDENTITY_ASSERTION}" needs "identityProvider": '
+            '{"tokenEndpoint", "clientId", "idToken"} (got ' + _json_type(value) + ")"
+        )
+    idp = _EntryChecker("", "", value)
+    idp.prefix = f"{oauth.prefix}.identityProvider"
+    unknown = sorted(set(value) - _IDP_KEYS)
+    if unknown:
+        raise idp.fail(f'unknown key "{unknown[0]}" (known: {", ".join(sorted(_IDP_KEYS))})')
+    token_endpoint, client_id, id_token = (
+        idp.string("tokenEndpoint"),
+        idp.string("clientId"),
+        idp.string("idToken"),
+    )
+    for key, found in (("tokenEndpoint", token_endpoint), ("clientId", client_id), ("idToken", id_token)):
+        if found is None:
+            raise idp.fail(f'"{key}" is required')
+    assert token_endpoint is not None and client_id is not None and id_token is not None
+    _check_url(idp, token_endpoint, expanded=True, key="tokenEndpoint")
+    return IdentityProviderConfig(
+        token_endpoint=token_endpoint,
+        client_id=client_id,
+        id_token=id_token,
+        client_secret=idp.string("clientSecret"),
     )
 
 
@@ -1023,9 +1176,6 @@ def resolve_server(
         if "\r" in expanded or "\n" in expanded:
             raise check.fail(f'"headers.{name}" contains a line break after expansion')
         headers[name] = expanded
-    secret = None
-    if config.oauth is not None and config.oauth.client_secret is not None:
-        secret = expand(config.oauth.client_secret, "oauth.clientSecret")
     return ResolvedServer(
         config=config,
         command=None,
@@ -1034,5 +1184,21 @@ def resolve_server(
         cwd=None,
         url=url,
         headers=headers,
-        oauth_client_secret=secret,
+        oauth_secrets=_oauth_secrets(config.oauth, expand),
+    )
+
+
+def _oauth_secrets(oauth: OAuthConfig | None, expand: _Expander) -> OAuthSecrets:
+    if oauth is None:
+        return OAuthSecrets()
+
+    def expanded(value: str | None, key: str) -> str | None:
+        return None if value is None else expand(value, f"oauth.{key}")
+
+    idp = oauth.identity_provider
+    return OAuthSecrets(
+        client_secret=expanded(oauth.client_secret, "clientSecret"),
+        private_key=expanded(oauth.private_key, "privateKey"),
+        id_token=expanded(idp.id_token, "identityProvider.idToken") if idp else None,
+        idp_client_secret=expanded(idp.client_secret, "identityProvider.clientSecret") if idp else None,
     )

@@ -206,19 +206,41 @@ def planner_for(scenario: str, context: Mapping[str, Any]) -> Planner | None:
     return PLANS.get(scenario)
 
 
-def entry_for(url: str, context: Mapping[str, Any]) -> dict[str, Any]:
+def entry_for(url: str, context: Mapping[str, Any], scenario: str = "") -> dict[str, Any]:
     """The mcp.json entry a user would write for the mock server.
 
     Pre-registered client credentials in the context (``client_id`` / ``client_secret``)
     become the entry's ``oauth.clientId`` / ``clientSecret``, as a user would copy them from
-    the provider's console.
+    the provider's console. The machine-to-machine scenarios get the grant a user would
+    choose for such a server: ``client_credentials`` (``auth/client-credentials-*``; a
+    ``private_key_pem`` becomes ``privateKey`` and ``private_key_jwt``), or
+    ``identity_assertion`` when the context names an identity provider (``idp_*``, SEP-990).
     """
     entry: dict[str, Any] = {"type": "http", "url": url}
-    client_id, client_secret = context.get("client_id"), context.get("client_secret")
-    if isinstance(client_id, str) and client_id:
-        entry["oauth"] = {"clientId": client_id}
-        if isinstance(client_secret, str) and client_secret:
-            entry["oauth"]["clientSecret"] = client_secret
+
+    def text(key: str) -> str | None:
+        value = context.get(key)
+        return value if isinstance(value, str) and value else None
+
+    client_id = text("client_id")
+    if client_id is None:
+        return entry
+    oauth: dict[str, Any] = {"clientId": client_id}
+    if text("client_secret"):
+        oauth["clientSecret"] = text("client_secret")
+    if text("idp_id_token") and text("idp_token_endpoint") and text("idp_client_id"):
+        oauth["grant"] = "identity_assertion"
+        oauth["identityProvider"] = {
+            "tokenEndpoint": text("idp_token_endpoint"),
+            "clientId": text("idp_client_id"),
+            "idToken": text("idp_id_token"),
+        }
+    elif text("private_key_pem") or scenario.startswith("auth/client-credentials"):
+        oauth["grant"] = "client_credentials"
+        if text("private_key_pem"):
+            oauth["privateKey"] = text("private_key_pem")
+            oauth["signingAlgorithm"] = text("signing_algorithm") or "RS256"
+    entry["oauth"] = oauth
     return entry
 
 
@@ -241,7 +263,7 @@ async def run_scenario(
     """
     context = context or {}
     planner = planner_for(scenario, context)
-    config = parse_server(SERVER_NAME, entry_for(url, context), source="the conformance URL")
+    config = parse_server(SERVER_NAME, entry_for(url, context, scenario), source="the conformance URL")
     hub = new_hub(persist=False)
     # Nobody to send to a browser: read the code from the authorization server's redirect.
     hub.consent_factory = HeadlessConsent

@@ -823,7 +823,7 @@ class ServerConnection:
             self.name,
             credential_owner,
             resolved.url or "",
-            preregistered_client(oauth, resolved.oauth_client_secret),
+            preregistered_client(oauth, resolved.oauth_secrets.client_secret),
         )
         consent = self.consent or NoConsent(
             "connect your account from the chat (Connect beside the server's name)"
@@ -831,7 +831,12 @@ class ServerConnection:
             else "an administrator must connect it (Connect on the server's admin page)"
         )
         self.auth = HubOAuth(
-            server=self.name, url=resolved.url or "", store=store, consent=consent, oauth=oauth
+            server=self.name,
+            url=resolved.url or "",
+            store=store,
+            consent=consent,
+            oauth=oauth,
+            secrets=resolved.oauth_secrets,
         )
         return self.auth
 

@@ -26,6 +26,11 @@ Elicitation: the client is a :class:`HubClient`, which advertises form-mode elic
 requests to :func:`mcpclient.elicitation.answer` and runs each ``call_tool`` as a scope the
 requests are attributed to (who is asked, and when a request is declined, is described there).
 
+Results without ``resultType``: the 2026-07-28 spec (basic, "Result") tells clients to read an
+absent ``resultType`` as ``"complete"``, but ``mcp`` 2.3 refuses such a result on a 2026-07-28
+connection. :func:`open_client` reads the transport through :class:`CompleteByDefault`, which
+fills the field in on responses of a 2026-07-28 session before the SDK validates them.
+
 Caching: the ``Client``'s cache evicts ``tools/list`` before a change event reaches the
 hub, so a re-list after a change is fresh; :func:`list_all_tools` with ``fresh=True``
 (rediscovery asked for by an administrator) bypasses whatever the server allowed to cache.
@@ -34,8 +39,8 @@ hub, so a re-list after a change is fresh; :func:`list_all_tools` with ``fresh=T
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
-from contextlib import AbstractAsyncContextManager, AsyncExitStack
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
 from typing import Any
 
 import anyio
@@ -44,7 +49,8 @@ import mcp.types as types
 from mcp import Client, MCPError
 from mcp.client.session import ClientSession
 from mcp.client.subscriptions import SubscriptionLost
-from mcp_types import CONNECTION_CLOSED
+from mcp.shared.message import SessionMessage
+from mcp_types import CONNECTION_CLOSED, JSONRPCResponse
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from mcpclient import elicitation
@@ -74,6 +80,65 @@ class HubClient(Client):
         with elicitation.tool_call(self.session, tool=name):
             return await super().call_tool(name, *args, **kwargs)
 
+    def speaks_modern(self) -> bool:
+        """True once a 2026-07-28 (or later) version is negotiated; False before and on 2025."""
+        try:
+            return self.session.protocol_version in MODERN_PROTOCOL_VERSIONS
+        except RuntimeError:  # not entered yet
+            return False
+
+
+class CompleteByDefault:
+    """A transport's read stream whose 2026-07-28 results lack no ``resultType`` (see the module).
+
+    Implements the SDK's ``ReadStream`` protocol around the transport's stream; ``modern`` says
+    whether the session has negotiated a 2026-07-28 version (before that, and on 2025
+    connections, messages pass untouched).
+    """
+
+    def __init__(self, stream: Any, modern: Callable[[], bool]) -> None:
+        self._stream = stream
+        self._modern = modern
+
+    def _fill(self, item: Any) -> Any:
+        if (
+            isinstance(item, SessionMessage)
+            and isinstance(item.message, JSONRPCResponse)
+            and "resultType" not in item.message.result
+            and self._modern()
+        ):
+            item.message.result["resultType"] = "complete"
+        return item
+
+    async def receive(self) -> Any:
+        return self._fill(await self._stream.receive())
+
+    async def aclose(self) -> None:
+        await self._stream.aclose()
+
+    def __aiter__(self) -> CompleteByDefault:
+        return self
+
+    async def __anext__(self) -> Any:
+        return self._fill(await self._stream.__anext__())
+
+    async def __aenter__(self) -> CompleteByDefault:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+    def __getattr__(self, name: str) -> Any:  # e.g. ``last_context`` of context-carrying streams
+        return getattr(self._stream, name)
+
+
+@asynccontextmanager
+async def _complete_by_default(
+    streams: Streams, modern: Callable[[], bool]
+) -> AsyncIterator[tuple[Any, Any]]:
+    async with streams as (read, write):
+        yield CompleteByDefault(read, modern), write
+
 
 def open_client(
     streams: Streams, *, client_info: types.Implementation, message_handler: Callable[[Any], Any]
@@ -84,13 +149,14 @@ def open_client(
     roots callback: an input of those kinds a server asks for mid-call is refused by the SDK's
     defaults, so the call ends as a readable tool error.
     """
-    return HubClient(
-        streams,
+    client = HubClient(
+        _complete_by_default(streams, lambda: client.speaks_modern()),
         mode="auto",
         client_info=client_info,
         message_handler=message_handler,
         elicitation_callback=elicitation.answer,
     )
+    return client
 
 
 def is_modern(client: Client) -> bool:

@@ -19,7 +19,8 @@ Each scenario is a separate ``conformance client --scenario`` run with a timeout
 runs ``manage.py mcp_conformance_client URL`` on a throw-away ``BOOCODE_DATA_DIR``. The
 suite's output goes to ``results/`` (git-ignored): one folder per run, plus ``summary.json``
 and ``summary.md``. A table (scenario, suite, wire, pass/fail, one-line reason) and totals are
-printed. Exit status 1 when a required scenario failed.
+printed. Exit status 1 when a required scenario failed, unless it is one of the documented
+``EXPECTED_FAILURES`` (then 1 when it passes: the list must stay true).
 """
 
 from __future__ import annotations
@@ -48,6 +49,14 @@ DEFAULT_WIRE = "default"  # no --spec-version: the suite picks the scenario's ow
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 # The runner's own margin over the suite's client timeout (mock servers start and stop).
 SUITE_MARGIN_SECONDS = 30
+# Required runs BooCode fails on purpose, (suite version, scenario) -> why (docs/conformance.md).
+# They do not fail the run; one that starts passing does, so that this list stays true.
+EXPECTED_FAILURES = {
+    ("0.1.16", "auth/2025-03-26-oauth-metadata-backcompat"): (
+        "the mock's metadata at the origin's well-known URL names another issuer; RFC 8414 §3.3 "
+        "and SEP-2468 require refusing it (0.2's version of the scenario names the origin and passes)"
+    ),
+}
 
 
 @dataclass(frozen=True)
@@ -90,6 +99,19 @@ class Outcome:
     note: str = ""
     failed_checks: list[str] = field(default_factory=list)
     folder: str = ""
+    expected_failure: str = ""  # why this required run is allowed to fail (EXPECTED_FAILURES)
+
+    @property
+    def verdict(self) -> str:
+        """pass, FAIL, xfail (an expected failure) or XPASS (an expected failure that passed)."""
+        if self.expected_failure:
+            return "XPASS" if self.passed else "xfail"
+        return "pass" if self.passed else "FAIL"
+
+    @property
+    def fails_run(self) -> bool:
+        """True when this outcome makes the whole run fail."""
+        return self.required and (self.passed if self.expected_failure else not self.passed)
 
 
 def installed_suites() -> list[Suite]:
@@ -274,9 +296,14 @@ def run_one(item: Planned, command: str, timeout: int, data_root: Path) -> Outco
     reason, failed = explain(folder, log, returncode, passed)
     if returncode == -1:
         reason = f"the suite did not finish within {timeout + SUITE_MARGIN_SECONDS} s | {reason}"
+    expected = EXPECTED_FAILURES.get((item.suite.version, item.scenario), "") if item.required else ""
+    if expected and passed:
+        reason = f"passes now: remove it from EXPECTED_FAILURES in {Path(__file__).name} and the docs"
+    elif expected:
+        reason = f"expected: {expected} | {reason}"
     return Outcome(
         item.scenario, item.suite.version, item.wire, item.required, passed, reason, round(seconds, 1),
-        item.note, failed, str(folder.relative_to(ROOT)),
+        item.note, failed, str(folder.relative_to(ROOT)), expected,
     )
 
 
@@ -297,8 +324,7 @@ def markdown(outcomes: list[Outcome]) -> str:
     for o in outcomes:
         required = "yes" if o.required else f"no ({o.note})"
         reason = o.reason.replace("|", "\\|")
-        rows.append(f"| {o.scenario} | {o.suite} | {o.wire} | {required} | "
-                    f"{'pass' if o.passed else 'FAIL'} | {reason} |")
+        rows.append(f"| {o.scenario} | {o.suite} | {o.wire} | {required} | {o.verdict} | {reason} |")
     return "\n".join(rows) + "\n"
 
 
@@ -309,18 +335,21 @@ def print_table(outcomes: list[Outcome]) -> None:
     for o in outcomes:
         reason = o.reason if len(o.reason) <= 160 else o.reason[:157] + "..."
         print(f"{o.scenario:<{width}}  {o.suite:<15} {o.wire:<10} {'yes' if o.required else 'no':<3}  "
-              f"{'pass' if o.passed else 'FAIL':<6}  {reason}")
+              f"{o.verdict:<6}  {reason}")
     print()
     for version in dict.fromkeys(o.suite for o in outcomes):
         mine = [o for o in outcomes if o.suite == version]
         required = [o for o in mine if o.required]
         other = [o for o in mine if not o.required]
-        print(f"{version}: required {sum(o.passed for o in required)}/{len(required)} passed; "
-              f"not required {sum(o.passed for o in other)}/{len(other)} passed")
+        xfail = sum(o.verdict == "xfail" for o in required)
+        print(f"{version}: required {sum(o.passed for o in required)}/{len(required)} passed"
+              + (f" ({xfail} expected failure{'s' if xfail > 1 else ''})" if xfail else "")
+              + f"; not required {sum(o.passed for o in other)}/{len(other)} passed")
     required = [o for o in outcomes if o.required]
     print(f"total: {sum(o.passed for o in required)}/{len(required)} required runs passed, "
           f"{sum(o.passed for o in outcomes)}/{len(outcomes)} runs passed, "
-          f"{sum(o.seconds for o in outcomes):.0f} s")
+          f"{sum(o.seconds for o in outcomes):.0f} s; "
+          f"{sum(o.fails_run for o in outcomes)} unexpected result(s)")
 
 
 def main() -> int:
@@ -344,14 +373,14 @@ def main() -> int:
             outcome = run_one(item, command, options.timeout, data_root)
             outcomes.append(outcome)
             print(f"[{index}/{len(planned)}] {item.suite.version} {item.wire} {item.scenario}: "
-                  f"{'pass' if outcome.passed else 'FAIL'} ({outcome.seconds:.1f} s)", flush=True)
+                  f"{outcome.verdict} ({outcome.seconds:.1f} s)", flush=True)
     finally:
         shutil.rmtree(data_root, ignore_errors=True)
     (RESULTS / "summary.json").write_text(json.dumps([asdict(o) for o in outcomes], indent=2) + "\n")
     (RESULTS / "summary.md").write_text(markdown(outcomes))
     print_table(outcomes)
     print(f"results: {RESULTS.relative_to(ROOT)}/ (summary.md, summary.json, one folder per run)")
-    return 1 if any(o.required and not o.passed for o in outcomes) else 0
+    return 1 if any(o.fails_run for o in outcomes) else 0
 
 
 if __name__ == "__main__":
