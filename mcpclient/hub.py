@@ -19,10 +19,10 @@ Tool-list changes: a 2025 server's ``notifications/tools/list_changed`` and a 20
 server's ``subscriptions/listen`` event both ask the owner to list again (a burst costs one
 listing); the SDK's response cache is evicted before the event arrives, so the listing is fresh.
 
-Transports: stdio, Streamable HTTP and legacy SSE. An entry with ``sse_fallback`` (a ``url``
-without a ``type``) tries Streamable HTTP first; when the server answers the ``initialize``
-POST (the ``server/discover`` probe before it does not count) with HTTP 400, 404 or 405,
-or with something that is not a Streamable HTTP answer, the
+Transports: stdio, Streamable HTTP and legacy SSE (:mod:`mcpclient.transports`). An entry
+with ``sse_fallback`` (a ``url`` without a ``type``) tries Streamable HTTP first; when the
+server answers the ``initialize`` POST (the ``server/discover`` probe before it does not
+count) with HTTP 400, 404 or 405, or with something that is not a Streamable HTTP answer, the
 owner closes that attempt and opens legacy SSE once, within the same ``initTimeout`` (the MCP
 spec's backwards-compatibility procedure). The transport that worked is published as
 ``ServerSnapshot.transport``.
@@ -42,8 +42,8 @@ restart; :meth:`Hub.reconnect` starts it again.
 
 Stop: :meth:`Hub.stop` asks every owner to leave its ``async with`` blocks: the session
 closes and stdio children get the SDK's shutdown (stdin closed, then SIGTERM, then SIGKILL
-after :data:`KILL_AFTER_SECONDS`). Cancelling a caller of :meth:`Hub.call_tool` abandons
-the request and the SDK sends ``notifications/cancelled`` to the server.
+after :data:`mcpclient.transports.KILL_AFTER_SECONDS`). Cancelling a caller of
+:meth:`Hub.call_tool` abandons the request and the SDK sends ``notifications/cancelled``.
 
 The hub knows nothing of Django's models: listeners registered with :meth:`Hub.add_listener`
 receive a :class:`ServerSnapshot` whenever a server's state or tools change (the runtime module
@@ -60,7 +60,6 @@ import datetime as dt
 import functools
 import json
 import logging
-import os
 import time
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
@@ -71,16 +70,12 @@ from typing import Any
 
 import anyio
 import httpx2
-import mcp.client.stdio as sdk_stdio
 import mcp.types as types
 import pydantic
 from channels.db import database_sync_to_async
 from django.conf import settings
-from mcp import Client, MCPError, StdioServerParameters, stdio_client
+from mcp import Client, MCPError
 from mcp.client import InputRequiredRoundsExceededError
-from mcp.client.sse import sse_client
-from mcp.client.streamable_http import streamable_http_client
-from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp_types import CONNECTION_CLOSED, REQUEST_TIMEOUT
 
 import boocode
@@ -110,23 +105,12 @@ from mcpclient.redaction import redact_text
 from mcpclient.results import ToolResult, extract_result
 from mcpclient.secret_store import SecretStoreError
 from mcpclient.tool_metadata import safe_icons, tool_title
+from mcpclient.transports import EndWatcher, FallbackFailed, FirstAnswer, open_streams
 
 logger = logging.getLogger(__name__)
 
-# After SIGTERM a stdio child gets this long before SIGKILL (the SDK first closes its stdin
-# and waits PROCESS_TERMINATION_TIMEOUT for a clean exit).
-KILL_AFTER_SECONDS = 5.0
-sdk_stdio.FORCE_KILL_TIMEOUT = KILL_AFTER_SECONDS
-
 STDERR_LINES = 200
-# One message from an HTTP server may carry a large tool result; the hub caps what the model
-# gets at 5 MB, but the transport must let the message through to do that.
-MAX_HTTP_MESSAGE_BYTES = 64 * 1024 * 1024
 CLIENT_INFO = types.Implementation(name="boocode", version=boocode.__version__)
-# What a server that only speaks legacy SSE answers a Streamable HTTP POST with (the spec's
-# backwards-compatibility section names 404 and 405; some answer 400).
-SSE_FALLBACK_STATUSES = frozenset({400, 404, 405})
-STREAMABLE_HTTP_TYPES = ("application/json", "text/event-stream")
 
 
 # How the SDK's RuntimeError begins when a tool's structured content breaks its outputSchema.
@@ -300,102 +284,6 @@ def _description(exc: BaseException) -> str:
 def per_user(config: ServerConfig) -> bool:
     """True for a server each person signs in to with their own account."""
     return config.oauth is not None and config.oauth.per_user
-
-
-class FallbackFailed(Exception):
-    """Neither Streamable HTTP nor the legacy SSE fallback connected; ``str()`` tells both."""
-
-
-class FirstAnswer:
-    """An httpx2 response hook remembering how the server answered the first handshake-era POST.
-
-    The SDK turns an HTTP error into a JSON-RPC error and keeps the status to itself; the SSE
-    fallback needs the status to tell "this server speaks legacy SSE" from "this server is down
-    or refused us". The ``server/discover`` probe that comes first is skipped: a 2025 server
-    refuses it even when it speaks Streamable HTTP, so what counts is its answer to
-    ``initialize`` (or, on a 2026-07-28 server, to the first request after the probe).
-    """
-
-    def __init__(self) -> None:
-        self.status: int | None = None
-        self.content_type = ""
-
-    async def __call__(self, response: httpx2.Response) -> None:
-        """Record the status and content type of the first POST after the probe (the hook's signature)."""
-        request = response.request
-        if (
-            self.status is None
-            and request.method == "POST"
-            and (request.headers.get("mcp-method") != "server/discover")
-        ):
-            self.status = response.status_code
-            self.content_type = response.headers.get("content-type", "").partition(";")[0].strip().lower()
-
-    @property
-    def not_streamable_http(self) -> bool:
-        """True when the answer says the URL does not speak Streamable HTTP (so SSE may)."""
-        if self.status in SSE_FALLBACK_STATUSES:
-            return True
-        return (
-            self.status is not None
-            and 200 <= self.status < 300
-            and self.status != 202
-            and (self.content_type not in STREAMABLE_HTTP_TYPES)
-        )
-
-    def describe(self) -> str:
-        """The answer in a few words, for logs and errors."""
-        if self.status is not None and 200 <= self.status < 300:
-            return f"Streamable HTTP got a {self.content_type or 'untyped'} answer"
-        return f"Streamable HTTP answered HTTP {self.status}"
-
-
-class EndWatcher:
-    """The transport's receive stream, handed to the session as is, reporting when it ends.
-
-    The session reads it directly (no extra task or hop per message); when the stream ends
-    or breaks (child exited, connection lost) ``on_end`` runs at once, so the server is marked
-    unavailable without waiting for the next call.
-    """
-
-    def __init__(self, inner: Any, on_end: Callable[[], None]) -> None:
-        self._inner = inner
-        self._on_end = on_end
-
-    async def receive(self) -> Any:
-        """The next message; the end of the stream is reported, then re-raised."""
-        try:
-            return await self._inner.receive()
-        except (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError):
-            self._on_end()
-            raise
-
-    def __aiter__(self) -> EndWatcher:
-        return self
-
-    async def __anext__(self) -> Any:
-        try:
-            return await self.receive()
-        except anyio.EndOfStream:
-            raise StopAsyncIteration from None
-
-    async def aclose(self) -> None:
-        """Close the underlying stream."""
-        await self._inner.aclose()
-
-    def close(self) -> None:
-        """Close the underlying stream without waiting."""
-        self._inner.close()
-
-    async def __aenter__(self) -> EndWatcher:
-        return self
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        await self.aclose()
-
-    def __getattr__(self, name: str) -> Any:
-        # e.g. ``last_context``, read by the SDK's dispatcher when the transport provides it
-        return getattr(self._inner, name)
 
 
 class ServerConnection:
@@ -786,31 +674,17 @@ class ServerConnection:
     async def _transport(
         self, resolved: ResolvedServer, transport: str, answer: FirstAnswer | None = None
     ) -> AsyncIterator[tuple[Any, Any]]:
-        if transport == STDIO:
-            async with self._stdio(resolved) as streams:
-                yield streams
-        elif transport == SSE:
-            async with sse_client(
-                resolved.url or "",
-                headers=resolved.headers or None,
-                timeout=self.config.init_timeout,
-                sse_read_timeout=max(300.0, self.config.timeout),
-                auth=self._authorization(resolved),
-            ) as streams:
-                yield streams
-        else:
-            client = create_mcp_http_client(
-                headers=resolved.headers or None, auth=self._authorization(resolved)
-            )
-            if answer is not None:
-                client.event_hooks["response"].append(answer)
-            async with (
-                client,
-                streamable_http_client(
-                    resolved.url or "", http_client=client, max_sse_event_size=MAX_HTTP_MESSAGE_BYTES
-                ) as streams,
-            ):
-                yield streams
+        async with open_streams(
+            resolved,
+            transport,
+            name=self.name,
+            timeout=self.config.timeout,
+            init_timeout=self.config.init_timeout,
+            auth=self._authorization(resolved) if transport != STDIO else None,
+            answer=answer,
+            on_stderr=self.stderr_tail.append,
+        ) as streams:
+            yield streams
 
     def _authorization(self, resolved: ResolvedServer) -> HubOAuth | None:
         """The OAuth provider of this connection (None when the entry signs in by itself)."""
@@ -839,44 +713,6 @@ class ServerConnection:
             secrets=resolved.oauth_secrets,
         )
         return self.auth
-
-    @contextlib.asynccontextmanager
-    async def _stdio(self, resolved: ResolvedServer) -> AsyncIterator[tuple[Any, Any]]:
-        params = StdioServerParameters(
-            command=resolved.command or "", args=list(resolved.args), env=dict(resolved.env), cwd=resolved.cwd
-        )
-        read_fd, write_fd = os.pipe()
-        errlog = os.fdopen(write_fd, "w")
-        reader = asyncio.create_task(self._read_stderr(read_fd), name=f"mcp-stderr:{self.name}")
-        try:
-            async with stdio_client(params, errlog=errlog) as streams:
-                errlog.close()  # the child holds its own copy; EOF comes when it exits
-                yield streams
-        finally:
-            if not errlog.closed:
-                errlog.close()
-            with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(asyncio.shield(reader), 1.0)
-            reader.cancel()
-
-    async def _read_stderr(self, read_fd: int) -> None:
-        loop = asyncio.get_running_loop()
-        stream = asyncio.StreamReader(limit=1 << 20)
-        pipe = os.fdopen(read_fd, "rb", buffering=0)
-        transport, _ = await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(stream), pipe)
-        try:
-            while True:
-                try:
-                    line = await stream.readline()
-                except ValueError:  # a line over the limit: keep reading
-                    continue
-                if not line:
-                    return
-                text = line.decode("utf-8", errors="replace").rstrip()
-                self.stderr_tail.append(text[:2000])
-                logger.debug("[%s stderr] %s", self.name, text)
-        finally:
-            transport.close()
 
 
 def _catalog(
