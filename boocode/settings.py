@@ -253,6 +253,18 @@ LLM_API_KEY = env_str("BOOCODE_LLM_API_KEY")
 LLM_MODEL = env_str("BOOCODE_LLM_MODEL")
 LLM_TIMEOUT = env_float("BOOCODE_LLM_TIMEOUT", 120.0, minimum=1.0)
 LLM_MAX_RETRIES = env_int("BOOCODE_LLM_MAX_RETRIES", 3, minimum=0, maximum=10)
+# Ask for token usage in every streamed answer (stream_options.include_usage); turn off for a
+# server that rejects the option.
+LLM_STREAM_USAGE = env_bool("BOOCODE_LLM_STREAM_USAGE", True)
+# Seconds between background checks of the model server (GET /models) while chat pages are
+# open; each websocket connect checks too. 0 turns the periodic check off.
+LLM_CHECK_INTERVAL = env_float("BOOCODE_LLM_CHECK_INTERVAL", 30.0, minimum=0.0)
+if 0 < LLM_CHECK_INTERVAL < 5:
+    raise ImproperlyConfigured(
+        f"BOOCODE_LLM_CHECK_INTERVAL={LLM_CHECK_INTERVAL:g}: must be 0 (off) or at least 5"
+    )
+# After a conversation's first answer, ask the model for its title (else: the first message's words).
+TITLE_FROM_MODEL = env_bool("BOOCODE_TITLE_FROM_MODEL", False)
 
 ADMIN_PASSWORD = env_str("BOOCODE_ADMIN_PASSWORD")
 

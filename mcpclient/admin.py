@@ -13,6 +13,11 @@ server a password field per input. Values go to the encrypted secret store
 Discovered tools are read-only pages (the server is their source): the server's page lists
 them with their titles, each links to its own page with the schemas and icons. Everything a
 server sent is shown as escaped text; an icon is its address, never an ``<img>`` or a link.
+Whether a tool is read-only is written as "yes" or "no": a rejected tool is the guard doing
+its job, not a failure, so it gets no red icon.
+
+The admin site carries the product's name (:data:`SITE_NAME`), and the server list keeps to
+seven short columns so that it fits a 1280-pixel screen next to the admin's navigation.
 """
 
 from __future__ import annotations
@@ -33,6 +38,7 @@ from django.urls import URLPattern, path, reverse
 from django.utils.html import format_html, format_html_join
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.utils.text import Truncator
+from django.utils.timesince import timesince
 
 from mcpclient import admin_services, inputs
 from mcpclient.admin_services import ServerChangeError
@@ -51,7 +57,13 @@ STATUS_COLOURS = {
     McpServer.Status.PER_USER: "#1565c0",
     McpServer.Status.DISABLED: "#757575",
 }
+SITE_NAME = "BooCode"
+admin.site.site_header = f"{SITE_NAME} administration"
+admin.site.site_title = f"{SITE_NAME} admin"
+admin.site.index_title = f"{SITE_NAME}: MCP servers, agents, conversations and users"
+
 BOTH = [ActionLocation.CHANGE_LIST, ActionLocation.CHANGE_FORM]
+ERROR_SHOWN = 60  # characters of a last error in the server list (the whole error is its tooltip)
 CHANGE_ACTIONS = ("enable", "disable", "reconnect", "rediscover")
 DATA_URI_SHOWN = 48  # characters of a data: icon shown before "…"
 
@@ -81,14 +93,19 @@ class McpToolInline(admin.TabularInline):
         user = request.user
         return user.has_perm("mcpclient.view_mcpserver") or user.has_perm("mcpclient.change_mcpserver")
 
-    @admin.display(boolean=True, description="read-only")
-    def read_only(self, tool: McpTool) -> bool:
-        return tool.read_only
+    @admin.display(description="read-only")
+    def read_only(self, tool: McpTool) -> str:
+        return yes_no(tool.read_only)
 
     @admin.display(description="offered")
     def offered(self, tool: McpTool) -> str:
         """The tool's state: offered, rejected (read-only guard) or filtered (includeTools/excludeTools)."""
         return tool_state(tool)
+
+
+def yes_no(value: bool) -> str:
+    """ "yes" or "no" as text (Django's boolean icons make a rejected tool look like a failure)."""
+    return "yes" if value else "no"
 
 
 def tool_state(tool: McpTool) -> str:
@@ -148,9 +165,9 @@ class McpToolAdmin(admin.ModelAdmin):
     def state(self, tool: McpTool) -> str:
         return tool_state(tool)
 
-    @admin.display(boolean=True, description="read-only")
-    def read_only(self, tool: McpTool) -> bool:
-        return tool.read_only
+    @admin.display(description="read-only")
+    def read_only(self, tool: McpTool) -> str:
+        return yes_no(tool.read_only)
 
     @admin.display(description="input schema")
     def input_schema_display(self, tool: McpTool) -> str:
@@ -187,8 +204,8 @@ class McpServerAdmin(admin.ModelAdmin):
     form = McpServerForm
     inlines = [McpToolInline]
     list_display = (
-        "name", "transport_display", "enabled_toggle", "status_badge", "tool_count", "rejected_count",
-        "filtered_count", "short_error", "connected_since",
+        "name", "transport_display", "enabled_toggle", "status_badge", "tools_summary", "short_error",
+        "connected_since",
     )
     list_filter = ("status", "transport")
     search_fields = ("name",)
@@ -497,16 +514,34 @@ class McpServerAdmin(admin.ModelAdmin):
             server.status, colour, server.get_status_display(),
         )
 
+    @admin.display(description="tools", ordering="tool_count")
+    def tools_summary(self, server: McpServer) -> str:
+        """Tools offered, then (small) how many the read-only guard rejected and the filters left out."""
+        left_out = [
+            f"{count} {what}"
+            for count, what in ((server.rejected_count, "rejected"), (server.filtered_count, "filtered"))
+            if count
+        ]
+        if not left_out:
+            return str(server.tool_count)
+        return format_html(
+            '{}<br><small class="mcp-left-out">{}</small>', server.tool_count, ", ".join(left_out)
+        )
+
     @admin.display(description="last error")
     def short_error(self, server: McpServer) -> str:
         if not server.last_error:
             return "-"
-        short = Truncator(server.last_error).chars(80)
+        short = Truncator(server.last_error).chars(ERROR_SHOWN)
         return format_html('<span title="{}">{}</span>', server.last_error, short)
 
-    @admin.display(description="connected since", ordering="connected_at")
-    def connected_since(self, server: McpServer) -> Any:
-        return server.connected_at
+    @admin.display(description="connected", ordering="connected_at")
+    def connected_since(self, server: McpServer) -> str:
+        """How long ago the session opened ("-" when not connected); the time itself is its tooltip."""
+        if server.connected_at is None:
+            return "-"
+        since = timesince(server.connected_at, depth=1)
+        return format_html('<span title="{}">{} ago</span>', server.connected_at.isoformat(), since)
 
     @admin.display(description="server")
     def server_display(self, server: McpServer) -> str:

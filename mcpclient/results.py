@@ -29,6 +29,9 @@ class ToolResult:
     output: str
     is_error: bool = False
     parts: list[dict[str, Any]] = field(default_factory=list)
+    # The result's structuredContent as the server sent it (pages show it; the model reads output).
+    # Not compared: two results the model reads alike are equal.
+    structured: Any = field(default=None, compare=False)
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-serialisable form (``output``, ``is_error``, ``parts``)."""
@@ -96,4 +99,9 @@ def extract_result(result: types.CallToolResult) -> ToolResult:
     if not texts and result.structured_content is not None:
         texts.append(json.dumps(result.structured_content, ensure_ascii=False))
     output = "\n".join(texts) if texts else NO_OUTPUT
-    return ToolResult(output=cap_output(output), is_error=bool(result.is_error), parts=parts)
+    return ToolResult(
+        output=cap_output(output),
+        is_error=bool(result.is_error),
+        parts=parts,
+        structured=result.structured_content,
+    )

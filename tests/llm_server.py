@@ -12,8 +12,11 @@ chunked transfer encoding; connections are kept alive like a real server's.
         llm.requests[0]["messages"]
 
 Replies: :class:`Text`, :class:`ToolCalls`, :class:`Error`, :class:`Stall`, :class:`Raw`,
-:class:`Bytes`, :class:`Drop`. Run ``python tests/llm_server.py --port N`` to serve a fixed
-echo script by hand.
+:class:`Bytes`, :class:`Drop`. ``Text``, ``ToolCalls`` and ``Stall`` take ``usage=(prompt,
+completion)`` to end the stream with a usage chunk (``choices: []``), as OpenAI does when the
+request asks with ``stream_options.include_usage``. ``GET /v1/models`` lists ``models`` (answered
+with ``models_status`` instead when a test sets it; ``model_list_requests`` counts them). Run
+``python tests/llm_server.py --port N`` to serve a fixed echo script by hand.
 """
 
 from __future__ import annotations
@@ -53,6 +56,29 @@ def _chunk(model: str, delta: dict[str, Any], finish: str | None = None) -> byte
     )
 
 
+def _usage_chunk(model: str, usage: tuple[int, int] | None) -> list[bytes]:
+    """The usage chunk (OpenAI's shape: no choices), or nothing."""
+    if usage is None:
+        return []
+    prompt, completion = usage
+    return [
+        _event(
+            {
+                "id": "chatcmpl-scripted",
+                "object": "chat.completion.chunk",
+                "created": int(time.time()),
+                "model": model,
+                "choices": [],
+                "usage": {
+                    "prompt_tokens": prompt,
+                    "completion_tokens": completion,
+                    "total_tokens": prompt + completion,
+                },
+            }
+        )
+    ]
+
+
 def _pieces(text: str, size: int) -> list[str]:
     if size <= 0 or not text:
         return [text] if text else []
@@ -83,6 +109,7 @@ class Text(Reply):
     first_delay: float = 0.0
     delay: float = 0.0
     done: bool = True
+    usage: tuple[int, int] | None = None
 
     def actions(self, model: str) -> Iterator[Action]:
         if self.first_delay:
@@ -93,6 +120,7 @@ class Text(Reply):
                 yield float(self.delay)
             yield _chunk(model, {"content": piece})
         yield _chunk(model, {}, "stop")
+        yield from _usage_chunk(model, self.usage)
         if self.done:
             yield _event("[DONE]")
 
@@ -121,6 +149,7 @@ class ToolCalls(Reply):
     split: int = 3
     first_delay: float = 0.0
     omit_ids: bool = False
+    usage: tuple[int, int] | None = None
 
     def actions(self, model: str) -> Iterator[Action]:
         if self.first_delay:
@@ -147,6 +176,7 @@ class ToolCalls(Reply):
                 if delta is not None:
                     yield _chunk(model, {"tool_calls": [delta]})
         yield _chunk(model, {}, "tool_calls")
+        yield from _usage_chunk(model, self.usage)
         yield _event("[DONE]")
 
 
@@ -172,6 +202,7 @@ class Stall(Reply):
     text: str = ""
     seconds: float = 30.0
     after: str = ""
+    usage: tuple[int, int] | None = None
 
     def actions(self, model: str) -> Iterator[Action]:
         yield _chunk(model, {"role": "assistant", "content": ""})
@@ -181,6 +212,7 @@ class Stall(Reply):
         for piece in _pieces(self.after, 4):
             yield _chunk(model, {"content": piece})
         yield _chunk(model, {}, "stop")
+        yield from _usage_chunk(model, self.usage)
         yield _event("[DONE]")
 
 
@@ -238,6 +270,9 @@ class ScriptedLLM:
         self.on_first_chunk = on_first_chunk  # called (server thread) when a stream's first bytes go out
         self.requests: list[dict[str, Any]] = []
         self.aborted_streams = 0  # streams the client closed before the end (a cancelled turn)
+        self.model_list_requests = 0  # GET /v1/models received
+        self.models_status = 200  # what GET /v1/models answers (set 404, 500 ... to make it fail)
+        self.model_list_headers: list[dict[str, str]] = []  # the headers of each GET /v1/models
         self.connections = 0  # TCP connections accepted (keep-alive reuse keeps this low)
         self._queue: deque[Reply] = deque()
         self._lock = threading.Lock()
@@ -377,6 +412,16 @@ class ScriptedLLM:
         raw = await reader.readexactly(length) if length else b""
 
         if method == "GET" and target.rstrip("/").endswith("/models"):
+            with self._changed:
+                self.model_list_requests += 1
+                self.model_list_headers.append(headers)
+                self._changed.notify_all()
+            if self.api_key is not None and headers.get("authorization") != f"Bearer {self.api_key}":
+                await self._send(writer, 401, b'{"error": {"message": "Incorrect API key provided"}}')
+                return True
+            if self.models_status != 200:
+                await self._send(writer, self.models_status, b'{"error": {"message": "no models today"}}')
+                return True
             listed = [{"id": name, "object": "model"} for name in (self.models or ("scripted",))]
             await self._send(writer, 200, json.dumps({"object": "list", "data": listed}).encode())
             return True
@@ -461,6 +506,8 @@ class ScriptedLLM:
                 )
                 release.cancel()
                 gone.cancel()
+                # Wait for the cancelled read to unwind: the connection's next request reads again.
+                await asyncio.gather(release, gone, return_exceptions=True)
                 if gone in done:
                     return False
         return True

@@ -1,4 +1,8 @@
-"""Conversations in the Django admin (read-mostly: for support and cleanup)."""
+"""Conversations in the Django admin (read-mostly: for support and cleanup).
+
+Superseded messages (replaced by a regenerated answer or an edit) are listed with the others,
+with the time they were replaced: nothing a user replaces is lost.
+"""
 
 from django.contrib import admin
 
@@ -7,7 +11,7 @@ from boocode.chat.models import Conversation, Message, ToolCall
 
 class MessageInline(admin.TabularInline):
     model = Message
-    fields = ("role", "status", "content", "error")
+    fields = ("role", "status", "content", "error", "superseded_at")
     readonly_fields = fields
     extra = 0
     can_delete = False
@@ -16,7 +20,7 @@ class MessageInline(admin.TabularInline):
 
 @admin.register(Conversation)
 class ConversationAdmin(admin.ModelAdmin):
-    list_display = ("title", "owner", "agent_name", "updated_at")
+    list_display = ("title", "owner", "agent_name", "model", "updated_at")
     list_filter = ("agent_name",)
     search_fields = ("title", "owner__username")
     inlines = [MessageInline]
@@ -24,7 +28,7 @@ class ConversationAdmin(admin.ModelAdmin):
 
 class ToolCallInline(admin.TabularInline):
     model = ToolCall
-    fields = ("name", "status", "arguments", "is_error", "duration_ms")
+    fields = ("name", "server", "status", "arguments", "is_error", "duration_ms")
     readonly_fields = fields
     extra = 0
     can_delete = False
@@ -32,7 +36,10 @@ class ToolCallInline(admin.TabularInline):
 
 @admin.register(Message)
 class MessageAdmin(admin.ModelAdmin):
-    list_display = ("id", "conversation", "role", "status", "created_at")
-    list_filter = ("role", "status")
-    readonly_fields = ("conversation", "role", "status", "content", "error", "created_at", "updated_at")
+    list_display = ("id", "conversation", "role", "status", "model", "superseded_at", "created_at")
+    list_filter = ("role", "status", ("superseded_at", admin.EmptyFieldListFilter))
+    readonly_fields = (
+        "conversation", "role", "status", "content", "error", "model", "prompt_tokens", "completion_tokens",
+        "superseded_at", "created_at", "updated_at",
+    )
     inlines = [ToolCallInline]

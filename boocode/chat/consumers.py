@@ -3,6 +3,9 @@
 The consumer only routes: it checks the user, joins the conversation's group, sends the
 history, starts or cancels the turn task (never awaiting a turn itself, so ``cancel`` frames
 get through) and relays group events. Closing the socket leaves the turn running.
+``regenerate`` and ``edit`` are checked here (a clear error frame, nothing started) and then
+run as turns of their own kind (:mod:`boocode.chat.turns`). Every connect asks for a check of
+the model server, and open sockets keep it checked in the background (:mod:`boocode.chat.status`).
 
 The socket lives only as long as the session that opened it (:mod:`boocode.security.sessions`):
 it joins its user's group, re-checks the session before every incoming frame and every
@@ -21,7 +24,7 @@ from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from django.db import DatabaseError
 
-from boocode.chat import services
+from boocode.chat import services, status
 from boocode.chat.elicitations import BadAnswer, UnknownForm, forms
 from boocode.chat.events import group_emitter, group_name
 from boocode.chat.status import status_payload
@@ -41,6 +44,7 @@ STATUS_INTERVAL = 1.0
 SESSION_CHECK_INTERVAL = 30.0
 CLOSE_UNAUTHENTICATED = 4401  # not logged in, or the session ended while the socket was open
 CLOSE_FORBIDDEN = 4403
+TURN_IN_PROGRESS = "A turn is already running here; stop it or wait for it."
 # The session check runs on the loop's worker threads: it never waits behind turns' writes.
 session_is_current = database_sync_to_async(sessions.session_is_current, thread_sensitive=False)
 
@@ -55,6 +59,7 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
     session_key: str | None = None
     session_task: asyncio.Task[None] | None = None
     ended = False  # closed because the session ended: nothing more goes out
+    watching = False  # counted by status.watch() (the background model checks)
 
     async def connect(self) -> None:
         """Accept; close with 4401 (not logged in) or 4403 (not the owner), else join and send history."""
@@ -75,11 +80,12 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
         await self.channel_layer.group_add(group_name(conversation_id), self.channel_name)
         await self.channel_layer.group_add(STATUS_GROUP, self.channel_name)
         await self.channel_layer.group_add(sessions.user_group(user.pk), self.channel_name)
-        history = await database_sync_to_async(services.history_payload)(conversation_id)
+        history, info = await database_sync_to_async(_history_and_info)(conversation_id)
         await self.send_json(
             {
                 "type": "history",
                 "conversation": conversation_id,
+                "conversation_info": info,
                 "messages": merge_live_text(history, conversation_id),
                 "running": registry.running(conversation_id),
                 "turn_id": registry.turn_id(conversation_id),
@@ -89,12 +95,19 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
         await self._send_status()
         self.status_task = asyncio.create_task(self._status_loop())
         self.session_task = asyncio.create_task(self._session_loop())
+        # The status line tells the truth after a reconnect: the model server is asked again now.
+        status.watch()
+        self.watching = True
+        status.check_model_soon()
 
     async def disconnect(self, code: int) -> None:
         """Leave the groups; the turn (if any) keeps running."""
         for task in (self.status_task, self.session_task):
             if task is not None:
                 task.cancel()
+        if self.watching:
+            self.watching = False
+            status.unwatch()
         if self.conversation_id is not None:
             await self.channel_layer.group_discard(group_name(self.conversation_id), self.channel_name)
             await self.channel_layer.group_discard(STATUS_GROUP, self.channel_name)
@@ -129,6 +142,8 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
             "user_message": self._user_message,
             "cancel": self._cancel,
             "elicitation_answer": self._elicitation_answer,
+            "regenerate": self._regenerate,
+            "edit": self._edit,
         }.get(content["type"])
         if handler is None:
             await self._error("unknown_type", f'Unknown frame type "{content["type"][:50]}".')
@@ -148,13 +163,49 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
         if problem is not None:
             await self._error("bad_text", problem)
             return
+        await self._start(TurnRequest(self.conversation_id, text, user_id=self.scope["user"].pk))
+
+    async def _regenerate(self, content: dict[str, Any]) -> None:
+        """Answer the last user message again (what followed it is superseded by the turn)."""
+        assert self.conversation_id is not None
+        if registry.running(self.conversation_id):
+            await self._error("turn_in_progress", TURN_IN_PROGRESS)
+            return
+        if await database_sync_to_async(services.regenerate_target)(self.conversation_id) is None:
+            await self._error("nothing_to_regenerate", "There is no message to answer again yet.")
+            return
+        await self._start(TurnRequest(self.conversation_id, "", user_id=self.user_id, kind="regenerate"))
+
+    async def _edit(self, content: dict[str, Any]) -> None:
+        """Replace a user message (and everything after it) with new text, and answer it."""
+        assert self.conversation_id is not None
+        text = content.get("text")
+        if not isinstance(text, str) or not text.strip():
+            await self._error("bad_frame", 'edit needs a non-empty string "text".')
+            return
+        if len(text) > MAX_MESSAGE_CHARS:
+            await self._error("too_long", f"Messages are limited to {MAX_MESSAGE_CHARS} characters.")
+            return
+        problem = text_problem(text, "message")
+        if problem is not None:
+            await self._error("bad_text", problem)
+            return
+        if registry.running(self.conversation_id):
+            await self._error("turn_in_progress", TURN_IN_PROGRESS)
+            return
+        message_id = content.get("message_id")
+        if not await database_sync_to_async(services.is_editable)(self.conversation_id, message_id):
+            await self._error("unknown_message", "No current user message with this id in this conversation.")
+            return
+        await self._start(
+            TurnRequest(self.conversation_id, text, user_id=self.user_id, kind="edit", edit_id=message_id)
+        )
+
+    async def _start(self, request: TurnRequest) -> None:
         try:
-            registry.start(
-                TurnRequest(self.conversation_id, text, user_id=self.scope["user"].pk),
-                group_emitter(self.conversation_id),
-            )
+            registry.start(request, group_emitter(request.conversation_id))
         except TurnInProgress:
-            await self._error("turn_in_progress", "A turn is already running here; stop it or wait for it.")
+            await self._error("turn_in_progress", TURN_IN_PROGRESS)
 
     async def _cancel(self, content: dict[str, Any]) -> None:
         assert self.conversation_id is not None
@@ -257,3 +308,8 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
         while True:
             await asyncio.sleep(STATUS_INTERVAL)
             await self._send_status()
+
+
+def _history_and_info(conversation_id: int) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """The history frame's messages and conversation object, read in one unit of work."""
+    return services.history_payload(conversation_id), services.conversation_info(conversation_id)

@@ -1,8 +1,14 @@
 """Streaming client for OpenAI-compatible Chat Completions (Ollama, llama.cpp, vLLM, OpenAI, ...).
 
 ``stream_chat()`` is an async generator: it yields :class:`TextDelta` as text arrives and one
-final :class:`Completion` carrying the full text and the tool calls assembled from their
-deltas (index-based, arguments split across chunks, several calls in parallel).
+final :class:`Completion` carrying the full text, the tool calls assembled from their deltas
+(index-based, arguments split across chunks, several calls in parallel), the token usage when
+the server reports it (the request asks for it with ``stream_options.include_usage``) and the
+name of the model that answered.
+
+``model_list()`` reads the server's ``GET /models`` (cached for :data:`MODELS_CACHE_SECONDS`);
+``check_server()`` is the status line's health check: it reads the list afresh and records
+in :data:`last_error` whether the server answered.
 
 Every failure is raised as :class:`LLMError`, whose message is written for the user and
 names the URL or the variable to check. 429, 5xx and connections dropped before a response
@@ -26,6 +32,7 @@ import json
 import logging
 import random
 import re
+import time
 import uuid
 import weakref
 from collections.abc import AsyncIterator
@@ -51,6 +58,12 @@ _LINE_BREAK = re.compile(r"\r\n|\r|\n")  # the SSE line ends (not str.splitlines
 
 # The last connection-level failure seen in this process (None after a success), for the status line.
 last_error: str | None = None
+last_error_kind: str | None = None  # the LLMError kind of last_error
+# Failures a working GET /models does not disprove: the model name or the request itself.
+_NOT_CLEARED_BY_CHECK = frozenset({"model", "request"})
+MODELS_CACHE_SECONDS = 60.0
+MAX_LISTED_MODELS = 1000
+MAX_TOKENS_STORED = 2_147_483_647  # the database column's limit
 
 _sessions: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, aiohttp.ClientSession] = (
     weakref.WeakKeyDictionary()
@@ -151,6 +164,21 @@ class Completion:
     text: str
     tool_calls: list[ToolCallRequest] = field(default_factory=list)
     finish_reason: str | None = None
+    usage: tuple[int, int] | None = None  # (prompt tokens, completion tokens); None: not reported
+    model: str = ""  # the model the server says answered ("" when it did not say)
+
+
+def note_error(exc: LLMError) -> None:
+    """Remember a failure to reach the model for the status line (not "not configured")."""
+    global last_error, last_error_kind
+    if exc.kind != "not_configured":
+        last_error, last_error_kind = str(exc), exc.kind
+
+
+def note_success() -> None:
+    """The model answered: the status line shows no error."""
+    global last_error, last_error_kind
+    last_error = last_error_kind = None
 
 
 def http_session() -> aiohttp.ClientSession:
@@ -198,6 +226,8 @@ def build_request(
 ) -> dict[str, Any]:
     """The JSON body; no ``tools`` key at all when there are no tools (some servers reject [])."""
     body: dict[str, Any] = {"model": model, "messages": messages, "stream": True}
+    if settings.LLM_STREAM_USAGE:
+        body["stream_options"] = {"include_usage": True}
     if tools:
         body["tools"] = tools
     if temperature is not None:
@@ -224,6 +254,8 @@ async def stream_chat(
             "No model is configured: set BOOCODE_LLM_BASE_URL and BOOCODE_LLM_MODEL.", kind="not_configured"
         )
     body = build_request(messages, model=llm.model, tools=tools, temperature=temperature, top_p=top_p)
+    if llm.base_url in _usage_refused:
+        body.pop("stream_options", None)
     headers = {"accept": "text/event-stream", **llm.auth_headers()}
     # sock_read bounds the wait for the answer and every silence in it; connect includes the
     # wait for a free connection of the pool.
@@ -232,7 +264,9 @@ async def stream_chat(
     )
     session = http_session()
 
-    for attempt in range(llm.max_retries + 1):
+    dropped = 0  # 1 once the request was sent again without stream_options: that try is free
+    for index in range(llm.max_retries + 2):
+        attempt = index - dropped
         retry_delay: float | None = None
         try:
             async with session.post(
@@ -240,6 +274,14 @@ async def stream_chat(
             ) as response:
                 if response.status != 200:
                     error = await _status_error(response, llm)
+                    if not dropped and _refuses_usage(error, body):
+                        # An older server that does not know the option: ask again without it,
+                        # and never again for this server (its answers then carry no usage).
+                        body.pop("stream_options")
+                        _usage_refused.add(llm.base_url)
+                        dropped = 1
+                        logger.warning("the model server refused stream_options; asking without usage")
+                        continue
                     if error.kind not in ("rate_limit", "server") or attempt >= llm.max_retries:
                         if attempt:
                             error.args = (f"{error} (after {attempt + 1} attempts)",)
@@ -286,6 +328,19 @@ async def stream_chat(
             ) from None
         if retry_delay:
             await asyncio.sleep(retry_delay)
+
+
+_usage_refused: set[str] = set()  # base URLs whose server rejected stream_options
+
+
+def _refuses_usage(error: LLMError, body: dict[str, Any]) -> bool:
+    """Whether ``error`` is a server refusing the ``stream_options`` the request carried."""
+    text = str(error).lower()
+    return (
+        "stream_options" in body
+        and error.kind == "request"
+        and ("stream_options" in text or "include_usage" in text)
+    )
 
 
 def _reason(exc: Exception) -> str:
@@ -434,6 +489,8 @@ async def _parse_stream(
     text: list[str] = []
     tools = _ToolCallBuilder()
     finish_reason: str | None = None
+    usage: tuple[int, int] | None = None
+    model = ""
     done = False
     lines = _lines(response)
     try:
@@ -455,6 +512,10 @@ async def _parse_stream(
                     raise LLMError(
                         f"The model server reported an error mid-stream: {_error_detail(data)}", kind="server"
                     )
+                if chunk.get("usage") is not None:
+                    usage = _usage(chunk["usage"]) or usage
+                if not model and isinstance(chunk.get("model"), str):
+                    model = storable(chunk["model"][:200])
                 for choice in chunk.get("choices") or []:
                     delta = choice.get("delta") or {}
                     content = delta.get("content")
@@ -486,4 +547,129 @@ async def _parse_stream(
         await lines.aclose()
     if not done and finish_reason is None:
         raise LLMError("The model server's stream ended before the answer was complete.", kind="disconnected")
-    yield Completion(text="".join(text), tool_calls=tools.build(), finish_reason=finish_reason)
+    yield Completion(
+        text="".join(text), tool_calls=tools.build(), finish_reason=finish_reason, usage=usage, model=model
+    )
+
+
+def _usage(value: Any) -> tuple[int, int] | None:
+    """``(prompt tokens, completion tokens)`` from a ``usage`` object, or ``None`` if it has neither."""
+    if not isinstance(value, dict):
+        return None
+    counts = []
+    for key in ("prompt_tokens", "completion_tokens"):
+        number = value.get(key)
+        valid = isinstance(number, int) and not isinstance(number, bool) and number >= 0
+        counts.append(min(number, MAX_TOKENS_STORED) if valid else None)
+    if counts[0] is None and counts[1] is None:
+        return None
+    return counts[0] or 0, counts[1] or 0
+
+
+# --- the model list and the health check ----------------------------------------------------
+_models_cache: dict[tuple[str, str], tuple[float, list[str], str]] = {}
+
+
+async def fetch_models(llm: LLMSettings) -> list[str]:
+    """The ids of ``GET <base URL>/models``, in the server's order; raises :class:`LLMError`.
+
+    A session of its own (closed at once): this runs every few seconds at most, from views and
+    the status check, on whatever loop they have.
+    """
+    if not llm.base_url:
+        raise LLMError("No model server is configured: set BOOCODE_LLM_BASE_URL.", kind="not_configured")
+    url = f"{_without_userinfo(llm.base_url)}/models"
+    timeout = aiohttp.ClientTimeout(total=min(llm.timeout, 10.0))
+    try:
+        async with (
+            aiohttp.ClientSession(cookie_jar=aiohttp.DummyCookieJar()) as session,
+            session.get(url, headers=llm.auth_headers(), timeout=timeout, proxy=proxy_for(url)) as response,
+        ):
+            if response.status != 200:
+                error = await _status_error(response, llm)
+                if response.status == 404:
+                    error = LLMError(
+                        f"The model server at {llm.display_url} offers no model list "
+                        "(GET /models: HTTP 404).",
+                        kind="request",
+                        status=404,
+                    )
+                raise error
+            raw = await response.content.read(ERROR_BODY_LIMIT * 16)
+    except TimeoutError:
+        raise LLMError(
+            f"The model server at {llm.display_url} did not answer GET /models in time.", kind="timeout"
+        ) from None
+    except (aiohttp.ClientConnectorError, aiohttp.InvalidURL) as exc:
+        raise LLMError(
+            f"Cannot connect to the model server at {llm.display_url} ({_reason(exc)}). "
+            "Check BOOCODE_LLM_BASE_URL and that the server is running.",
+            kind="connect",
+        ) from None
+    except aiohttp.ClientError as exc:
+        raise LLMError(
+            f"The connection to the model server at {llm.display_url} failed "
+            f"({str(exc) or type(exc).__name__}).",
+            kind="disconnected",
+        ) from None
+    return _model_ids(raw, llm)
+
+
+def _model_ids(raw: bytes, llm: LLMSettings) -> list[str]:
+    try:
+        data = json.loads(raw)
+        entries = data.get("data", data.get("models")) if isinstance(data, dict) else None
+        if not isinstance(entries, list):
+            raise ValueError('no "data" list')
+    except (ValueError, RecursionError) as exc:
+        raise LLMError(
+            f"The model server at {llm.display_url} sent a model list that cannot be read ({exc}).",
+            kind="malformed",
+        ) from None
+    ids: list[str] = []
+    for entry in entries[:MAX_LISTED_MODELS]:
+        name = entry.get("id") if isinstance(entry, dict) else entry
+        if isinstance(name, str) and name.strip() and name not in ids:
+            ids.append(storable(name.strip()[:200]))
+    return ids
+
+
+async def model_list(llm: LLMSettings, *, max_age: float = MODELS_CACHE_SECONDS) -> tuple[list[str], str]:
+    """``(model ids, error)`` of the server: the list read within ``max_age`` seconds, else afresh.
+
+    ``error`` is ``""`` on success, else a message for the user (the list is then ``[]``).
+    """
+    key = (llm.base_url, llm.api_key)
+    cached = _models_cache.get(key)
+    if cached is not None and time.monotonic() - cached[0] < max_age:
+        return list(cached[1]), cached[2]
+    try:
+        models, error = await fetch_models(llm), ""
+    except LLMError as exc:
+        models, error = [], str(exc)
+    _models_cache[key] = (time.monotonic(), models, error)
+    return list(models), error
+
+
+def forget_models() -> None:
+    """Drop the cached model lists and which servers refused usage (tests)."""
+    _models_cache.clear()
+    _usage_refused.clear()
+
+
+async def check_server(llm: LLMSettings) -> str | None:
+    """Read the model list afresh and record the outcome for the status line; the error, if any.
+
+    A failure replaces :data:`last_error`. A success clears it, unless it was about the model
+    name or the request (``model``, ``request``): a working model list does not disprove those.
+    """
+    global last_error, last_error_kind
+    try:
+        models = await fetch_models(llm)
+    except LLMError as exc:
+        note_error(exc)
+        return str(exc)
+    _models_cache[(llm.base_url, llm.api_key)] = (time.monotonic(), models, "")
+    if last_error_kind not in _NOT_CLEARED_BY_CHECK:
+        last_error = last_error_kind = None
+    return None

@@ -3,6 +3,10 @@
 Everything a turn produces is stored in order (``Message.id`` grows with time within a
 conversation, and a conversation runs one turn at a time), so the page can be rebuilt
 from the database at any moment, including mid-turn.
+
+Nothing a user replaces is deleted: regenerating an answer or editing a message marks the
+replaced rows ``superseded_at``. They stay in the database (and the admin) but leave the
+page, the history frame, the exports and everything sent to the model.
 """
 
 from __future__ import annotations
@@ -12,6 +16,7 @@ from django.db import models
 
 DEFAULT_TITLE = "New conversation"
 TITLE_MAX_LENGTH = 120
+MODEL_NAME_LENGTH = 200
 
 
 class Conversation(models.Model):
@@ -22,6 +27,11 @@ class Conversation(models.Model):
     )
     title = models.CharField(max_length=TITLE_MAX_LENGTH, default=DEFAULT_TITLE)
     agent_name = models.CharField(max_length=100, blank=True, help_text="Empty: the default agent.")
+    model = models.CharField(
+        max_length=MODEL_NAME_LENGTH,
+        blank=True,
+        help_text="Empty: the agent's model (or BOOCODE_LLM_MODEL).",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -58,6 +68,18 @@ class Message(models.Model):
     content = models.TextField(blank=True)
     status = models.CharField(max_length=10, choices=Status.choices, default=Status.COMPLETE)
     error = models.TextField(blank=True, help_text="Why the message failed, for the user.")
+    model = models.CharField(
+        max_length=MODEL_NAME_LENGTH, blank=True, help_text="The model that answered (assistant messages)."
+    )
+    prompt_tokens = models.PositiveIntegerField(
+        null=True, blank=True, help_text="Empty: the model server sent no usage for this answer."
+    )
+    completion_tokens = models.PositiveIntegerField(null=True, blank=True)
+    superseded_at = models.DateTimeField(
+        null=True,
+        blank=True,
+        help_text="When a regenerated answer or an edited message replaced it (empty: current).",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -67,6 +89,13 @@ class Message(models.Model):
 
     def __str__(self) -> str:
         return f"{self.role} #{self.pk}"
+
+    @property
+    def usage(self) -> dict[str, int] | None:
+        """``{"prompt_tokens", "completion_tokens"}``, or ``None`` when the server sent no usage."""
+        if self.prompt_tokens is None and self.completion_tokens is None:
+            return None
+        return {"prompt_tokens": self.prompt_tokens or 0, "completion_tokens": self.completion_tokens or 0}
 
 
 class ToolCall(models.Model):
@@ -83,11 +112,19 @@ class ToolCall(models.Model):
     index = models.PositiveSmallIntegerField(default=0, help_text="Position within the message.")
     call_id = models.CharField(max_length=200, help_text="The id the model gave the call.")
     name = models.CharField(max_length=200)
+    server = models.CharField(
+        max_length=100, blank=True, help_text="The MCP server that served the tool (empty: a native tool)."
+    )
+    tool = models.CharField(max_length=255, blank=True, help_text="The tool's name on its server.")
+    title = models.CharField(max_length=255, blank=True, help_text="The tool's display name from its server.")
     arguments = models.TextField(blank=True, help_text="The arguments as the model wrote them (JSON text).")
     status = models.CharField(max_length=10, choices=Status.choices, default=Status.RUNNING)
     output = models.TextField(blank=True, help_text="What the model reads back.")
     is_error = models.BooleanField(default=False)
     parts = models.JSONField(default=list, blank=True, help_text="Images and audio for the UI.")
+    structured = models.JSONField(
+        null=True, blank=True, help_text="The result's structuredContent (left out when over the output cap)."
+    )
     duration_ms = models.PositiveIntegerField(null=True, blank=True)
     started_at = models.DateTimeField(auto_now_add=True)
     finished_at = models.DateTimeField(null=True, blank=True)
@@ -97,3 +134,21 @@ class ToolCall(models.Model):
 
     def __str__(self) -> str:
         return f"{self.name} ({self.status})"
+
+
+class Preference(models.Model):
+    """A user's own settings for the chat page."""
+
+    class Theme(models.TextChoices):
+        SYSTEM = "system"
+        LIGHT = "light"
+        DARK = "dark"
+
+    user = models.OneToOneField(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="chat_preference"
+    )
+    theme = models.CharField(max_length=10, choices=Theme.choices, default=Theme.SYSTEM)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    def __str__(self) -> str:
+        return f"preferences of {self.user}"

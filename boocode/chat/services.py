@@ -8,6 +8,10 @@ history frame, so a reloaded page and a live one render identically.
 Every write passes its text through :func:`~boocode.chat.text.storable`: what a model or a
 tool produces may hold NUL characters or unpaired surrogates, which the database refuses;
 they are stored as U+FFFD rather than failing the turn. (What users type is refused before.)
+
+Regenerating an answer or editing a message never deletes: the replaced rows get
+``superseded_at`` (:func:`supersede_after`, :func:`supersede_from`) and every read here that
+feeds the page or the model leaves them out.
 """
 
 from __future__ import annotations
@@ -18,16 +22,25 @@ from datetime import datetime
 from typing import Any
 
 from django.db import connection, transaction
-from django.db.models import QuerySet
+from django.db.models import Count, Q, QuerySet, Sum
 from django.utils import timezone
 
-from boocode.chat.models import DEFAULT_TITLE, TITLE_MAX_LENGTH, Conversation, Message, ToolCall
-from boocode.chat.rendering import images_for, preview, render_markdown
+from boocode.chat.models import (
+    DEFAULT_TITLE,
+    MODEL_NAME_LENGTH,
+    TITLE_MAX_LENGTH,
+    Conversation,
+    Message,
+    Preference,
+    ToolCall,
+)
+from boocode.chat.rendering import images_for, markdown_text, preview, render_markdown
 from boocode.chat.text import storable, storable_json
-from mcpclient.results import ToolResult
+from mcpclient.results import MAX_OUTPUT_BYTES, ToolResult
 
 HISTORY_LIMIT = 200  # messages sent to a (re)connecting page
 AUTO_TITLE_CHARS = 60
+ELLIPSIS = "…"
 INTERRUPTED = "Interrupted: the server stopped before this finished."
 CANCELLED_OUTPUT = "Cancelled by the user before the tool finished."
 
@@ -62,12 +75,132 @@ def set_conversation_agent(*, conversation: Conversation, agent_name: str) -> Co
     return conversation
 
 
+def set_conversation_model(*, conversation: Conversation, model: str) -> Conversation:
+    """Choose the model of the next turns (empty: the agent's ``model:`` or BOOCODE_LLM_MODEL).
+
+    The caller checks the name against the server's model list when it has one.
+    """
+    conversation.model = " ".join(model.split())[:MODEL_NAME_LENGTH]
+    conversation.save(update_fields=["model", "updated_at"])
+    return conversation
+
+
+def conversation_usage(conversation_id: int) -> dict[str, int]:
+    """Tokens the conversation's answers used, and how many answers came without usage.
+
+    Superseded answers count: their tokens were spent. An answer is an assistant message the
+    model completed; stopped and failed ones are not counted.
+    """
+    complete = Q(status=Message.Status.COMPLETE)
+    totals = Message.objects.filter(conversation_id=conversation_id, role=Message.Role.ASSISTANT).aggregate(
+        prompt=Sum("prompt_tokens"),
+        completion=Sum("completion_tokens"),
+        answers=Count("id", filter=complete),
+        without=Count("id", filter=complete & Q(prompt_tokens__isnull=True, completion_tokens__isnull=True)),
+    )
+    return {
+        "prompt_tokens": totals["prompt"] or 0,
+        "completion_tokens": totals["completion"] or 0,
+        "answers": totals["answers"],
+        "answers_without_usage": totals["without"],
+    }
+
+
+def conversation_info(conversation: Conversation | int) -> dict[str, Any]:
+    """The ``conversation`` object of docs/protocol.md: id, title, model, usage."""
+    if not isinstance(conversation, Conversation):
+        conversation = Conversation.objects.only("id", "title", "model").get(pk=conversation)
+    return {
+        "id": conversation.pk,
+        "title": conversation.title,
+        "model": conversation.model,
+        "usage": conversation_usage(conversation.pk),
+    }
+
+
+# --- preferences -----------------------------------------------------------------------------
+def user_theme(user: Any) -> str:
+    """The user's theme: ``system`` (follow the browser), ``light`` or ``dark``."""
+    if not getattr(user, "is_authenticated", False):
+        return Preference.Theme.SYSTEM
+    theme = Preference.objects.filter(user=user).values_list("theme", flat=True).first()
+    return theme or Preference.Theme.SYSTEM
+
+
+def set_user_theme(*, user: Any, theme: str) -> str:
+    """Remember the user's theme; ``ValueError`` for a value that is not one of the choices."""
+    if theme not in Preference.Theme.values:
+        raise ValueError(f"theme must be one of {', '.join(Preference.Theme.values)}")
+    Preference.objects.update_or_create(user=user, defaults={"theme": theme})
+    return theme
+
+
 def agent_names() -> list[str]:
     """The agents a conversation can pick, in file order."""
     from agents.services import list_agents, refresh_agents_if_changed
 
     refresh_agents_if_changed()
     return [agent.name for agent in list_agents()]
+
+
+TOOL_DESCRIPTION_CHARS = 1000  # of a tool's description in the agent picker
+
+
+def agents_info(user_id: int | None = None) -> list[dict[str, Any]]:
+    """Every agent with its description, model and the tools it may use now (for ``user_id``).
+
+    Reads AGENTS.md again if it changed; the tools are the registry's current ones (the MCP
+    servers' state in memory), filtered by each agent's patterns. The first agent is the default.
+    """
+    from agents.services import list_agents, refresh_agents_if_changed
+    from boocode.tools.registry import agent_tools, available_tools
+    from mcpclient.runtime import hub_tools
+
+    refresh_agents_if_changed()
+    names = {tool.prefixed_name: tool for tool in hub_tools(user_id)}
+    tools = available_tools(user_id)
+    result = []
+    for position, agent in enumerate(list_agents()):
+        entries = []
+        for tool in agent_tools(agent, tools):
+            hub_tool = names.get(tool.name)
+            description = " ".join((tool.description or "").split())
+            entries.append(
+                {
+                    "name": tool.name,
+                    "server": hub_tool.server if hub_tool else "",
+                    "tool": hub_tool.name if hub_tool else tool.name,
+                    "title": tool.title,
+                    "description": shorten(description, TOOL_DESCRIPTION_CHARS),
+                }
+            )
+        result.append(
+            {
+                "name": agent.name,
+                "description": agent.description,
+                "model": agent.model,
+                "default": position == 0,
+                "tools": entries,
+            }
+        )
+    return result
+
+
+def conversation_groups(conversations: Iterable[Conversation]) -> list[dict[str, Any]]:
+    """The conversations (latest first) under Today, Yesterday, Last 7 days and Older.
+
+    Days are those of the server's time zone (TIME_ZONE); empty groups are left out.
+    """
+    today = timezone.localdate()
+    groups: dict[str, list[Conversation]] = {label: [] for label in GROUP_LABELS}
+    for conversation in conversations:
+        age = (today - timezone.localdate(conversation.updated_at)).days
+        label = "Today" if age <= 0 else "Yesterday" if age == 1 else "Last 7 days" if age <= 7 else "Older"
+        groups[label].append(conversation)
+    return [{"label": label, "conversations": items} for label, items in groups.items() if items]
+
+
+GROUP_LABELS = ("Today", "Yesterday", "Last 7 days", "Older")
 
 
 class AgentUnavailable(Exception):
@@ -94,7 +227,12 @@ def resolve_agent(name: str) -> Any:
 
 
 # --- payloads (protocol shapes) ---------------------------------------------------------------
-def tool_call_payload(call: ToolCall) -> dict[str, Any]:
+def output_url(conversation_id: int, call_id: int) -> str:
+    """Where the whole output of a tool call is (``text/plain``, owner only)."""
+    return f"/c/{conversation_id}/calls/{call_id}/output/"
+
+
+def tool_call_payload(call: ToolCall, conversation_id: int) -> dict[str, Any]:
     """A tool call as sent to clients: arguments and output previews, safe image URLs."""
     arguments, _ = preview(call.arguments)
     output, truncated = preview(call.output)
@@ -104,11 +242,16 @@ def tool_call_payload(call: ToolCall) -> dict[str, Any]:
         "message_id": call.message_id,
         "call_id": call.call_id,
         "name": call.name,
+        "title": call.title,
+        "server": call.server,
+        "tool": call.tool or call.name,
         "arguments": arguments,
         "status": str(call.status),
         "output": output,
         "output_truncated": truncated,
         "output_length": len(call.output),
+        "output_url": output_url(conversation_id, call.pk),
+        "structured": call.structured,
         "is_error": call.is_error,
         "duration_ms": call.duration_ms,
         "images": images,
@@ -130,20 +273,35 @@ def message_payload(message: Message, calls: Iterable[ToolCall] = ()) -> dict[st
         "content": message.content,
         "html": render_markdown(message.content) if rendered else "",
         "error": message.error,
-        "tool_calls": [tool_call_payload(call) for call in calls],
+        "tool_calls": [tool_call_payload(call, message.conversation_id) for call in calls],
         "created_at": message.created_at.isoformat() if message.created_at else None,
+        "model": message.model,
+        "usage": message.usage if message.role == Message.Role.ASSISTANT else None,
     }
 
 
 def history_payload(conversation_id: int, limit: int = HISTORY_LIMIT) -> list[dict[str, Any]]:
-    """The last ``limit`` messages with their tool calls, oldest first."""
+    """The last ``limit`` current messages with their tool calls, oldest first (superseded left out)."""
     messages = list(
-        Message.objects.filter(conversation_id=conversation_id)
+        Message.objects.filter(conversation_id=conversation_id, superseded_at__isnull=True)
         .order_by("-id")[:limit]
         .prefetch_related("tool_calls")
     )
     messages.reverse()
     return [message_payload(message, message.tool_calls.all()) for message in messages]
+
+
+def tool_identity(name: str, user_id: int | None = None) -> tuple[str, str, str]:
+    """``(server, tool, title)`` of the tool the model calls ``name`` (from the live registry).
+
+    A native tool, or one no server offers now, is ``("", name, "")``.
+    """
+    from mcpclient.runtime import hub_tools
+
+    for hub_tool in hub_tools(user_id):
+        if hub_tool.prefixed_name == name:
+            return hub_tool.server, hub_tool.name, hub_tool.title
+    return "", name, ""
 
 
 def tool_output(user_id: int, call_id: int) -> ToolCall | None:
@@ -180,12 +338,20 @@ def tool_entry(call_id: str, output: str) -> dict[str, Any]:
 
 def conversation_agent_name(conversation_id: int) -> str:
     """The agent a conversation has picked ("" for the default); ``Conversation.DoesNotExist`` if gone."""
+    return conversation_choices(conversation_id)[0]
+
+
+def conversation_choices(conversation_id: int) -> tuple[str, str]:
+    """``(agent name, model)`` the conversation has picked ("" for the defaults).
+
+    ``Conversation.DoesNotExist`` if it is gone.
+    """
     with connection.cursor() as cursor:  # plain SQL: read before every model request
-        cursor.execute("SELECT agent_name FROM chat_conversation WHERE id = %s", [conversation_id])
+        cursor.execute("SELECT agent_name, model FROM chat_conversation WHERE id = %s", [conversation_id])
         row = cursor.fetchone()
     if row is None:
         raise Conversation.DoesNotExist(f"conversation {conversation_id} does not exist")
-    return row[0]
+    return row[0], row[1]
 
 
 # Each message with its tool calls in order: one row per call, the call columns NULL without.
@@ -194,13 +360,13 @@ def conversation_agent_name(conversation_id: int) -> str:
 HISTORY_SQL = """
     SELECT m.id, m.role, m.content, c.call_id, c.name, c.arguments, c.output
     FROM chat_message m LEFT JOIN chat_toolcall c ON c.message_id = m.id
-    WHERE m.conversation_id = %s AND m.role IN (%s, %s)
+    WHERE m.conversation_id = %s AND m.role IN (%s, %s) AND m.superseded_at IS NULL
     ORDER BY m.id, c."index", c.id
 """
 
 
 def llm_history(conversation_id: int, system_prompt: str = "") -> list[dict[str, Any]]:
-    """The conversation as Chat Completions messages (console and notice entries left out)."""
+    """The conversation as Chat Completions messages (console, notice and superseded entries left out)."""
     messages: list[dict[str, Any]] = []
     if system_prompt.strip():
         messages.append({"role": "system", "content": system_prompt})
@@ -227,6 +393,10 @@ def llm_history(conversation_id: int, system_prompt: str = "") -> list[dict[str,
 
 
 # --- writes made by a turn -------------------------------------------------------------------
+Usage = tuple[int, int]  # (prompt tokens, completion tokens)
+Identity = tuple[str, str, str]  # (server, tool, title) of a tool call, see tool_identity()
+
+
 def add_message(
     conversation_id: int,
     role: str,
@@ -234,6 +404,7 @@ def add_message(
     *,
     status: str = Message.Status.COMPLETE,
     error: str = "",
+    model: str = "",
 ) -> dict[str, Any]:
     """Store a message from the app (what the user sends goes through :func:`begin_turn`); its payload."""
     message = Message.objects.create(
@@ -242,60 +413,189 @@ def add_message(
         content=storable(content),
         status=status,
         error=storable(error),
+        model=storable(model)[:MODEL_NAME_LENGTH],
     )
     return message_payload(message)
 
 
+def shorten(text: str, limit: int) -> str:
+    """``text`` in at most ``limit`` characters, cut at a word boundary and ended with "…"."""
+    if len(text) <= limit:
+        return text
+    window = text[:limit]  # one character more than is kept: is the cut at a space?
+    space = window.rfind(" ")
+    kept = window[:space] if space >= limit // 2 else window[: limit - len(ELLIPSIS)]
+    return kept.rstrip(" ,;:.-\u2013\u2014") + ELLIPSIS
+
+
+# Enough of a message for its title: a title never needs the Markdown of a 32 000-character text.
+TITLE_SOURCE_CHARS = 2000
+
+
 def auto_title(text: str) -> str:
-    """A conversation title from the first line of the first user message."""
-    first_line = text.strip().splitlines()[0]
-    return first_line[:AUTO_TITLE_CHARS] + ("…" if len(first_line) > AUTO_TITLE_CHARS else "")
+    """A conversation title from a message: its Markdown as plain text, at most 60 characters."""
+    source = text[:TITLE_SOURCE_CHARS]
+    plain = markdown_text(source) or " ".join(source.split())
+    return shorten(plain, AUTO_TITLE_CHARS) if plain else DEFAULT_TITLE
+
+
+def clean_title(text: str) -> str:
+    """A title as stored: one line of plain text (Markdown left out), at most 60 characters."""
+    return auto_title(text)
 
 
 _settled: set[int] = set()  # conversations checked for a dead process's leftovers since start
 
 
-TOUCH_SQL = """
-    UPDATE chat_conversation SET updated_at = %s, title = CASE WHEN title = %s THEN %s ELSE title END
-    WHERE id = %s
-"""
+TOUCH_SQL = "UPDATE chat_conversation SET updated_at = %s WHERE id = %s"
+UNTITLED_SQL = "SELECT 1 FROM chat_conversation WHERE id = %s AND title = %s"
+TITLE_SQL = "UPDATE chat_conversation SET title = %s WHERE id = %s"
+
+
+def _touch(conversation_id: int, title_from: str | None = None) -> bool:
+    """Move the conversation to the top of the list; name it after ``title_from`` if it is untitled.
+
+    Returns whether the title was set. ``Conversation.DoesNotExist`` if the conversation is gone.
+    Plain SQL: the ORM's version costs ~0.5 ms, and this runs in every turn; the title (Markdown
+    parsed, ~0.1-0.8 ms) is made only for a conversation that still has the default title.
+    """
+    with connection.cursor() as cursor:
+        # The update comes first: it locks the row (PostgreSQL) and says whether it still exists.
+        now = connection.ops.adapt_datetimefield_value(timezone.now())
+        cursor.execute(TOUCH_SQL, [now, conversation_id])
+        if cursor.rowcount == 0:
+            raise Conversation.DoesNotExist(f"conversation {conversation_id} does not exist")
+        if title_from is None:
+            return False
+        cursor.execute(UNTITLED_SQL, [conversation_id, DEFAULT_TITLE])
+        if cursor.fetchone() is None:
+            return False
+        title = auto_title(title_from)
+        if title == DEFAULT_TITLE:
+            return False
+        cursor.execute(TITLE_SQL, [title, conversation_id])
+        return True
+
+
+def _settle_once(conversation_id: int) -> None:
+    if conversation_id not in _settled:
+        close_interrupted(conversation_id)
+        _settled.add(conversation_id)
 
 
 def begin_turn(
-    conversation_id: int, role: str, text: str, *, open_answer: bool = False
-) -> tuple[dict[str, Any], dict[str, Any] | None]:
+    conversation_id: int, role: str, text: str, *, open_answer: bool = False, model: str = ""
+) -> tuple[dict[str, Any], dict[str, Any] | None, bool]:
     """Store what the user sent (a message or a console command), in one transaction.
 
-    Returns its payload and, with ``open_answer``, the payload of a new streaming assistant
-    message for the answer. First settles, once per process, what a dead one left. What the
-    user sends moves the conversation to the top of the list, and the first user message names
-    a conversation that still has the default title. ``Conversation.DoesNotExist`` if it is gone.
+    Returns its payload, with ``open_answer`` the payload of a new streaming assistant message
+    for the answer (``model``: the model asked), and whether the message named the conversation.
+    First settles, once per process, what a dead one left. What the user sends moves the
+    conversation to the top of the list, and a user message names a conversation that still
+    has the default title. ``Conversation.DoesNotExist`` if it is gone.
 
-    Plain SQL and one INSERT for both messages: this runs in every turn, alongside its first
-    model request.
+    One INSERT for both messages: this runs in every turn, alongside its first model request.
     """
     text = storable(text)
     messages = [Message(conversation_id=conversation_id, role=role, content=text)]
     if open_answer:
         messages.append(
             Message(
-                conversation_id=conversation_id, role=Message.Role.ASSISTANT, status=Message.Status.STREAMING
+                conversation_id=conversation_id,
+                role=Message.Role.ASSISTANT,
+                status=Message.Status.STREAMING,
+                model=storable(model)[:MODEL_NAME_LENGTH],
             )
         )
-    title = auto_title(text) if role == Message.Role.USER and text.strip() else DEFAULT_TITLE
+    title_from = text if role == Message.Role.USER and text.strip() else None
     with transaction.atomic():
-        # The update comes first: it locks the row (PostgreSQL) and says whether it still exists.
-        with connection.cursor() as cursor:  # plain SQL: the ORM's CASE costs ~0.5 ms per turn
-            now = connection.ops.adapt_datetimefield_value(timezone.now())
-            cursor.execute(TOUCH_SQL, [now, DEFAULT_TITLE, title, conversation_id])
-            if cursor.rowcount == 0:
-                raise Conversation.DoesNotExist(f"conversation {conversation_id} does not exist")
-        if conversation_id not in _settled:
-            close_interrupted(conversation_id)
-            _settled.add(conversation_id)
+        titled = _touch(conversation_id, title_from)
+        _settle_once(conversation_id)
         stored = Message.objects.bulk_create(messages)  # one INSERT; the ids come back in order
     answer = message_payload(stored[1]) if open_answer else None
-    return message_payload(stored[0]), answer
+    return message_payload(stored[0]), answer, titled
+
+
+class NothingToRegenerate(Exception):
+    """The conversation has no user message whose answer could be made again."""
+
+
+class UnknownMessage(Exception):
+    """The message is not a current user message of the conversation."""
+
+
+def _current(conversation_id: int) -> QuerySet[Message]:
+    return Message.objects.filter(conversation_id=conversation_id, superseded_at__isnull=True)
+
+
+def regenerate_target(conversation_id: int) -> int | None:
+    """The id of the last current user message (whose answer ``regenerate`` makes again), or ``None``."""
+    return (
+        _current(conversation_id)
+        .filter(role=Message.Role.USER)
+        .order_by("-id")
+        .values_list("id", flat=True)
+        .first()
+    )
+
+
+def is_editable(conversation_id: int, message_id: Any) -> bool:
+    """Whether ``message_id`` is a current user message of the conversation (what ``edit`` may replace)."""
+    if not isinstance(message_id, int) or isinstance(message_id, bool) or message_id <= 0:
+        return False
+    return _current(conversation_id).filter(pk=message_id, role=Message.Role.USER).exists()
+
+
+def _supersede(conversation_id: int, first_id: int) -> list[int]:
+    """Mark current messages from ``first_id`` on superseded; their ids (kept, never deleted)."""
+    rows = _current(conversation_id).filter(id__gte=first_id)
+    ids = list(rows.order_by("id").values_list("id", flat=True))
+    if ids:
+        Message.objects.filter(pk__in=ids).update(superseded_at=timezone.now())
+    return ids
+
+
+def begin_regenerate(conversation_id: int) -> tuple[int, list[int]]:
+    """Supersede everything after the last user message: ``(its id, the superseded ids)``.
+
+    Raises :class:`NothingToRegenerate` when there is no user message, and
+    ``Conversation.DoesNotExist`` when the conversation is gone.
+    """
+    with transaction.atomic():
+        _touch(conversation_id)
+        _settle_once(conversation_id)
+        target = regenerate_target(conversation_id)
+        if target is None:
+            raise NothingToRegenerate(conversation_id)
+        return target, _supersede(conversation_id, target + 1)
+
+
+def begin_edit(conversation_id: int, message_id: int) -> list[int]:
+    """Supersede the user message ``message_id`` and everything after it; the superseded ids.
+
+    Raises :class:`UnknownMessage` unless it is a current user message of the conversation,
+    and ``Conversation.DoesNotExist`` when the conversation is gone.
+    """
+    with transaction.atomic():
+        _touch(conversation_id)
+        _settle_once(conversation_id)
+        if not is_editable(conversation_id, message_id):
+            raise UnknownMessage(message_id)
+        return _supersede(conversation_id, message_id)
+
+
+def set_title(conversation_id: int, title: str, *, replacing: str) -> bool:
+    """Store a title made for the conversation (the model's) if its title is still ``replacing``.
+
+    A title the user chose meanwhile (a rename) is never overwritten. Returns whether it was stored.
+    """
+    cleaned = clean_title(title)
+    return bool(Conversation.objects.filter(pk=conversation_id, title=replacing).update(title=cleaned))
+
+
+def conversation_title(conversation_id: int) -> str:
+    """The conversation's title (``Conversation.DoesNotExist`` if it is gone)."""
+    return Conversation.objects.values_list("title", flat=True).get(pk=conversation_id)
 
 
 def settle_turn(
@@ -342,46 +642,106 @@ def finish_message(
     status: str,
     error: str = "",
     tool_calls: Iterable[tuple[str, str, str]] = (),
+    identities: dict[str, Identity] | None = None,
     created_at: datetime | None = None,
+    conversation_id: int | None = None,
+    model: str | None = None,
+    usage: Usage | None = None,
 ) -> dict[str, Any]:
     """Store a streamed message's final text and status, and the tool calls it requested; its payload.
 
-    The calls are created running. ``created_at`` (the caller knows it from ``message_start``)
-    saves reading the row back.
+    The calls are created running; ``identities`` maps a call's name to its (server, tool,
+    title). ``model`` (the model that answered) and ``usage`` are stored when given. The turn
+    passes ``created_at``, ``conversation_id`` and ``model`` (it knows them from
+    ``message_start``), which saves reading the row back.
     """
     now = timezone.now()
     content, error = storable(content), storable(error)
+    fields: dict[str, Any] = {"content": content, "status": status, "error": error, "updated_at": now}
+    if model is not None:
+        model = fields["model"] = storable(model)[:MODEL_NAME_LENGTH]
+    if usage is not None:
+        fields["prompt_tokens"], fields["completion_tokens"] = usage
     with transaction.atomic():
-        if not Message.objects.filter(pk=message_id).update(
-            content=content, status=status, error=error, updated_at=now
-        ):
+        if not Message.objects.filter(pk=message_id).update(**fields):
             raise Message.DoesNotExist(f"message {message_id} does not exist")
         role = Message.Role.ASSISTANT
-        if created_at is None:
-            role, created_at = Message.objects.filter(pk=message_id).values_list("role", "created_at").get()
-        calls = [
-            ToolCall(
-                message_id=message_id,
-                index=index,
-                call_id=storable(call_id),
-                name=storable(name),
-                arguments=storable(arguments),
+        if created_at is None or conversation_id is None or model is None:
+            role, created_at, conversation_id, model, prompt, completion = (
+                Message.objects.filter(pk=message_id)
+                .values_list(
+                    "role", "created_at", "conversation_id", "model", "prompt_tokens", "completion_tokens"
+                )
+                .get()
             )
-            for index, (call_id, name, arguments) in enumerate(tool_calls)
-        ]
+            usage = None if prompt is None and completion is None else (prompt or 0, completion or 0)
+        identities = identities or {}
+        calls = []
+        for index, (call_id, name, arguments) in enumerate(tool_calls):
+            server, tool, title = identities.get(name, ("", name, ""))
+            calls.append(
+                ToolCall(
+                    message_id=message_id,
+                    index=index,
+                    call_id=storable(call_id),
+                    name=storable(name),
+                    server=storable(server)[:100],
+                    tool=storable(tool)[:255],
+                    title=storable(title)[:255],
+                    arguments=storable(arguments),
+                )
+            )
         if calls:
             calls = ToolCall.objects.bulk_create(calls)  # primary keys come back (RETURNING)
-    message = Message(pk=message_id, role=role, content=content, status=status, error=error)
+    message = Message(
+        pk=message_id,
+        conversation_id=conversation_id,
+        role=role,
+        content=content,
+        status=status,
+        error=error,
+        model=model or "",
+        prompt_tokens=usage[0] if usage else None,
+        completion_tokens=usage[1] if usage else None,
+    )
     message.created_at, message.updated_at = created_at, now
     return message_payload(message, calls)
 
 
-def add_tool_call(message_id: int, *, call_id: str, name: str, arguments: str) -> dict[str, Any]:
+def add_tool_call(
+    message_id: int,
+    *,
+    call_id: str,
+    name: str,
+    arguments: str,
+    identity: Identity | None = None,
+    conversation_id: int | None = None,
+) -> dict[str, Any]:
     """A running tool call on a console message; its payload."""
+    server, tool, title = identity or ("", name, "")
     call = ToolCall.objects.create(
-        message_id=message_id, call_id=call_id, name=storable(name), arguments=storable(arguments)
+        message_id=message_id,
+        call_id=call_id,
+        name=storable(name),
+        server=storable(server)[:100],
+        tool=storable(tool)[:255],
+        title=storable(title)[:255],
+        arguments=storable(arguments),
     )
-    return tool_call_payload(call)
+    if conversation_id is None:
+        conversation_id = Message.objects.values_list("conversation_id", flat=True).get(pk=message_id)
+    return tool_call_payload(call, conversation_id)
+
+
+def structured_content(value: Any) -> Any:
+    """A result's structuredContent as stored: ``None`` when absent, unserialisable or over the cap."""
+    if value is None:
+        return None
+    try:
+        size = len(json.dumps(value, ensure_ascii=False).encode("utf-8", errors="replace"))
+    except (TypeError, ValueError, RecursionError):
+        return None
+    return storable_json(value) if size <= MAX_OUTPUT_BYTES else None
 
 
 def finish_tool_call(
@@ -393,11 +753,15 @@ def finish_tool_call(
         message_id=call["message_id"],
         call_id=call["call_id"],
         name=call["name"],
+        server=call.get("server", ""),
+        tool=call.get("tool", ""),
+        title=call.get("title", ""),
         arguments=call["arguments"],
         status=status or (ToolCall.Status.ERROR if result.is_error else ToolCall.Status.DONE),
         output=storable(result.output),
         is_error=result.is_error,
         parts=storable_json(result.parts),
+        structured=structured_content(getattr(result, "structured", None)),
         duration_ms=duration_ms,
         finished_at=timezone.now(),
     )
@@ -406,10 +770,13 @@ def finish_tool_call(
         output=row.output,
         is_error=row.is_error,
         parts=row.parts,
+        structured=row.structured,
         duration_ms=row.duration_ms,
         finished_at=row.finished_at,
     )
-    return tool_call_payload(row)
+    payload = tool_call_payload(row, 0)
+    payload["output_url"] = call["output_url"]  # built when the call was created
+    return payload
 
 
 def end_running_calls(conversation_id: int, *, output: str = CANCELLED_OUTPUT) -> list[dict[str, Any]]:
@@ -426,7 +793,7 @@ def end_running_calls(conversation_id: int, *, output: str = CANCELLED_OUTPUT) -
         call.finished_at = now
         call.duration_ms = int((now - call.started_at).total_seconds() * 1000)
     ToolCall.objects.bulk_update(calls, ["status", "is_error", "output", "finished_at", "duration_ms"])
-    return [tool_call_payload(call) for call in calls]
+    return [tool_call_payload(call, conversation_id) for call in calls]
 
 
 def close_interrupted(conversation_id: int) -> None:

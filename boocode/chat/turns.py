@@ -15,6 +15,18 @@ step concurrently through the registry; feed the results back and loop until the
 answers without tools. When the agent's ``max_tool_calls`` is used up, one last call is made
 without tools and a notice says so. Console commands store the command first, then run.
 
+Regenerate and edit: a request of kind ``regenerate`` first supersedes everything after the
+last user message and answers that message again (no new user message); one of kind ``edit``
+supersedes the user message it names and everything after it, then runs like a new message.
+Superseded rows stay in the database; a ``superseded`` frame tells the tabs to remove them,
+and the history read for the model leaves them out.
+
+After ``turn_end`` a ``conversation`` frame carries the conversation's title, model and usage.
+With BOOCODE_TITLE_FROM_MODEL the first answer is followed by a short request for a title, run
+as a task of its own after the turn has ended (the next message need not wait for it); its
+result is stored and sent in another ``conversation`` frame, and any failure keeps the title
+made from the first message.
+
 Forms: each tool call runs with an asker for the conversation (:mod:`boocode.chat.elicitations`),
 so a server that elicits during the call shows its form to this conversation's tabs only.
 
@@ -52,6 +64,7 @@ from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from channels.db import database_sync_to_async
+from django.conf import settings
 from django.core.exceptions import ObjectDoesNotExist
 from django.db import DatabaseError
 
@@ -89,6 +102,12 @@ CONSOLE_HELP = (
     "Anything else is sent to the model."
 )
 INTERNAL_ERROR = "Internal error while running this turn; the details are in the server log."
+TITLE_PROMPT = (
+    "Write a title of at most six words for the conversation below. Answer with the title only: "
+    "plain text, no quotes, no Markdown, no final full stop."
+)
+TITLE_TIMEOUT = 30.0  # seconds a title request may take before the first message's title stays
+QUOTES = "\"'\u201c\u201d\u2018\u2019"  # what models like to wrap a title in
 
 
 class TurnInProgress(Exception):
@@ -104,6 +123,10 @@ class TurnRequest:
     turn_id: str = field(default_factory=lambda: uuid.uuid4().hex)
     # The conversation's owner: their own sessions ("perUser" servers) serve the turn's tools.
     user_id: int | None = None
+    # "message" (text is new), "regenerate" (answer the last user message again; text unused)
+    # or "edit" (text replaces the user message edit_id and everything after it).
+    kind: str = "message"
+    edit_id: int | None = None
 
 
 @dataclass
@@ -142,16 +165,19 @@ def _refresh_agents() -> None:
     refresh_agents_if_changed()
 
 
-def _read_for_model(conversation_id: int, text: str) -> tuple[Agent, list[dict[str, Any]]]:
-    """The read before the model request: the conversation's agent and the model's messages.
+def _read_for_model(conversation_id: int, text: str | None) -> tuple[Agent, str, list[dict[str, Any]]]:
+    """The read before the model request: the agent, the conversation's model and the messages.
 
     Re-reads AGENTS.md if it changed. The history ends with ``text``, the message that is
-    stored while the request goes out.
+    stored while the request goes out (``None``: the history already ends with it).
     """
-    agent = _conversation_agent(conversation_id)
+    _refresh_agents()
+    agent_name, model = services.conversation_choices(conversation_id)
+    agent = services.resolve_agent(agent_name)
     history = services.llm_history(conversation_id, agent.prompt)
-    history.append({"role": "user", "content": text})
-    return agent, history
+    if text is not None:
+        history.append({"role": "user", "content": text})
+    return agent, model, history
 
 
 def _conversation_agent(conversation_id: int) -> Agent:
@@ -168,14 +194,19 @@ def _stale_agent_notice(agent: Agent) -> str:
     )
 
 
-def _context(agent: Agent, history: list[dict[str, Any]], user_id: int | None = None) -> TurnContext:
-    """The turn's context; the tools are the registry's current ones (in memory, no query)."""
+def _context(
+    agent: Agent, history: list[dict[str, Any]], user_id: int | None = None, model: str = ""
+) -> TurnContext:
+    """The turn's context; the tools are the registry's current ones (in memory, no query).
+
+    ``model`` is the conversation's choice; empty means the agent's ``model:`` (or the default).
+    """
     from boocode.tools.registry import agent_tools, openai_tools
 
     tools = agent_tools(agent, user_id=user_id)
     return TurnContext(
         agent_name=agent.name,
-        llm=LLMSettings.from_settings(agent.model),
+        llm=LLMSettings.from_settings(model or agent.model),
         tools=tools,
         openai_tools=openai_tools(tools),
         messages=history,
@@ -195,12 +226,17 @@ async def _execute(name: str, arguments: str, allowed: list[Any] | None) -> Tool
         return ToolResult(output=f"{name} failed: {type(exc).__name__}: {exc}", is_error=True)
 
 
-async def _open_sessions(user_id: int | None) -> None:
-    """The hub (started, changes applied) with ``user_id``'s own sessions open."""
+async def _open_sessions(user_id: int | None, *, fresh: bool = False) -> None:
+    """The hub (started, changes applied) with ``user_id``'s own sessions open.
+
+    A model turn may reuse a check of other processes' changes made within the last
+    ``TURN_CHECK_INTERVAL`` seconds; with ``fresh`` (the tool console) they are read now.
+    An edited mcp.json is applied either way.
+    """
     from mcpclient.runtime import TURN_CHECK_INTERVAL, ensure_hub
     from mcpclient.signin import open_sessions
 
-    await open_sessions(await ensure_hub(max_age=TURN_CHECK_INTERVAL), user_id)
+    await open_sessions(await ensure_hub(max_age=0.0 if fresh else TURN_CHECK_INTERVAL), user_id)
 
 
 def _eager[T](coroutine: Coroutine[Any, Any, T]) -> asyncio.Task[T]:
@@ -229,6 +265,9 @@ class _Turn:
         self.last_emit = 0.0
         self.cap_hit = False
         self.storing: asyncio.Task[None] | None = None  # the start being stored (first model request)
+        self.model = ""  # the model asked for in this turn (stored on each answer)
+        self.titled = False  # this turn's message named the conversation
+        self.announcing: asyncio.Future[None] | None = None  # the conversation frame of a new title
 
     @property
     def text(self) -> str:
@@ -247,8 +286,10 @@ class _Turn:
         )
         status, error = "complete", ""
         try:
-            command = parse_command(self.request.text)
+            command = parse_command(self.request.text) if self.request.kind != "regenerate" else None
             if command is not None:
+                if self.request.kind == "edit":
+                    await self._supersede()
                 agent = await self._store_command()
                 await self._console(agent, *command)
             else:
@@ -261,14 +302,16 @@ class _Turn:
             raise
         except LLMError as exc:
             status, error = "failed", str(exc)
-            if exc.kind != "not_configured":
-                llm_client.last_error = error
+            llm_client.note_error(exc)
             await self._stored()
             await self._failed(error)
         except services.AgentUnavailable as exc:
             status, error = "failed", str(exc)
             await self._stored()
             await self._failed(error)
+        except (services.NothingToRegenerate, services.UnknownMessage):
+            # Checked before the turn started; only another tab's edit in between gets here.
+            status, error = "failed", "The message to answer again is gone (changed in another tab)."
         except Exception:  # the top of the turn task: the user gets a message, the log the traceback
             logger.exception("turn %s in conversation %s failed", self.request.turn_id, self.conversation_id)
             status, error = "failed", INTERNAL_ERROR
@@ -279,7 +322,7 @@ class _Turn:
 
     async def _store_command(self) -> Agent:
         """Store a console command (echoed to the clients); the conversation's agent."""
-        payload, _ = await db(services.begin_turn)(
+        payload, _, _ = await db(services.begin_turn)(
             self.conversation_id, Message.Role.CONSOLE, self.request.text
         )
         self.request_message_id = payload["id"]
@@ -290,14 +333,52 @@ class _Turn:
         return agent
 
     async def _store_message(self, answer: bool) -> None:
-        """Store the user's message (echoed) and, with ``answer``, open the answer's message."""
-        payload, opened = await db(services.begin_turn)(
-            self.conversation_id, Message.Role.USER, self.request.text, open_answer=answer
+        """Store the user's message (echoed) and, with ``answer``, open the answer's message.
+
+        A regenerated answer has no new user message: only the answer's message is opened.
+        """
+        if self.request.kind == "regenerate":
+            if answer:
+                await self._open_message(
+                    await db(services.add_message)(
+                        self.conversation_id,
+                        Message.Role.ASSISTANT,
+                        status=Message.Status.STREAMING,
+                        model=self.model,
+                    )
+                )
+            return
+        payload, opened, self.titled = await db(services.begin_turn)(
+            self.conversation_id, Message.Role.USER, self.request.text, open_answer=answer, model=self.model
         )
         self.request_message_id = payload["id"]
         await self.emit({"type": "message", "message": payload})
         if opened is not None:
             await self._open_message(opened)
+        if self.titled:
+            # The new title goes out while the answer streams (its read waits on nothing here).
+            self.announcing = asyncio.ensure_future(self._send_conversation())
+
+    async def _supersede(self) -> None:
+        """Regenerate or edit: mark what is replaced superseded and tell the tabs to remove it."""
+        if self.request.kind == "regenerate":
+            self.request_message_id, ids = await db(services.begin_regenerate)(self.conversation_id)
+        else:
+            assert self.request.edit_id is not None
+            ids = await db(services.begin_edit)(self.conversation_id, self.request.edit_id)
+        if ids:
+            await self.emit({"type": "superseded", "message_ids": ids})
+
+    async def _send_conversation(self) -> None:
+        """The ``conversation`` frame: title, model and usage as stored now."""
+        try:
+            info = await db_read(services.conversation_info)(self.conversation_id)
+        except (DatabaseError, ObjectDoesNotExist):
+            logger.warning(
+                "conversation %s: could not read it for its frame", self.conversation_id, exc_info=True
+            )
+            return
+        await self.emit({"type": "conversation", "conversation": info})
 
     async def _stored(self) -> None:
         """Let the start being stored finish (before a turn ends, so it is settled and echoed)."""
@@ -313,12 +394,17 @@ class _Turn:
 
     # --- the conversation with the model -----------------------------------------------------
     async def _converse(self) -> None:
+        if self.request.kind in ("regenerate", "edit"):
+            await self._supersede()
+        text = None if self.request.kind == "regenerate" else self.request.text
         try:
-            agent, history = await db_read(_read_for_model)(self.conversation_id, self.request.text)
+            agent, model, history = await db_read(_read_for_model)(self.conversation_id, text)
         except services.AgentUnavailable:
             self.storing = asyncio.ensure_future(self._store_message(answer=False))  # kept, never lost
             raise
-        configured = LLMSettings.from_settings(agent.model).configured
+        llm = LLMSettings.from_settings(model or agent.model)
+        self.model = llm.model
+        configured = llm.configured
         if agent.error:  # rare: store first, so the notice follows the message it is about
             await self._store_message(answer=False)
             await self._notice(_stale_agent_notice(agent))
@@ -326,14 +412,14 @@ class _Turn:
             self.storing = asyncio.ensure_future(self._store_message(answer=configured))
         # The first turn may wait here while the MCP servers start; the echo goes out meanwhile.
         await _open_sessions(self.request.user_id)
-        context = _context(agent, history, self.request.user_id)
+        context = _context(agent, history, self.request.user_id, model)
         if not context.llm.configured:
             raise LLMError(NOT_CONFIGURED, kind="not_configured")
         used = 0
         while True:
             offered = context.openai_tools if not self.cap_hit else None
             completion, calls = await self._stream_step(context, offered)
-            llm_client.last_error = None
+            llm_client.note_success()
             if not calls:
                 break
             budget = max(context.max_tool_calls - used, 0)
@@ -385,7 +471,10 @@ class _Turn:
                 if self.message_id is None:
                     await self._open_message(
                         await db(services.add_message)(
-                            self.conversation_id, Message.Role.ASSISTANT, status=Message.Status.STREAMING
+                            self.conversation_id,
+                            Message.Role.ASSISTANT,
+                            status=Message.Status.STREAMING,
+                            model=context.llm.model,
                         )
                     )
                 last_save = time.monotonic()
@@ -420,12 +509,19 @@ class _Turn:
             await self._flush()
         assert completion is not None  # stream_chat always ends with a Completion or raises
         requested = completion.tool_calls if tools else []
+        identities = {
+            call.name: services.tool_identity(call.name, self.request.user_id) for call in requested
+        }
         final = await db(services.finish_message)(
             self.message_id,
             content=completion.text,
             status=Message.Status.COMPLETE,
             tool_calls=[(call.id, call.name, call.arguments) for call in requested],
+            identities=identities,
             created_at=self.message_created_at,
+            conversation_id=self.conversation_id,
+            model=completion.model or context.llm.model,
+            usage=completion.usage,
         )
         self.message_id = None
         await self.emit({"type": "message_complete", "message": final})
@@ -490,7 +586,8 @@ class _Turn:
         if command == "/help":
             await self._notice(CONSOLE_HELP)
             return
-        await _open_sessions(self.request.user_id)
+        # What the console lists and runs follows mcp.json and AGENTS.md as they are now.
+        await _open_sessions(self.request.user_id, fresh=True)
         tools = agent_tools(agent, user_id=self.request.user_id)
         if command == "/tools":
             await self._notice(_tools_listing(agent.name, tools))
@@ -506,6 +603,8 @@ class _Turn:
             call_id=f"console_{uuid.uuid4().hex[:12]}",
             name=name,
             arguments=arguments,
+            identity=services.tool_identity(name, self.request.user_id),
+            conversation_id=self.conversation_id,
         )
         await self.emit({"type": "tool_call", "call": call})
         started = time.monotonic()
@@ -549,7 +648,10 @@ class _Turn:
             await self.emit({"type": "tool_result", "call": call})
 
     async def _end(self, status: str, error: str) -> None:
-        # turn_end is the last frame of a turn; the status line is refreshed just before it.
+        # turn_end is the last frame of the turn proper; the status line is refreshed just before
+        # it, and the conversation's title, model and usage follow it.
+        if self.announcing is not None:
+            await self.announcing
         await self.emit(status_payload())
         await self.emit(
             {
@@ -560,6 +662,60 @@ class _Turn:
                 "cap_hit": self.cap_hit,
             }
         )
+        await self._send_conversation()
+        if self.titled and status == "complete" and settings.TITLE_FROM_MODEL and self.model:
+            _background(_title_from_model(self.conversation_id, self.model, self._emit_event))
+
+
+_titling: set[asyncio.Task[None]] = set()  # title requests running after their turn ended
+
+
+def _background(coroutine: Coroutine[Any, Any, None]) -> None:
+    task = asyncio.ensure_future(coroutine)
+    _titling.add(task)
+    task.add_done_callback(_titling.discard)
+
+
+def _title_request(conversation_id: int) -> tuple[str, list[dict[str, Any]]]:
+    """The title now, and the request for a new one: the instruction, the first message and answer."""
+    history = [
+        {"role": entry["role"], "content": entry["content"]}
+        for entry in services.llm_history(conversation_id)
+        if entry["role"] in ("user", "assistant") and entry.get("content")
+    ]
+    title = services.conversation_title(conversation_id)
+    return title, [{"role": "system", "content": TITLE_PROMPT}, *history[:2]]
+
+
+async def _title_from_model(conversation_id: int, model: str, emit: Emit) -> None:
+    """Ask ``model`` for a title after the first answer; store and announce it.
+
+    Any failure (no answer in time, an error, an empty answer) keeps the title made from the
+    first message, and is logged without the conversation's text. A title the user gave the
+    conversation meanwhile is kept too.
+    """
+    try:
+        current, messages = await db_read(_title_request)(conversation_id)
+        text = ""
+        async with asyncio.timeout(TITLE_TIMEOUT):
+            stream = stream_chat(messages, llm=LLMSettings.from_settings(model))
+            async with contextlib.aclosing(stream):
+                async for event in stream:
+                    if isinstance(event, Completion):
+                        text = event.text
+        title = text.strip().strip(QUOTES).strip()
+        if not title:
+            return
+        if not await db(services.set_title)(conversation_id, title, replacing=current):
+            return  # renamed meanwhile: the user's title stays
+        info = await db_read(services.conversation_info)(conversation_id)
+    except (LLMError, TimeoutError, DatabaseError, ObjectDoesNotExist) as exc:
+        logger.warning("conversation %s: no title from the model (%s)", conversation_id, exc)
+        return
+    try:
+        await emit({"type": "conversation", "conversation": info})
+    except Exception:  # the channel layer is a boundary: a lost frame is not a lost title
+        logger.exception("could not emit the title of conversation %s", conversation_id)
 
 
 def _tools_listing(agent_name: str, tools: list[Any]) -> str:

@@ -1,4 +1,4 @@
-"""Chat pages."""
+"""Chat pages, the page's JSON endpoints (docs/protocol.md) and the exports."""
 
 from django.urls import path
 
@@ -12,5 +12,12 @@ urlpatterns = [
     path("c/<int:conversation_id>/rename/", views.rename_conversation, name="rename"),
     path("c/<int:conversation_id>/delete/", views.delete_conversation, name="delete"),
     path("c/<int:conversation_id>/agent/", views.set_agent, name="agent"),
+    path("c/<int:conversation_id>/model/", views.set_model, name="model"),
+    path("c/<int:conversation_id>/export.md", views.export_markdown, name="export_markdown"),
+    path("c/<int:conversation_id>/export.json", views.export_json, name="export_json"),
     path("c/<int:conversation_id>/calls/<int:call_id>/output/", views.tool_output, name="tool_output"),
+    path("api/agents/", views.agents_api, name="agents_api"),
+    path("api/models/", views.models_api, name="models_api"),
+    path("api/search/", views.search_api, name="search_api"),
+    path("prefs/theme/", views.set_theme, name="theme"),
 ]

@@ -3,7 +3,11 @@
 Every view requires a login and only ever reads the user's own conversations (another
 user's id is a 404). Every response gets the strict default Content-Security-Policy
 (SECURE_CSP: scripts and styles from /static only, images only from there or ``data:`` URLs);
-the chat page adds its websocket to ``connect-src``.
+the chat page adds its websocket to ``connect-src``. POSTs are CSRF-checked (the middleware).
+
+The JSON endpoints under ``/api/`` and the exports are documented in docs/protocol.md. Views
+that talk to the model server or the MCP hub are async: they run on the server's loop, where
+the hub lives, and never hold a worker thread while the network answers.
 """
 
 from __future__ import annotations
@@ -13,16 +17,20 @@ from collections.abc import Callable
 from functools import wraps
 from typing import Any
 
-from asgiref.sync import async_to_sync
+from asgiref.sync import async_to_sync, sync_to_async
 from django.conf import settings
 from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseBadRequest, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
-from django.views.decorators.http import require_POST, require_safe
+from django.urls import reverse
+from django.utils.http import content_disposition_header, url_has_allowed_host_and_scheme
+from django.views.decorators.http import require_http_methods, require_POST, require_safe
 
-from boocode.chat import services
+from boocode.chat import exports, services
+from boocode.chat import llm as llm_client
 from boocode.chat.llm import LLMSettings
-from boocode.chat.models import Conversation
+from boocode.chat.models import MODEL_NAME_LENGTH, Conversation
+from boocode.chat.search import search_conversations
 from boocode.chat.text import text_problem
 from boocode.chat.turns import MAX_MESSAGE_CHARS, registry
 from boocode.security.headers import policy_header, with_sources
@@ -72,34 +80,57 @@ def conversation(request: HttpRequest, conversation_id: int) -> HttpResponse:
 
 
 def _page(request: HttpRequest, current: Conversation | None) -> HttpResponse:
-    agents = services.agent_names()
-    llm = LLMSettings.from_settings()
+    agents_info = services.agents_info(request.user.pk)
+    agents = [agent["name"] for agent in agents_info]
+    current_agent = current.agent_name if current and current.agent_name else (agents[0] if agents else "")
+    default_model = _default_model(agents_info, current_agent)
+    llm = LLMSettings.from_settings(current.model if current and current.model else default_model)
+    conversations = list(services.conversations_for(request.user)[:200])
     return render(
         request,
         "chat/page.html",
         {
             "conversation": current,
-            "conversations": services.conversations_for(request.user)[:200],
+            "conversations": conversations,
+            "conversation_groups": services.conversation_groups(conversations),
             "agents": agents,
-            "current_agent": (
-                current.agent_name if current and current.agent_name else (agents[0] if agents else "")
-            ),
+            "agents_info": agents_info,
+            "current_agent": current_agent,
+            "conversation_model": current.model if current else "",
+            "llm_default_model": default_model,
             "llm_configured": llm.configured,
             "llm_model": llm.model,
             "max_message_chars": MAX_MESSAGE_CHARS,
             "accounts": account_states(request.user.pk),
+            "theme": services.user_theme(request.user),
+            "is_staff": request.user.is_staff,
         },
     )
 
 
-@require_POST
+def _default_model(agents_info: list[dict[str, Any]], agent_name: str) -> str:
+    """The model a conversation of ``agent_name`` uses unless it picks one: the agent's, else the setting."""
+    agent = next((info for info in agents_info if info["name"] == agent_name), None)
+    return (agent["model"] if agent else "") or settings.LLM_MODEL
+
+
+@require_http_methods(["GET", "HEAD", "POST"])
 @login_required
+@with_csp
 def new_conversation(request: HttpRequest) -> HttpResponse:
-    """Create a conversation (optionally with an agent) and open it."""
+    """GET: the landing page (the composer, no conversation yet: the first message makes one).
+
+    POST: create a conversation (optionally with an agent) and open it; ``{"id", "url"}`` to
+    JSON callers.
+    """
+    if request.method != "POST":
+        return _page(request, None)
     agent = request.POST.get("agent", "")
     if agent and agent not in services.agent_names():
         agent = ""
     created = services.create_conversation(owner=request.user, agent_name=agent)
+    if _wants_json(request):
+        return JsonResponse({"id": created.pk, "url": reverse("chat:conversation", args=[created.pk])})
     return redirect("chat:conversation", conversation_id=created.pk)
 
 
@@ -164,3 +195,156 @@ def tool_output(request: HttpRequest, conversation_id: int, call_id: int) -> Htt
     response = HttpResponse(call.output, content_type="text/plain; charset=utf-8")
     response["Content-Security-Policy"] = "default-src 'none'; sandbox"
     return response
+
+
+# --- the model -------------------------------------------------------------------------------
+@require_safe
+@login_required
+async def models_api(request: HttpRequest) -> HttpResponse:
+    """``{"models", "default", "error"}``: the server's models (cached 60 s) and the default one.
+
+    ``?conversation=<id>`` (the user's own, else 404): the default is that conversation's
+    agent's ``model:``; without it, the default agent's. Either falls back to BOOCODE_LLM_MODEL.
+    """
+    user = await request.auser()
+    agent_name = ""
+    raw_id = request.GET.get("conversation", "")
+    if raw_id:
+        conversation = await _owned_async(user, raw_id)
+        agent_name = conversation.agent_name
+    default = await sync_to_async(_agent_default_model)(agent_name)
+    llm = LLMSettings.from_settings(default)
+    if not llm.base_url:
+        error = "No model server is configured: set BOOCODE_LLM_BASE_URL."
+        return JsonResponse({"models": [], "default": default, "error": error})
+    models, error = await llm_client.model_list(llm)
+    return JsonResponse({"models": models, "default": default, "error": error})
+
+
+def _agent_default_model(agent_name: str) -> str:
+    """The ``model:`` of ``agent_name`` (or the default agent), else BOOCODE_LLM_MODEL."""
+    services.agent_names()  # AGENTS.md read again if it changed
+    try:
+        agent = services.resolve_agent(agent_name)
+    except services.AgentUnavailable:
+        agent = None
+    return (agent.model if agent is not None else "") or settings.LLM_MODEL
+
+
+async def _owned_async(user: Any, conversation_id: Any) -> Conversation:
+    try:
+        number = int(conversation_id)
+    except (TypeError, ValueError):
+        raise Http404("no such conversation") from None
+    conversation = await Conversation.objects.filter(pk=number, owner_id=user.pk).afirst()
+    if conversation is None:
+        raise Http404("no such conversation")
+    return conversation
+
+
+@require_POST
+@login_required
+async def set_model(request: HttpRequest, conversation_id: int) -> HttpResponse:
+    """Choose the conversation's model (``model=""``: back to the default); ``{"id", "model"}``.
+
+    A name the server's model list does not hold is refused (400) when the list can be read;
+    when it cannot, the name is accepted (the first turn will tell).
+    """
+    user = await request.auser()
+    target = await _owned_async(user, conversation_id)
+    model = " ".join(request.POST.get("model", "").split())
+    problem = text_problem(model, "model name")
+    if problem is None and len(model) > MODEL_NAME_LENGTH:
+        problem = f"A model name is at most {MODEL_NAME_LENGTH} characters."
+    if problem is None and model:
+        models, _ = await llm_client.model_list(LLMSettings.from_settings(model))
+        if models and model not in models:
+            problem = f'The model server offers no model "{model}". It offers: {", ".join(models[:20])}'
+    if problem is not None:
+        if _wants_json(request):
+            return JsonResponse({"error": problem}, status=400)
+        return HttpResponseBadRequest(problem, content_type="text/plain; charset=utf-8")
+    await sync_to_async(services.set_conversation_model)(conversation=target, model=model)
+    if _wants_json(request):
+        return JsonResponse({"id": target.pk, "model": target.model})
+    return redirect("chat:conversation", conversation_id=target.pk)
+
+
+# --- agents ----------------------------------------------------------------------------------
+@require_safe
+@login_required
+async def agents_api(request: HttpRequest) -> HttpResponse:
+    """``{"agents": [...]}``: each agent, its description, model and the tools it may use now.
+
+    Live: AGENTS.md is read again if it changed, and mcp.json too (the hub applies an edited
+    file before this answers), so the picker follows both files at once.
+    """
+    user = await request.auser()
+    await _apply_server_changes()
+    agents = await sync_to_async(services.agents_info)(user.pk)
+    return JsonResponse({"agents": agents})
+
+
+async def _apply_server_changes() -> None:
+    """Let the hub apply an edited mcp.json (where this process runs the hub)."""
+    if not settings.MCP_AUTOSTART:
+        return  # no hub in this process (tests, commands): the servers' state is what it is
+    from mcpclient.runtime import ensure_hub
+
+    await ensure_hub()
+
+
+# --- search and exports ----------------------------------------------------------------------
+@require_safe
+@login_required
+def search_api(request: HttpRequest) -> HttpResponse:
+    """``{"results": [...]}``: the user's conversations whose title or messages hold ``q``'s words."""
+    return JsonResponse({"results": search_conversations(request.user.pk, request.GET.get("q", ""))})
+
+
+def _attachment(body: str, content_type: str, name: str) -> HttpResponse:
+    response = HttpResponse(body, content_type=content_type)
+    response["Content-Disposition"] = content_disposition_header(True, name)
+    # Never rendered, whatever a browser thinks of the content.
+    response["Content-Security-Policy"] = "default-src 'none'; sandbox"
+    response["X-Content-Type-Options"] = "nosniff"
+    return response
+
+
+@require_safe
+@login_required
+def export_markdown(request: HttpRequest, conversation_id: int) -> HttpResponse:
+    """The conversation as a Markdown file (superseded messages left out)."""
+    target = _owned(request, conversation_id)
+    return _attachment(
+        exports.markdown_text(target), "text/markdown; charset=utf-8", exports.filename(target, "md")
+    )
+
+
+@require_safe
+@login_required
+def export_json(request: HttpRequest, conversation_id: int) -> HttpResponse:
+    """The conversation as a JSON file (superseded messages left out)."""
+    target = _owned(request, conversation_id)
+    return _attachment(exports.json_text(target), "application/json", exports.filename(target, "json"))
+
+
+# --- preferences -----------------------------------------------------------------------------
+@require_POST
+@login_required
+def set_theme(request: HttpRequest) -> HttpResponse:
+    """Remember the user's theme (``system``, ``light`` or ``dark``); ``{"theme"}``, or back to the page."""
+    theme = request.POST.get("theme", "")
+    try:
+        services.set_user_theme(user=request.user, theme=theme)
+    except ValueError as exc:
+        if _wants_json(request):
+            return JsonResponse({"error": str(exc)}, status=400)
+        return HttpResponseBadRequest(str(exc), content_type="text/plain; charset=utf-8")
+    if _wants_json(request):
+        return JsonResponse({"theme": theme})
+    back = request.headers.get("referer", "")
+    if not url_has_allowed_host_and_scheme(back, {request.get_host()}, request.is_secure()):
+        back = reverse("chat:index")
+    return redirect(back)
+

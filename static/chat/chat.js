@@ -1,277 +1,273 @@
-// BooCode chat page: one websocket per tab, frames as in docs/protocol.md.
+// BooCode chat page: wires the modules together and handles the websocket's frames
+// (docs/protocol.md). The page is either the landing (no conversation yet: the first message
+// creates one with POST /c/new/, then opens its socket and sends the text) or one conversation.
 //
-// Safety rule: text from the model or from tools is only ever inserted as text (textContent,
-// Text nodes). The only HTML inserted is the "html" field of a message, which the server
-// rendered from Markdown and sanitized. Images are only data: URLs of raster types.
+// Safety rule: text from the model, tools or MCP servers is only ever inserted as text. The only
+// HTML inserted is a message's "html" field, which the server rendered from Markdown and sanitized.
 
+import { Composer } from "./composer.js";
+import { announce, post } from "./dom.js";
 import { endElicitation, renderElicitation, showElicitationError } from "./elicitation.js";
+import { Thread } from "./messages.js";
+import { AgentPicker, ModelPicker, agentCard } from "./pickers.js";
+import { Sidebar } from "./sidebar.js";
+import { Connection } from "./socket.js";
+import { StatusLine } from "./status.js";
+import { setupTheme } from "./theme.js";
 
 const root = document.getElementById("chat");
-const messagesEl = document.getElementById("messages");
-const form = document.getElementById("composer");
-const input = document.getElementById("message-input");
-const sendButton = document.getElementById("send-button");
-const stopButton = document.getElementById("stop-button");
+const titleEl = document.getElementById("conversation-title");
 const errorEl = document.getElementById("chat-error");
-const connEl = document.getElementById("connection-state");
-const modelEl = document.getElementById("model-state");
-const serversEl = document.getElementById("server-states");
+const menuButton = document.getElementById("conversation-menu-button");
+const jumpButton = document.getElementById("jump-latest");
+const agentSelect = document.getElementById("agent-select");
+const modelSelect = document.getElementById("model-select");
+const LANDING_TITLE = "New conversation";
+const EDIT_ERRORS = new Set(["unknown_message", "bad_text", "too_long"]);
 
-const IMAGE_URL = /^data:image\/(png|jpeg|gif|webp);base64,[A-Za-z0-9+/]+={0,2}$/;
-const ROLE_LABELS = { user: "You", assistant: "Assistant", console: "Console", notice: "Notice" };
-
-const state = {
-  ws: null,
-  retry: 0,
+const page = {
+  conversation: root.dataset.conversation ? Number(root.dataset.conversation) : null,
+  connection: null,
   running: false,
-  closedForGood: false,
-  messages: new Map(), // id -> {el, body, textNode, length, status}
-  calls: new Map(), // id -> element
+  pendingText: null,
   forms: new Map(), // elicitation id -> form element (open forms only)
 };
 
-function csrfToken() {
-  const field = document.querySelector("input[name=csrfmiddlewaretoken]");
-  return field ? field.value : "";
-}
-
-function el(tag, className, text) {
-  const node = document.createElement(tag);
-  if (className) node.className = className;
-  if (text !== undefined && text !== null) node.textContent = String(text);
-  return node;
-}
-
-function nearBottom() {
-  return messagesEl.scrollHeight - messagesEl.scrollTop - messagesEl.clientHeight < 80;
-}
-
-function keepScrolled(wasNearBottom) {
-  if (wasNearBottom) messagesEl.scrollTop = messagesEl.scrollHeight;
-}
-
 function showError(text) {
-  if (!errorEl) return;
   errorEl.textContent = text || "";
   errorEl.hidden = !text;
 }
 
+function readAgents() {
+  const data = document.getElementById("agents-data");
+  try {
+    const parsed = data ? JSON.parse(data.textContent) : null;
+    return Array.isArray(parsed) ? parsed : null;
+  } catch {
+    return null;
+  }
+}
+
+// --- the pieces ----------------------------------------------------------------------------------
+const status = new StatusLine();
+
+const thread = new Thread(document.getElementById("messages"), {
+  urls: { output: (callId) => `/c/${page.conversation}/calls/${callId}/output/` },
+  welcome: document.getElementById("welcome"),
+  onEdit: (messageId, text) => send({ type: "edit", message_id: messageId, text }),
+  onRegenerate: () => send({ type: "regenerate" }),
+  onScrollState: (near) => {
+    jumpButton.hidden = near || thread.isEmpty;
+  },
+});
+jumpButton.addEventListener("click", () => {
+  thread.scrollToEnd();
+  composer.focus();
+});
+
+const agents = agentSelect
+  ? new AgentPicker({
+    root: document.getElementById("agent-picker"),
+    select: agentSelect,
+    panel: document.getElementById("agent-panel"),
+    options: document.getElementById("agent-options"),
+    initial: readAgents(),
+    getConversation: () => page.conversation,
+    onChange: () => renderAgentCard(),
+    onSaved: () => models?.load().then(() => renderAgentCard()),
+    onError: showError,
+  })
+  : null;
+
+const models = modelSelect
+  ? new ModelPicker({ select: modelSelect, getConversation: () => page.conversation, onError: showError })
+  : null;
+
+const composer = new Composer({
+  form: document.getElementById("composer"),
+  input: document.getElementById("message-input"),
+  sendButton: document.getElementById("send-button"),
+  stopButton: document.getElementById("stop-button"),
+  onSend: (text) => (page.conversation === null ? startConversation(text) : sendMessage(text)),
+  onStop: () => send({ type: "cancel" }),
+});
+
+const sidebar = new Sidebar({
+  getConversation: () => page.conversation,
+  onDeletedCurrent: () => window.location.assign("/"),
+  onRenamed: (id, title) => {
+    if (id === page.conversation) setTitle(title);
+  },
+  onNewConversation: () => showLanding(),
+});
+
+function renderAgentCard() {
+  const slot = document.getElementById("agent-card-slot");
+  if (!slot) return;
+  const agent = agents ? agents.current : null;
+  const modelName = models ? models.value || models.defaultModel : "";
+  slot.replaceChildren(...(agent ? [agentCard(agent, modelName)] : []));
+}
+
+// --- conversation state ------------------------------------------------------------------------------
+function setTitle(title) {
+  titleEl.textContent = title;
+  document.title = page.conversation === null ? "BooCode" : `${title} · BooCode`;
+  if (page.conversation !== null) sidebar.setTitle(page.conversation, title);
+}
+
 function setRunning(running) {
-  state.running = running;
-  if (stopButton) stopButton.hidden = !running;
-  if (sendButton) sendButton.disabled = running;
+  page.running = running;
   root.classList.toggle("running", running);
+  composer.setRunning(running);
+  thread.refreshActions(running);
 }
 
-// --- messages ------------------------------------------------------------------------------
-function renderBody(entry, message) {
-  const body = entry.body;
-  body.replaceChildren();
-  entry.textNode = null;
-  if (message.html) {
-    // Server-rendered Markdown, sanitized with an allowlist (boocode/chat/rendering.py).
-    body.innerHTML = message.html;
-    body.classList.remove("plain");
-  } else {
-    entry.textNode = document.createTextNode(message.content || "");
-    body.append(entry.textNode);
-    body.classList.add("plain");
-  }
-  entry.length = (message.content || "").length;
+// The `conversation` object (history's conversation_info, the conversation frame).
+function applyConversation(info) {
+  if (!info || info.id !== page.conversation) return;
+  if (typeof info.title === "string" && info.title) setTitle(info.title);
+  if (models && typeof info.model === "string" && document.activeElement !== modelSelect) models.set(info.model);
+  status.usage(info.usage);
 }
 
-function upsertMessage(message) {
-  const wasNearBottom = nearBottom();
-  let entry = state.messages.get(message.id);
-  if (!entry) {
-    const article = el("article", "message");
-    article.dataset.id = message.id;
-    const header = el("header", "message-header");
-    header.append(el("span", "role", ROLE_LABELS[message.role] || message.role));
-    const badge = el("span", "badge");
-    header.append(badge);
-    const body = el("div", "message-body");
-    const error = el("p", "message-error");
-    error.hidden = true;
-    const calls = el("div", "tool-calls");
-    article.append(header, body, calls, error);
-    entry = { el: article, body, badge, error, calls, textNode: null, length: 0 };
-    state.messages.set(message.id, entry);
-    insertInOrder(article, message.id);
+function send(frame) {
+  if (!page.connection || !page.connection.send(frame)) {
+    showError("Not connected; reconnecting…");
+    return false;
   }
-  entry.el.className = `message role-${message.role} status-${message.status}`;
-  entry.status = message.status;
-  entry.badge.textContent = message.status === "complete" ? "" : message.status;
-  renderBody(entry, message);
-  entry.error.textContent = message.error || "";
-  entry.error.hidden = !message.error;
-  for (const call of message.tool_calls || []) upsertCall(call);
-  keepScrolled(wasNearBottom);
+  showError("");
+  return true;
 }
 
-function insertInOrder(article, id) {
-  // Messages arrive in order, except after a reconnect when a history frame and live frames overlap.
-  for (const other of messagesEl.children) {
-    if (Number(other.dataset.id) > id) {
-      messagesEl.insertBefore(article, other);
-      return;
-    }
+function sendMessage(text) {
+  if (page.connection && !page.connection.isOpen && page.pendingText === null) {
+    // Still connecting (or reconnecting): sent as soon as the socket is back (see "history").
+    page.pendingText = text;
+    showError("Not connected yet: your message is sent as soon as the connection is back.");
+    return true;
   }
-  messagesEl.append(article);
+  return send({ type: "user_message", text });
 }
 
-function appendDelta(frame) {
-  let entry = state.messages.get(frame.message_id);
-  if (!entry) {
-    upsertMessage({ id: frame.message_id, role: "assistant", status: "streaming", content: "", html: "", error: "" });
-    entry = state.messages.get(frame.message_id);
-  }
-  if (!entry.textNode) return; // already rendered as final HTML
-  const end = frame.offset + frame.text.length;
-  if (frame.offset > entry.length) {
-    entry.gap = true; // a frame was missed; message_complete will replace the text
-    return;
-  }
-  if (end <= entry.length) return; // already shown (history and live frames overlap)
-  const wasNearBottom = nearBottom();
-  const piece = frame.text.slice(entry.length - frame.offset);
-  entry.textNode.appendData(piece);
-  entry.length += piece.length;
-  keepScrolled(wasNearBottom);
+function connect() {
+  page.connection = new Connection(`/ws/conversations/${page.conversation}/`, {
+    onFrame: handle,
+    onState: (text, good) => status.connection(text, good),
+  });
+  page.connection.start();
 }
 
-// --- tool cards -----------------------------------------------------------------------------
-function outputUrl(callId) {
-  return (root.dataset.outputUrl || "").replace(/\/0\/output\/$/, `/${callId}/output/`);
+// The landing's first message: create the conversation, open it in place, send once connected.
+async function startConversation(text) {
+  showError("");
+  const fields = {};
+  if (agentSelect && agentSelect.value) fields.agent = agentSelect.value;
+  let created;
+  try {
+    const { data, response } = await post("/c/new/", fields);
+    created = data && data.id ? data : fromRedirect(response);
+  } catch (error) {
+    showError(`Could not start a conversation (${error.message}).`);
+    return false;
+  }
+  if (!created) {
+    showError("Could not start a conversation (unexpected answer from the server).");
+    return false;
+  }
+  if (models && models.value) await models.saveFor(created.id);
+  const url = created.url || `/c/${created.id}/`;
+  page.conversation = created.id;
+  page.pendingText = text;
+  root.dataset.conversation = String(created.id);
+  root.dataset.wsPath = `/ws/conversations/${created.id}/`;
+  if (agentSelect) agentSelect.dataset.url = `/c/${created.id}/agent/`;
+  menuButton.dataset.id = String(created.id);
+  menuButton.hidden = false;
+  history.replaceState({ conversation: created.id }, "", url);
+  sidebar.add({ id: created.id, title: LANDING_TITLE, url });
+  setTitle(LANDING_TITLE);
+  connect();
+  return true;
 }
 
-function upsertCall(call) {
-  const wasNearBottom = nearBottom();
-  let card = state.calls.get(call.id);
-  if (!card) {
-    let parent = state.messages.get(call.message_id);
-    if (!parent) {
-      upsertMessage({ id: call.message_id, role: "assistant", status: "streaming", content: "", html: "", error: "" });
-      parent = state.messages.get(call.message_id);
-    }
-    card = el("details", "tool-card");
-    card.dataset.id = call.id;
-    parent.calls.append(card);
-    state.calls.set(call.id, card);
-  }
-  const open = card.open;
-  card.replaceChildren();
-  card.className = `tool-card status-${call.status}${call.is_error ? " is-error" : ""}`;
-  const summary = el("summary", "tool-summary");
-  summary.append(el("span", "tool-name", call.name));
-  summary.append(el("span", "badge", call.status));
-  if (call.duration_ms !== null && call.duration_ms !== undefined) {
-    summary.append(el("span", "duration", `${call.duration_ms} ms`));
-  }
-  card.append(summary);
-  card.append(el("div", "label", "Arguments"));
-  card.append(el("pre", "tool-arguments", call.arguments || "{}"));
-  if (call.status !== "running") {
-    card.append(el("div", "label", call.is_error ? "Error" : "Result"));
-    card.append(el("pre", "tool-output", call.output));
-    if (call.output_truncated) {
-      const link = el("a", "full-output", `Full output (${call.output_length} characters)`);
-      link.href = outputUrl(call.id);
-      link.target = "_blank";
-      link.rel = "noopener";
-      card.append(link);
-    }
-    for (const src of call.images || []) {
-      if (typeof src === "string" && IMAGE_URL.test(src)) {
-        const img = el("img", "tool-image");
-        img.alt = `image from ${call.name}`;
-        img.src = src;
-        card.append(img);
-      }
-    }
-    if (call.images_left_out) {
-      card.append(el("p", "note", `${call.images_left_out} image(s) not shown (type not allowed or too large).`));
-    }
-  }
-  card.open = open || call.is_error || (call.images && call.images.length > 0) || false;
-  keepScrolled(wasNearBottom);
+// A server that redirects JSON callers too: the conversation's id is in the final URL.
+function fromRedirect(response) {
+  const match = /\/c\/(\d+)\/$/.exec(new URL(response.url).pathname);
+  return match ? { id: Number(match[1]), url: new URL(response.url).pathname } : null;
 }
 
-// --- forms (elicitation) ---------------------------------------------------------------------
+// "New conversation" with scripts on: back to the landing in place (no empty conversation made).
+function showLanding() {
+  if (page.conversation !== null) {
+    if (page.connection) page.connection.stop();
+    page.connection = null;
+    page.conversation = null;
+    page.pendingText = null;
+    page.forms.clear();
+    delete root.dataset.conversation;
+    delete root.dataset.wsPath;
+    if (agentSelect) delete agentSelect.dataset.url;
+    menuButton.hidden = true;
+    thread.clear();
+    setRunning(false);
+    status.connection("", true);
+    status.usage(null);
+    if (models) models.set("");
+    setTitle(LANDING_TITLE);
+    sidebar.markCurrent(null);
+    history.pushState({ landing: true }, "", root.dataset.landingUrl || "/c/new/");
+    renderAgentCard();
+  }
+  showError("");
+  composer.focus();
+  return true;
+}
+
+// --- forms an MCP server asks for (elicitation) --------------------------------------------------------
 function showForm(elicitation) {
-  if (state.forms.has(elicitation.id)) return;
-  const wasNearBottom = nearBottom();
+  if (page.forms.has(elicitation.id)) return;
+  const wasNearBottom = thread.nearBottom();
   const formEl = renderElicitation(elicitation, send);
-  const card = state.calls.get(elicitation.call_id);
-  if (card) card.after(formEl); // beside the card, visible even when the card is folded
-  else messagesEl.append(formEl);
-  state.forms.set(elicitation.id, formEl);
-  keepScrolled(wasNearBottom);
+  const card = thread.card(elicitation.call_id);
+  if (card) card.after(formEl); // beside its card
+  else thread.container.append(formEl);
+  page.forms.set(elicitation.id, formEl);
+  thread.keepScrolled(wasNearBottom);
   const first = formEl.querySelector("input, select, button");
   if (first && wasNearBottom) first.focus({ preventScroll: true });
 }
 
 function closeForm(frame) {
-  const formEl = state.forms.get(frame.id);
+  const formEl = page.forms.get(frame.id);
   if (!formEl) return;
-  state.forms.delete(frame.id);
+  page.forms.delete(frame.id);
   endElicitation(formEl, frame.outcome);
 }
 
-// --- status line ----------------------------------------------------------------------------
-// Statuses that read better in words (OAuth: see docs/configuration.md, "Signing in").
-const STATUS_WORDS = { auth_required: "needs a sign-in", per_user: "per person (Your accounts)" };
-
-function renderStatus(frame) {
-  const model = frame.model || {};
-  if (!model.configured) {
-    modelEl.textContent = "no model configured";
-    modelEl.className = "model bad";
-    modelEl.title = "Set BOOCODE_LLM_BASE_URL and BOOCODE_LLM_MODEL";
-  } else if (model.last_error) {
-    modelEl.textContent = `model: ${model.name} (unreachable)`;
-    modelEl.className = "model bad";
-    modelEl.title = model.last_error;
-  } else {
-    modelEl.textContent = `model: ${model.name}`;
-    modelEl.className = "model";
-    modelEl.title = "";
-  }
-  serversEl.replaceChildren();
-  const servers = frame.servers || [];
-  if (!servers.length) {
-    serversEl.append(el("span", "server none", "no MCP servers"));
-  }
-  for (const server of servers) {
-    const item = el("span", `server server-${server.status}`);
-    item.dataset.name = server.name;
-    const state = STATUS_WORDS[server.status] || server.status;
-    item.textContent = `${server.name}: ${state}` + (server.status === "ready" ? ` (${server.tool_count} tools)` : "");
-    if (server.last_error) item.title = server.last_error;
-    serversEl.append(item);
-  }
-}
-
-function setConnection(text, good) {
-  connEl.textContent = text;
-  connEl.className = `conn ${good ? "good" : "bad"}`;
-}
-
-// --- frames ---------------------------------------------------------------------------------
+// --- frames ----------------------------------------------------------------------------------------------
 function handle(frame) {
   switch (frame.type) {
     case "history":
-      state.messages.clear();
-      state.calls.clear();
-      state.forms.clear();
-      messagesEl.replaceChildren();
-      for (const message of frame.messages) upsertMessage(message);
+      page.forms.clear();
+      thread.clear();
+      for (const message of frame.messages) thread.upsert(message);
       for (const elicitation of frame.elicitations || []) showForm(elicitation);
-      setRunning(frame.running);
-      messagesEl.scrollTop = messagesEl.scrollHeight;
+      setRunning(Boolean(frame.running));
+      thread.scrollToEnd();
+      applyConversation(frame.conversation_info);
+      renderAgentCard();
+      if (page.pendingText !== null) {
+        const text = page.pendingText;
+        page.pendingText = null;
+        if (!send({ type: "user_message", text })) composer.input.value = text;
+      }
       break;
     case "status":
-      renderStatus(frame);
+      status.render(frame);
+      break;
+    case "conversation":
+      applyConversation(frame.conversation);
       break;
     case "turn_start":
       setRunning(true);
@@ -280,14 +276,17 @@ function handle(frame) {
     case "message":
     case "message_start":
     case "message_complete":
-      upsertMessage(frame.message);
+      thread.upsert(frame.message);
       break;
     case "text_delta":
-      appendDelta(frame);
+      thread.delta(frame);
       break;
     case "tool_call":
     case "tool_result":
-      upsertCall(frame.call);
+      thread.upsertCall(frame.call);
+      break;
+    case "superseded":
+      thread.remove(frame.message_ids || []);
       break;
     case "elicitation":
       showForm(frame.elicitation);
@@ -297,136 +296,42 @@ function handle(frame) {
       break;
     case "turn_end":
       setRunning(false);
+      if (frame.status === "stopped") announce("Stopped.");
       break;
     case "error":
-      if (frame.id && state.forms.has(frame.id)) showElicitationError(state.forms.get(frame.id), frame.message);
-      else showError(frame.message);
+      if (frame.id && page.forms.has(frame.id)) {
+        showElicitationError(page.forms.get(frame.id), frame.message);
+      } else {
+        if (EDIT_ERRORS.has(frame.code) || frame.code === "turn_in_progress") thread.editFailed();
+        showError(frame.message);
+      }
       break;
     default:
-      break; // newer server: ignore unknown frames
+      break; // a newer server: unknown frames are ignored
   }
 }
 
-function connect() {
-  const scheme = location.protocol === "https:" ? "wss" : "ws";
-  const ws = new WebSocket(`${scheme}://${location.host}${root.dataset.wsPath}`);
-  state.ws = ws;
-  setConnection("connecting…", false);
-  ws.addEventListener("open", () => {
-    state.retry = 0;
-    setConnection("connected", true);
-  });
-  ws.addEventListener("message", (event) => {
-    try {
-      handle(JSON.parse(event.data));
-    } catch (error) {
-      console.error("bad frame", error);
-    }
-  });
-  ws.addEventListener("close", (event) => {
-    if (state.ws !== ws) return;
-    state.ws = null;
-    if (event.code === 4401) {
-      state.closedForGood = true;
-      setConnection("logged out — reload the page to log in", false);
-      return;
-    }
-    if (event.code === 4403) {
-      state.closedForGood = true;
-      setConnection("this conversation is not yours", false);
-      return;
-    }
-    const delay = Math.min(10000, 500 * 2 ** state.retry) + Math.random() * 250;
-    state.retry += 1;
-    setConnection(`disconnected — reconnecting in ${Math.round(delay / 1000)} s`, false);
-    setTimeout(connect, delay);
-  });
-}
-
-function send(frame) {
-  if (!state.ws || state.ws.readyState !== WebSocket.OPEN) {
-    showError("Not connected; reconnecting…");
-    return false;
+// --- keyboard ----------------------------------------------------------------------------------------------
+document.addEventListener("keydown", (event) => {
+  if (event.key !== "Escape" || event.defaultPrevented) return;
+  if (document.querySelector("dialog[open]") || !document.getElementById("menu").hidden) return;
+  if (!document.getElementById("agent-panel").hidden) return;
+  if (sidebar.isOpen && sidebar.isDrawer) {
+    sidebar.close();
+    return;
   }
-  state.ws.send(JSON.stringify(frame));
-  return true;
-}
-
-// --- page controls --------------------------------------------------------------------------
-function setupComposer() {
-  form.addEventListener("submit", (event) => {
+  if (page.running) {
     event.preventDefault();
-    const text = input.value;
-    if (!text.trim() || state.running) return;
-    if (send({ type: "user_message", text })) {
-      input.value = "";
-      showError("");
-    }
-  });
-  input.addEventListener("keydown", (event) => {
-    if (event.key === "Enter" && !event.shiftKey && !event.isComposing) {
-      event.preventDefault();
-      form.requestSubmit();
-    }
-  });
-  stopButton.addEventListener("click", () => send({ type: "cancel" }));
-}
-
-async function post(url, data) {
-  const body = new URLSearchParams(data);
-  const response = await fetch(url, {
-    method: "POST",
-    body,
-    headers: { "X-CSRFToken": csrfToken(), Accept: "application/json" },
-    credentials: "same-origin",
-  });
-  if (!response.ok) throw new Error(`HTTP ${response.status}`);
-  return response.json();
-}
-
-function setupConversationControls() {
-  const agentSelect = document.getElementById("agent-select");
-  if (agentSelect) {
-    agentSelect.addEventListener("change", async () => {
-      try {
-        await post(agentSelect.dataset.url, { agent: agentSelect.value });
-        showError("");
-      } catch (error) {
-        showError(`Could not change the agent (${error.message}).`);
-      }
-    });
+    send({ type: "cancel" });
   }
-  const renameForm = document.getElementById("rename-form");
-  if (renameForm) {
-    renameForm.addEventListener("submit", async (event) => {
-      event.preventDefault();
-      try {
-        const result = await post(renameForm.action, { title: renameForm.elements.title.value });
-        document.getElementById("conversation-title").textContent = result.title;
-        const link = document.querySelector(`.conversation-list a[data-id="${result.id}"]`);
-        if (link) link.textContent = result.title;
-        document.title = `${result.title} · BooCode`;
-      } catch (error) {
-        showError(`Could not rename (${error.message}).`);
-      }
-    });
-  }
-  const deleteForm = document.getElementById("delete-form");
-  if (deleteForm) {
-    deleteForm.addEventListener("submit", (event) => {
-      if (!window.confirm("Delete this conversation and all its messages?")) event.preventDefault();
-    });
-  }
-  const toggle = document.getElementById("sidebar-toggle");
-  const sidebar = document.getElementById("sidebar");
-  toggle.addEventListener("click", () => {
-    const open = sidebar.classList.toggle("open");
-    toggle.setAttribute("aria-expanded", String(open));
-  });
-}
+});
 
-setupConversationControls();
-if (root.dataset.wsPath && messagesEl) {
-  setupComposer();
-  connect();
-}
+window.addEventListener("popstate", () => window.location.reload());
+
+// --- start ----------------------------------------------------------------------------------------------------
+setupTheme();
+renderAgentCard();
+if (agents) agents.refresh().then(() => renderAgentCard());
+if (models) models.load();
+if (page.conversation !== null) connect();
+if (window.matchMedia("(min-width: 800px)").matches) composer.focus();

@@ -139,14 +139,14 @@ def test_chat_in_a_real_browser(page: Any, daphne_server: LiveServer) -> None:
     page.fill("input[name=password]", PASSWORD)
     page.click("button[type=submit]")
     page.click("#sidebar-toggle")  # the conversation list is a drawer at phone width
-    page.click("#new-conversation")
-    expect(page.locator("#connection-state")).to_have_text("connected")
-    expect(page.locator("#server-states .server-ready[data-name=toolbox]")).to_contain_text("toolbox: ready")
+    page.click("#new-conversation")  # the landing: the first message creates the conversation
 
     # A streamed answer, rendered as Markdown once complete.
     llm.script(Text("Hello from **the model**.", chunk_size=3, delay=0.02))
     page.fill("#message-input", "Hi there")
     page.keyboard.press("Enter")
+    expect(page.locator("#connection-state")).to_have_text("connected")
+    expect(page.locator("#server-states .server-ready[data-name=toolbox]")).to_contain_text("toolbox: ready")
     expect(page.locator(".message.role-user").last).to_contain_text("Hi there")
     expect(page.locator(".message.role-assistant strong").last).to_have_text("the model")
 
@@ -155,7 +155,8 @@ def test_chat_in_a_real_browser(page: Any, daphne_server: LiveServer) -> None:
     page.fill("#message-input", "echo this")
     page.click("#send-button")
     card = page.locator(".tool-card").last
-    expect(card.locator(".tool-name")).to_have_text("toolbox_echo")
+    expect(card.locator(".tool-server")).to_have_text("toolbox")
+    expect(card.locator(".tool-name")).to_have_text("echo")
     expect(card.locator(".badge")).to_have_text("done")
     card.locator("summary").click()
     expect(card.locator(".tool-output")).to_have_text(XSS)
@@ -211,6 +212,8 @@ def test_a_form_an_mcp_server_asks_for(page: Any, daphne_server: LiveServer) -> 
     page.click("button[type=submit]")
     page.click("#sidebar-toggle")
     page.click("#new-conversation")
+    page.fill("#message-input", "/tools")  # the first message creates the conversation
+    page.keyboard.press("Enter")
     expect(page.locator("#connection-state")).to_have_text("connected")
     expect(page.locator("#server-states .server-ready[data-name=forms]")).to_contain_text("forms: ready")
 

@@ -244,3 +244,80 @@ async def test_the_proxy_from_the_environment_is_used(
         assert caught.value.kind == "connect" and "model.invalid" in str(caught.value)
     finally:
         llm_client.proxy_for.cache_clear()
+
+
+# --- usage and the model list ---------------------------------------------------------------
+async def test_usage_and_the_answering_model_are_read_from_the_stream(server: ScriptedLLM) -> None:
+    server.script(Text("Counted.", usage=(42, 7)), Text("Not counted."))
+    _, completion = await collect(settings_for(server))
+    assert (completion.usage, completion.model) == ((42, 7), MODEL)
+    assert server.requests[0]["stream_options"] == {"include_usage": True}
+    _, completion = await collect(settings_for(server))
+    assert completion.usage is None
+
+
+@pytest.mark.parametrize(
+    ("usage", "read"),
+    [
+        ({"prompt_tokens": 5}, (5, 0)),
+        ({"prompt_tokens": -1, "completion_tokens": "9"}, None),
+        ({"prompt_tokens": True, "completion_tokens": 3}, (0, 3)),
+        ({"prompt_tokens": 10**30, "completion_tokens": 1}, (2_147_483_647, 1)),
+        ("lots", None),
+    ],
+)
+async def test_odd_usage_values_are_read_safely(server: ScriptedLLM, usage: Any, read: Any) -> None:
+    server.script(
+        Raw(
+            [
+                json.dumps({"choices": [{"delta": {"content": "x"}, "finish_reason": "stop"}]}),
+                json.dumps({"choices": [], "usage": usage}),
+                "[DONE]",
+            ]
+        )
+    )
+    _, completion = await collect(settings_for(server))
+    assert completion.usage == read
+
+
+async def test_model_list_is_read_with_the_credentials(settings: Any) -> None:
+    with ScriptedLLM(models=("a", "b"), api_key="sk-right") as scripted:
+        assert await llm_client.fetch_models(settings_for(scripted, api_key="sk-right")) == ["a", "b"]
+        assert scripted.model_list_headers[0]["authorization"] == "Bearer sk-right"
+        with pytest.raises(LLMError) as refused:
+            await llm_client.fetch_models(settings_for(scripted, api_key="sk-wrong"))
+        assert refused.value.kind == "auth" and "BOOCODE_LLM_API_KEY" in str(refused.value)
+        assert "sk-wrong" not in str(refused.value)
+
+
+async def test_model_list_failures_are_clear() -> None:
+    with pytest.raises(LLMError) as refused:
+        await llm_client.fetch_models(LLMSettings(base_url=f"http://127.0.0.1:{free_port()}/v1", model="m"))
+    assert refused.value.kind == "connect" and "connection refused" in str(refused.value)
+    with ScriptedLLM() as scripted:
+        scripted.models_status = 500
+        with pytest.raises(LLMError) as failed:
+            await llm_client.fetch_models(settings_for(scripted))
+        assert failed.value.kind == "server" and "no models today" in str(failed.value)
+
+
+async def test_a_server_refusing_stream_options_is_asked_again_without(server: ScriptedLLM) -> None:
+    llm_client.forget_models()
+    refusal = "Unrecognized request argument supplied: stream_options"
+    server.script(Error(400, refusal), Text("Fine."), Text("Again."))
+    try:
+        _, completion = await collect(settings_for(server, max_retries=0))
+        assert completion.text == "Fine." and completion.usage is None
+        assert "stream_options" in server.requests[0] and "stream_options" not in server.requests[1]
+        await collect(settings_for(server, max_retries=0))
+        assert "stream_options" not in server.requests[2]  # remembered for this server
+        assert len(server.requests) == 3
+    finally:
+        llm_client.forget_models()
+
+
+async def test_other_bad_requests_are_not_retried(server: ScriptedLLM) -> None:
+    server.script(Error(400, "messages: field required"))
+    with pytest.raises(LLMError) as failed:
+        await collect(settings_for(server))
+    assert failed.value.kind == "request" and len(server.requests) == 1

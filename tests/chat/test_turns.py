@@ -14,6 +14,7 @@ from django.contrib.auth import get_user_model
 
 from boocode.chat.models import Conversation, Message, ToolCall
 from boocode.chat.turns import TurnInProgress, TurnRequest, registry, run_turn
+from tests.conftest import TEST_COMMANDS, stop_process_hub, toolbox_entry
 from tests.llm_server import Call, Error, Raw, ScriptedLLM, Stall, Text, ToolCalls
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -78,7 +79,12 @@ async def test_text_answer_is_streamed_and_stored(llm: ScriptedLLM) -> None:
     assert await turn(conversation, "hi", events) == "complete"
 
     assert events.types[:3] == ["turn_start", "message", "message_start"]
-    assert events.types[-2:] == ["message_complete", "turn_end"]
+    assert events.types[-2:] == ["turn_end", "conversation"]
+    assert [kind for kind in events.types if kind != "conversation"][-2:] == ["message_complete", "turn_end"]
+    # The first message names the conversation: a frame says so while the answer streams.
+    titled, final = events.of("conversation")
+    assert titled["conversation"]["title"] == final["conversation"]["title"] == "hi"
+    assert events.types.index("conversation") < events.types.index("turn_end")
     deltas = events.of("text_delta")
     assert "".join(d["text"] for d in deltas) == "Hello **there**"
     offsets = [d["offset"] for d in deltas]
@@ -229,7 +235,10 @@ async def test_stop_before_the_first_token_keeps_the_message_and_ends_the_answer
     registry.cancel(conversation)
     with pytest.raises(asyncio.CancelledError):
         await task
-    assert events.types == ["turn_start", "message", "message_start", "message_complete", "turn_end"]
+    assert [kind for kind in events.types if kind != "conversation"] == [
+        "turn_start", "message", "message_start", "message_complete", "turn_end"
+    ]
+    assert events.types[-1] == "conversation"
     assert events.of("message")[0]["message"]["content"] == "never mind"
     assert events.of("turn_end")[0]["status"] == "stopped"
     stored = await messages_of(conversation)
@@ -354,3 +363,31 @@ async def test_tool_images_become_data_urls(llm: ScriptedLLM, toolbox_hub: Any) 
     await turn(conversation, "/call toolbox_media", events)
     result = events.of("tool_result")[0]["call"]
     assert len(result["images"]) == 1 and result["images"][0].startswith("data:image/png;base64,iVBOR")
+
+
+async def test_tools_console_follows_mcp_json_and_agents_md_edits_at_once(
+    settings: Any, tmp_path: Any, agents_file: Any
+) -> None:
+    settings.MCP_AUTOSTART = True
+    settings.MCP_CONFIG = tmp_path / "mcp.json"
+    settings.MCP_STDIO_COMMANDS = TEST_COMMANDS
+    settings.MCP_CONFIG.write_text(json.dumps({"mcpServers": {"tb": toolbox_entry()}}))
+    agents_file("## Everything\n---\ndescription: all\n---\nAnything.\n")
+    conversation = await new_conversation()
+    try:
+        events = Recorder()
+        await turn(conversation, "/tools", events)
+        listing = events.of("message")[-1]["message"]["content"]
+        assert "Agent **Everything**" in listing and "`tb_echo` (tb)" in listing
+
+        settings.MCP_CONFIG.write_text(
+            json.dumps({"mcpServers": {"tb": toolbox_entry(enabled=False), "tb2": toolbox_entry()}})
+        )
+        agents_file("## Renamed\n---\ntools: [tb2_echo, tb_echo]\n---\nEcho.\n")
+        events = Recorder()
+        await turn(conversation, "/tools", events)
+        listing = events.of("message")[-1]["message"]["content"]
+        assert "Agent **Renamed** may use 1 tool:" in listing and "`tb2_echo` (tb2)" in listing
+        assert "`tb_echo`" not in listing
+    finally:
+        await stop_process_hub()

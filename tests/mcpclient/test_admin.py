@@ -237,8 +237,7 @@ def test_list_shows_state_with_colours_toggles_and_filters(admin_client: Client,
     assert 'class="mcp-status mcp-status-failed" style="color: #c62828' in body  # the invalid entry
     assert 'class="mcp-status mcp-status-unavailable"' in body
     assert "connection refused or unreachable xxx" in body and "x" * 100 not in body.replace(long_error, "")
-    assert '<td class="field-tool_count">12</td>' in body
-    assert '<td class="field-rejected_count">1</td>' in body
+    assert '<td class="field-tools_summary">12<br><small class="mcp-left-out">1 rejected</small></td>' in body
     tb = McpServer.objects.get(name="tb")
     toggle = reverse("admin:mcpclient_mcpserver_toggle", args=[tb.pk])
     assert f'formaction="{toggle}" name="enabled" value="0"' in body

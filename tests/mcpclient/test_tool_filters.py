@@ -96,7 +96,8 @@ def test_filtered_tools_are_stored_shown_and_listed_as_filtered(admin_client: Cl
     assert '<span class="mcp-tool-rejected">rejected</span>' in html
     assert "left out by &quot;excludeTools&quot;: [&quot;slow&quot;]" in html
     listing = admin_client.get(reverse("admin:mcpclient_mcpserver_changelist")).content.decode()
-    assert '<td class="field-filtered_count">3</td>' in listing
+    left_out = '<small class="mcp-left-out">1 rejected, 3 filtered</small>'
+    assert f'<td class="field-tools_summary">9<br>{left_out}</td>' in listing
 
 
 @pytest.mark.django_db(transaction=True)  # the hub's thread writes through its own connection

@@ -1,0 +1,356 @@
+// The message list: rows keyed by message id, streamed text appended to a Text node, the
+// server's sanitized HTML once a message is final (code blocks get a copy button), tool cards
+// grouped per step, and the actions under each row (copy, edit and resend, regenerate).
+//
+// Safety: the only HTML inserted is a message's "html" field, rendered from Markdown and
+// sanitized by the server (boocode/chat/rendering.py). Everything else goes in as text.
+
+import { copyButton, el, formatCount, iconButton, markScrollable } from "./dom.js";
+import { renderCall } from "./toolcards.js";
+
+const ROLE_LABELS = { user: "You", assistant: "Assistant", console: "Console", notice: "Notice" };
+const NEAR_BOTTOM = 80;
+
+export class Thread {
+  constructor(container, { urls, welcome, onEdit, onRegenerate, onScrollState }) {
+    this.container = container;
+    this.urls = urls;
+    this.welcome = welcome;
+    this.onEdit = onEdit;
+    this.onRegenerate = onRegenerate;
+    this.onScrollState = onScrollState || (() => {});
+    this.messages = new Map(); // id -> entry
+    this.calls = new Map(); // id -> card element
+    this.running = false;
+    container.addEventListener("scroll", () => this.onScrollState(this.nearBottom()), { passive: true });
+  }
+
+  // --- scrolling ---------------------------------------------------------------------------
+  nearBottom() {
+    const box = this.container;
+    return box.scrollHeight - box.scrollTop - box.clientHeight < NEAR_BOTTOM;
+  }
+
+  scrollToEnd() {
+    this.container.scrollTop = this.container.scrollHeight;
+    this.onScrollState(true);
+  }
+
+  keepScrolled(wasNearBottom) {
+    if (wasNearBottom) this.container.scrollTop = this.container.scrollHeight;
+    this.onScrollState(this.nearBottom());
+  }
+
+  // --- the whole list ----------------------------------------------------------------------
+  clear() {
+    this.messages.clear();
+    this.calls.clear();
+    this.container.replaceChildren();
+    this.updateWelcome();
+  }
+
+  get isEmpty() {
+    return this.messages.size === 0;
+  }
+
+  updateWelcome() {
+    if (!this.welcome) return;
+    if (this.isEmpty && !this.welcome.isConnected) this.container.prepend(this.welcome);
+    else if (!this.isEmpty && this.welcome.isConnected) this.welcome.remove();
+  }
+
+  insertInOrder(article, id) {
+    // Messages arrive in order, except after a reconnect when history and live frames overlap.
+    for (const other of this.container.children) {
+      if (other.classList.contains("message") && Number(other.dataset.id) > id) {
+        this.container.insertBefore(article, other);
+        return;
+      }
+    }
+    this.container.append(article);
+  }
+
+  remove(ids) {
+    for (const id of ids) {
+      const entry = this.messages.get(id);
+      if (!entry) continue;
+      for (const card of entry.calls.querySelectorAll(".tool-card")) this.calls.delete(Number(card.dataset.id));
+      entry.el.remove();
+      this.messages.delete(id);
+    }
+    this.updateWelcome();
+    this.refreshActions();
+  }
+
+  // --- one message -------------------------------------------------------------------------
+  entryFor(message) {
+    let entry = this.messages.get(message.id);
+    if (entry) return entry;
+    const article = el("article", "message");
+    article.dataset.id = message.id;
+    const header = el("header", "message-header");
+    const role = el("span", "role", ROLE_LABELS[message.role] || message.role);
+    const badge = el("span", "badge");
+    const model = el("span", "model-name");
+    header.append(role, badge, model);
+    const body = el("div", "message-body");
+    const calls = el("div", "tool-calls");
+    const error = el("p", "message-error");
+    error.hidden = true;
+    const footer = el("div", "message-footer");
+    article.append(header, body, calls, error, footer);
+    entry = { el: article, header, badge, model, body, calls, error, footer, textNode: null, length: 0, message };
+    this.messages.set(message.id, entry);
+    this.insertInOrder(article, message.id);
+    this.updateWelcome();
+    return entry;
+  }
+
+  upsert(message) {
+    const wasNearBottom = this.nearBottom();
+    const entry = this.entryFor(message);
+    if (entry.editing) {
+      entry.message = { ...entry.message, ...message };
+      return;
+    }
+    entry.message = message;
+    const article = entry.el;
+    article.className = `message role-${message.role} status-${message.status}`;
+    article.setAttribute("aria-busy", String(message.status === "streaming"));
+    entry.badge.textContent = message.status === "complete" ? "" : message.status;
+    entry.model.textContent = message.role === "assistant" && message.model ? `· ${message.model}` : "";
+    this.renderBody(entry, message);
+    entry.error.textContent = message.error || "";
+    entry.error.hidden = !message.error;
+    for (const call of message.tool_calls || []) this.upsertCall(call, false);
+    this.renderFooter(entry);
+    this.refreshActions();
+    this.keepScrolled(wasNearBottom);
+  }
+
+  renderBody(entry, message) {
+    const body = entry.body;
+    body.replaceChildren();
+    entry.textNode = null;
+    if (message.html) {
+      body.innerHTML = message.html; // sanitized by the server
+      body.classList.remove("plain");
+      enhance(body);
+    } else {
+      entry.textNode = document.createTextNode(message.content || "");
+      body.append(entry.textNode);
+      body.classList.add("plain");
+    }
+    entry.length = (message.content || "").length;
+    body.hidden = !message.html && !message.content && message.status !== "streaming";
+  }
+
+  delta(frame) {
+    let entry = this.messages.get(frame.message_id);
+    if (!entry) {
+      this.upsert({ id: frame.message_id, role: "assistant", status: "streaming", content: "", html: "", error: "" });
+      entry = this.messages.get(frame.message_id);
+    }
+    if (!entry.textNode) return; // already final HTML
+    const end = frame.offset + frame.text.length;
+    if (frame.offset > entry.length) return; // a frame was missed: message_complete carries the full text
+    if (end <= entry.length) return; // already shown (history and live frames overlap)
+    const wasNearBottom = this.nearBottom();
+    const piece = frame.text.slice(entry.length - frame.offset);
+    entry.textNode.appendData(piece);
+    entry.length += piece.length;
+    entry.message = { ...entry.message, content: (entry.message.content || "") + piece };
+    entry.body.hidden = false;
+    this.keepScrolled(wasNearBottom);
+  }
+
+  // --- footer: usage and actions -------------------------------------------------------------
+  renderFooter(entry) {
+    const message = entry.message;
+    entry.footer.replaceChildren();
+    const actions = el("div", "message-actions");
+    if (message.role !== "assistant" || message.status !== "streaming") {
+      const copy = copyButton(() => entry.message.content || "", { label: "Copy message", className: "copy-message" });
+      if (message.content) actions.append(copy);
+    }
+    if (message.role === "user") {
+      const edit = iconButton("edit", "Edit and resend", "edit");
+      edit.addEventListener("click", () => this.startEdit(entry));
+      actions.append(edit);
+    }
+    if (message.role === "assistant") {
+      const regenerate = iconButton("refresh", "Regenerate this answer", "regenerate");
+      regenerate.hidden = true;
+      regenerate.addEventListener("click", () => this.onRegenerate());
+      actions.append(regenerate);
+    }
+    const usage = usageText(message);
+    if (usage) {
+      const span = el("span", "usage", usage.text);
+      span.title = usage.title;
+      entry.footer.append(span);
+    }
+    if (actions.childElementCount) entry.footer.append(actions);
+  }
+
+  // Regenerate shows on the last answer only (after the last user message); edit and regenerate
+  // hide while a turn runs.
+  refreshActions(running = this.running) {
+    this.running = running;
+    let lastAssistant = null;
+    for (const entry of this.messages.values()) {
+      if (entry.message.role === "user") lastAssistant = null;
+      else if (entry.message.role === "assistant") lastAssistant = entry;
+    }
+    for (const entry of this.messages.values()) {
+      const button = entry.footer.querySelector(".regenerate");
+      if (button) button.hidden = running || entry !== lastAssistant;
+      const edit = entry.footer.querySelector(".edit");
+      if (edit) edit.hidden = running;
+    }
+  }
+
+  startEdit(entry) {
+    if (entry.editing || this.running) return;
+    entry.editing = true;
+    entry.el.classList.add("editing");
+    const form = el("form", "edit-form");
+    const label = el("label", "sr-only", "Edit your message");
+    const area = el("textarea");
+    area.id = `edit-${entry.message.id}`;
+    label.htmlFor = area.id;
+    area.value = entry.message.content || "";
+    area.rows = Math.min(10, Math.max(3, area.value.split("\n").length + 1));
+    const buttons = el("div", "edit-buttons");
+    const cancel = el("button", "secondary", "Cancel");
+    cancel.type = "button";
+    const save = el("button", "primary", "Send");
+    save.type = "submit";
+    buttons.append(cancel, save);
+    const note = el("p", "note", "Sending replaces this message and the answers after it (the old ones are kept on the server).");
+    form.append(label, area, note, buttons);
+    entry.body.after(form);
+    entry.editForm = form;
+    area.focus();
+    area.setSelectionRange(area.value.length, area.value.length);
+    const stop = () => this.endEdit(entry);
+    cancel.addEventListener("click", () => {
+      stop();
+      entry.el.querySelector(".edit")?.focus();
+    });
+    form.addEventListener("submit", (event) => {
+      event.preventDefault();
+      const text = area.value;
+      if (!text.trim()) return;
+      if (this.onEdit(entry.message.id, text)) save.disabled = true;
+    });
+    area.addEventListener("keydown", (event) => {
+      if (event.key === "Enter" && !event.shiftKey && !event.isComposing) {
+        event.preventDefault();
+        form.requestSubmit();
+      } else if (event.key === "Escape") {
+        event.preventDefault();
+        event.stopPropagation();
+        stop();
+        entry.el.querySelector(".edit")?.focus();
+      }
+    });
+  }
+
+  endEdit(entry) {
+    if (!entry.editing) return;
+    entry.editing = false;
+    entry.el.classList.remove("editing");
+    entry.editForm?.remove();
+    entry.editForm = null;
+    this.upsert(entry.message);
+  }
+
+  // An edit the server refused: the form stays, its button comes back.
+  editFailed() {
+    for (const entry of this.messages.values()) {
+      const button = entry.editForm?.querySelector("button[type=submit]");
+      if (button) button.disabled = false;
+    }
+  }
+
+  // --- tool calls ----------------------------------------------------------------------------
+  upsertCall(call, scroll = true) {
+    const wasNearBottom = this.nearBottom();
+    let card = this.calls.get(call.id);
+    let entry = this.messages.get(call.message_id);
+    if (!card) {
+      if (!entry) {
+        this.upsert({ id: call.message_id, role: "assistant", status: "streaming", content: "", html: "", error: "" });
+        entry = this.messages.get(call.message_id);
+      }
+      card = el("div", "tool-card");
+      entry.calls.append(card);
+      this.calls.set(call.id, card);
+    }
+    renderCall(card, call, this.urls);
+    if (entry) updateGroup(entry.calls);
+    if (scroll) this.keepScrolled(wasNearBottom);
+  }
+
+  card(callId) {
+    return this.calls.get(callId);
+  }
+}
+
+function usageText(message) {
+  if (message.role !== "assistant" || !("usage" in message) || message.status === "streaming") return null;
+  const usage = message.usage;
+  if (usage && (usage.prompt_tokens !== null || usage.completion_tokens !== null)) {
+    const total = (usage.prompt_tokens || 0) + (usage.completion_tokens || 0);
+    return {
+      text: `${formatCount(usage.prompt_tokens)} in · ${formatCount(usage.completion_tokens)} out`,
+      title: `${usage.prompt_tokens} prompt + ${usage.completion_tokens} completion = ${total} tokens`,
+    };
+  }
+  if (message.status === "failed") return null;
+  return { text: "no usage reported", title: "The model endpoint sent no token counts for this answer." };
+}
+
+// Calls of one step: a heading with how many, and a line joining them.
+function updateGroup(container) {
+  const cards = [...container.querySelectorAll(".tool-card")];
+  let head = container.querySelector(".tool-group-head");
+  if (cards.length < 2) {
+    container.classList.remove("grouped");
+    head?.remove();
+    return;
+  }
+  container.classList.add("grouped");
+  if (!head) {
+    head = el("p", "tool-group-head");
+    container.prepend(head);
+  }
+  const running = cards.filter((card) => card.classList.contains("status-running")).length;
+  const failed = cards.filter((card) => card.classList.contains("is-error") || card.classList.contains("status-error")).length;
+  let text = `${cards.length} tool calls in one step`;
+  if (running) text += ` · ${running} running`;
+  if (failed) text += ` · ${failed} failed`;
+  head.textContent = text;
+}
+
+// Code blocks get a language label and a copy button; links open in a new tab, safely; tables
+// and code that scroll become reachable by keyboard.
+function enhance(body) {
+  for (const pre of body.querySelectorAll("pre")) {
+    const code = pre.querySelector("code");
+    const language = code ? [...code.classList].find((name) => name.startsWith("language-")) : null;
+    const block = el("div", "code-block");
+    const head = el("div", "code-head");
+    head.append(el("span", "code-lang", language ? language.slice("language-".length) : "text"));
+    head.append(copyButton(() => (code || pre).textContent.replace(/\n$/, ""), { label: "Copy", withText: true, className: "copy-code" }));
+    pre.replaceWith(block);
+    block.append(head, pre);
+    markScrollable(pre);
+  }
+  for (const link of body.querySelectorAll("a[href]")) {
+    link.target = "_blank";
+    link.rel = "noopener noreferrer nofollow";
+  }
+  for (const table of body.querySelectorAll("table")) markScrollable(table);
+}

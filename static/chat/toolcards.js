@@ -1,0 +1,230 @@
+// Tool cards: which server and tool, the arguments, a readable preview of the result shown
+// without a click (first lines; structured content as a table or tree; images inline), "Show all"
+// for long output (fetching the whole stored output when the preview was cut), the duration and
+// the error state. Calls of one step (one assistant message) sit together in one group.
+//
+// Everything from the tool or the model is inserted as text; images only as data: URLs of
+// raster types.
+
+import { el, formatDuration, icon, markScrollable } from "./dom.js";
+import { renderStructured } from "./structured.js";
+
+const IMAGE_URL = /^data:image\/(png|jpeg|gif|webp);base64,[A-Za-z0-9+/]+={0,2}$/;
+const PREVIEW_LINES = 10;
+const PREVIEW_CHARS = 1200;
+const STATUS_WORDS = { running: "running", done: "done", error: "error", cancelled: "cancelled", skipped: "skipped" };
+
+// UI state that survives re-rendering a card (each frame about the call re-renders it).
+const views = new WeakMap();
+
+function view(card) {
+  let state = views.get(card);
+  if (!state) {
+    state = { argsOpen: false, expanded: false, fullText: null, loading: false, error: "", showText: false };
+    views.set(card, state);
+  }
+  return state;
+}
+
+// The name people read: the tool's title, else its own name; the server apart.
+export function toolLabel(call) {
+  return { server: call.server || "", name: call.title || call.tool || call.name, full: call.name };
+}
+
+function prettyJson(text) {
+  const trimmed = (text || "").trim();
+  if (!trimmed || !"[{".includes(trimmed[0]) || trimmed.length > 200000) return null;
+  try {
+    return JSON.parse(trimmed);
+  } catch {
+    return null;
+  }
+}
+
+function inlineArguments(text) {
+  const parsed = prettyJson(text);
+  if (parsed === null || typeof parsed !== "object" || Array.isArray(parsed)) return text || "{}";
+  const parts = Object.entries(parsed).map(([key, value]) => `${key}: ${JSON.stringify(value)}`);
+  return parts.length ? parts.join(", ") : "no arguments";
+}
+
+function outputText(call, state) {
+  return state.fullText !== null ? state.fullText : call.output || "";
+}
+
+function isLong(call, text) {
+  return call.output_truncated || text.split("\n").length > PREVIEW_LINES || text.length > PREVIEW_CHARS;
+}
+
+async function fetchFull(card, call, urls, rerender) {
+  const state = view(card);
+  state.loading = true;
+  state.error = "";
+  rerender();
+  try {
+    const response = await fetch(call.output_url || urls.output(call.id), { credentials: "same-origin" });
+    if (!response.ok) throw new Error(`HTTP ${response.status}`);
+    state.fullText = await response.text();
+    state.expanded = true;
+  } catch (error) {
+    state.error = `Could not load the full output (${error.message}).`;
+  } finally {
+    state.loading = false;
+    rerender();
+  }
+}
+
+// What of the structured content is worth a table or a tree. Tools that return a plain value
+// often wrap it as {"result": value}: a string there is just the text again.
+function structuredView(call) {
+  let value = call.structured;
+  if (value === null || value === undefined) return undefined;
+  if (value && typeof value === "object" && !Array.isArray(value)) {
+    const keys = Object.keys(value);
+    if (keys.length === 1 && keys[0] === "result") value = value.result;
+  }
+  if (value === null || typeof value !== "object") return undefined;
+  return value;
+}
+
+function sameJson(text, value) {
+  const parsed = prettyJson(text);
+  return parsed !== null && JSON.stringify(parsed) === JSON.stringify(value);
+}
+
+function renderResult(card, call, urls, rerender) {
+  const state = view(card);
+  const result = el("div", "tool-result");
+  const structured = structuredView(call);
+  const hasStructured = structured !== undefined;
+  if (hasStructured) {
+    const view = renderStructured(structured);
+    result.append(view);
+    for (const box of [view, ...view.querySelectorAll(".structured")]) markScrollable(box);
+  }
+
+  const text = outputText(call, state);
+  const parsed = hasStructured ? null : prettyJson(text);
+  const shown = parsed !== null && typeof parsed === "object" ? JSON.stringify(parsed, null, 2) : text;
+  const long = isLong(call, shown);
+  const pre = el("pre", "tool-output", shown);
+  const showPre = !hasStructured || state.showText;
+  pre.hidden = !showPre || shown === "";
+  if (long && !state.expanded) pre.classList.add("clamped");
+  result.append(pre);
+  markScrollable(pre);
+  if (!text && !hasStructured && !(call.images || []).length && call.status === "done") {
+    result.append(el("p", "note", "No output."));
+  }
+
+  const more = el("div", "tool-more");
+  if (hasStructured && text && !sameJson(text, call.structured) && !sameJson(text, structured)) {
+    const toggle = el("button", "toggle-text", state.showText ? "Hide text" : "Show text");
+    toggle.type = "button";
+    toggle.setAttribute("aria-expanded", String(state.showText));
+    toggle.addEventListener("click", () => {
+      state.showText = !state.showText;
+      rerender();
+    });
+    more.append(toggle);
+  }
+  if (long && showPre && shown) {
+    const button = el("button", "show-all");
+    button.type = "button";
+    if (state.loading) {
+      button.textContent = "Loading…";
+      button.disabled = true;
+    } else if (state.expanded) {
+      button.textContent = "Show less";
+    } else if (call.output_truncated && state.fullText === null) {
+      button.textContent = `Show all (${call.output_length.toLocaleString()} characters)`;
+    } else {
+      button.textContent = `Show all (${shown.split("\n").length} lines)`;
+    }
+    button.setAttribute("aria-expanded", String(state.expanded));
+    button.addEventListener("click", () => {
+      if (state.expanded) {
+        state.expanded = false;
+        rerender();
+        card.scrollIntoView({ block: "nearest" });
+      } else if (call.output_truncated && state.fullText === null) {
+        fetchFull(card, call, urls, rerender);
+      } else {
+        state.expanded = true;
+        rerender();
+      }
+    });
+    more.append(button);
+  }
+  if (call.output_truncated) {
+    const link = el("a", "full-output", "Open the full output");
+    link.href = call.output_url || urls.output(call.id);
+    link.target = "_blank";
+    link.rel = "noopener";
+    more.append(link);
+  }
+  if (more.childElementCount) result.append(more);
+  if (state.error) result.append(el("p", "note", state.error));
+
+  for (const src of call.images || []) {
+    if (typeof src === "string" && IMAGE_URL.test(src)) {
+      const img = el("img", "tool-image");
+      img.alt = `Image returned by ${toolLabel(call).name}`;
+      img.src = src;
+      img.loading = "lazy";
+      result.append(img);
+    }
+  }
+  if (call.images_left_out) {
+    result.append(el("p", "note", `${call.images_left_out} image(s) not shown (type not allowed or too large).`));
+  }
+  return result;
+}
+
+// Fill `card` (a div.tool-card) from a tool call object; safe to call again with newer frames.
+export function renderCall(card, call, urls) {
+  const state = view(card);
+  const rerender = () => {
+    const fresh = card.querySelector(".tool-args");
+    state.argsOpen = fresh ? fresh.open : state.argsOpen;
+    renderCall(card, call, urls);
+  };
+  const argsEl = card.querySelector(".tool-args");
+  if (argsEl) state.argsOpen = argsEl.open;
+
+  const label = toolLabel(call);
+  card.replaceChildren();
+  card.className = `tool-card status-${call.status}${call.is_error ? " is-error" : ""}`;
+  card.dataset.id = call.id;
+  card.setAttribute("role", "group");
+  card.setAttribute("aria-label", `Tool call: ${label.server ? `${label.server} ` : ""}${label.name}, ${call.status}`);
+
+  const head = el("div", "tool-head");
+  head.append(icon("tool"));
+  if (label.server) head.append(el("span", "tool-server", label.server));
+  const name = el("span", "tool-name", label.name);
+  if (label.full !== label.name) name.title = label.full;
+  head.append(name);
+  const meta = el("span", "tool-meta");
+  meta.append(el("span", "badge", STATUS_WORDS[call.status] || call.status));
+  if (call.duration_ms !== null && call.duration_ms !== undefined) {
+    meta.append(el("span", "duration", formatDuration(call.duration_ms)));
+  }
+  head.append(meta);
+  card.append(head);
+
+  const args = el("details", "tool-args");
+  const summary = el("summary");
+  summary.append(el("span", null, "Arguments"), el("code", "args-inline", inlineArguments(call.arguments)));
+  const parsedArgs = prettyJson(call.arguments);
+  const argsPre = el("pre", "tool-arguments", parsedArgs !== null ? JSON.stringify(parsedArgs, null, 2) : call.arguments || "{}");
+  args.append(summary, argsPre);
+  args.open = state.argsOpen;
+  args.addEventListener("toggle", () => {
+    state.argsOpen = args.open;
+    if (args.open) markScrollable(argsPre);
+  });
+  card.append(args);
+
+  if (call.status !== "running") card.append(renderResult(card, call, urls, rerender));
+}
