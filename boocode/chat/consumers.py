@@ -152,18 +152,25 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
 
     async def _user_message(self, content: dict[str, Any]) -> None:
         assert self.conversation_id is not None
+        text = await self._checked_text(content, "user_message")
+        if text is None:
+            return
+        await self._start(TurnRequest(self.conversation_id, text, user_id=self.scope["user"].pk))
+
+    async def _checked_text(self, content: dict[str, Any], frame: str) -> str | None:
+        """The frame's ``text`` when it can be stored and sent, else None (the error is sent)."""
         text = content.get("text")
         if not isinstance(text, str) or not text.strip():
-            await self._error("bad_frame", 'user_message needs a non-empty string "text".')
-            return
+            await self._error("bad_frame", f'{frame} needs a non-empty string "text".')
+            return None
         if len(text) > MAX_MESSAGE_CHARS:
             await self._error("too_long", f"Messages are limited to {MAX_MESSAGE_CHARS} characters.")
-            return
+            return None
         problem = text_problem(text, "message")
         if problem is not None:
             await self._error("bad_text", problem)
-            return
-        await self._start(TurnRequest(self.conversation_id, text, user_id=self.scope["user"].pk))
+            return None
+        return text
 
     async def _regenerate(self, content: dict[str, Any]) -> None:
         """Answer the last user message again (what followed it is superseded by the turn)."""
@@ -179,16 +186,8 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
     async def _edit(self, content: dict[str, Any]) -> None:
         """Replace a user message (and everything after it) with new text, and answer it."""
         assert self.conversation_id is not None
-        text = content.get("text")
-        if not isinstance(text, str) or not text.strip():
-            await self._error("bad_frame", 'edit needs a non-empty string "text".')
-            return
-        if len(text) > MAX_MESSAGE_CHARS:
-            await self._error("too_long", f"Messages are limited to {MAX_MESSAGE_CHARS} characters.")
-            return
-        problem = text_problem(text, "message")
-        if problem is not None:
-            await self._error("bad_text", problem)
+        text = await self._checked_text(content, "edit")
+        if text is None:
             return
         if registry.running(self.conversation_id):
             await self._error("turn_in_progress", TURN_IN_PROGRESS)

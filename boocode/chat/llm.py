@@ -302,11 +302,7 @@ async def stream_chat(
                 f"The model did not answer within {llm.timeout:g} s (BOOCODE_LLM_TIMEOUT).", kind="timeout"
             ) from None
         except (aiohttp.ClientConnectorError, aiohttp.InvalidURL) as exc:
-            raise LLMError(
-                f"Cannot connect to the model server at {llm.display_url} ({_reason(exc)}). "
-                "Check BOOCODE_LLM_BASE_URL and that the server is running.",
-                kind="connect",
-            ) from None
+            raise _cannot_connect(llm, exc) from None
         except aiohttp.ServerDisconnectedError as exc:
             # A kept-alive connection the server had already closed: nothing was received, so retry.
             if attempt >= llm.max_retries:
@@ -340,6 +336,14 @@ def _refuses_usage(error: LLMError, body: dict[str, Any]) -> bool:
         "stream_options" in body
         and error.kind == "request"
         and ("stream_options" in text or "include_usage" in text)
+    )
+
+
+def _cannot_connect(llm: LLMSettings, exc: Exception) -> LLMError:
+    return LLMError(
+        f"Cannot connect to the model server at {llm.display_url} ({_reason(exc)}). "
+        "Check BOOCODE_LLM_BASE_URL and that the server is running.",
+        kind="connect",
     )
 
 
@@ -601,11 +605,7 @@ async def fetch_models(llm: LLMSettings) -> list[str]:
             f"The model server at {llm.display_url} did not answer GET /models in time.", kind="timeout"
         ) from None
     except (aiohttp.ClientConnectorError, aiohttp.InvalidURL) as exc:
-        raise LLMError(
-            f"Cannot connect to the model server at {llm.display_url} ({_reason(exc)}). "
-            "Check BOOCODE_LLM_BASE_URL and that the server is running.",
-            kind="connect",
-        ) from None
+        raise _cannot_connect(llm, exc) from None
     except aiohttp.ClientError as exc:
         raise LLMError(
             f"The connection to the model server at {llm.display_url} failed "
