@@ -12,6 +12,14 @@ the ``text_delta`` at the client. Also prints errors, how the machine's CPUs wer
 call of every turn was persisted.
 
     .venv/bin/python bench/chat_load.py [--sessions 50] [--turns 5] [--llm-delay 0.05] [--think 0]
+        [--web N] [--hub inprocess|worker] [--redis URL] [--database-url URL]
+
+``--web N`` starts N Daphne processes (sessions spread over them round-robin; more than one
+needs Redis); ``--hub worker`` adds the hub worker (``manage.py hub_worker``), which then holds
+the toolbox for every web process. ``--database-url`` (e.g.
+``postgres://postgres@127.0.0.1:5432/boocode_worker``, dropped and created afresh) replaces
+the SQLite file; use PostgreSQL for more than one process. The single-process figures to set
+beside them: the same command with ``--web 1 --hub inprocess``.
 
 ``--think 0`` sends each session's next message as soon as its turn ends: the server is
 saturated and the figures show its capacity (latency is then mostly queueing). ``--think 3``
@@ -43,8 +51,20 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+# tests.conftest imports the hub, whose modules need Django's settings: a throwaway data directory.
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "boocode.settings")
+os.environ.setdefault("BOOCODE_DATA_DIR", tempfile.mkdtemp(prefix="boocode-bench-client-"))
+os.environ.setdefault("BOOCODE_LOG_LEVEL", "ERROR")  # the clients' own closing-handshake warnings
+
+import django  # noqa: E402
+
+django.setup()
+
 import txaio  # noqa: E402
 
+# Daphne, an installed app, chose Twisted for txaio during django.setup(); this process is only
+# the load's client, and its websockets (autobahn) run on asyncio.
+txaio._explicit_framework = None
 txaio.use_asyncio()
 
 from autobahn.asyncio.websocket import WebSocketClientFactory, WebSocketClientProtocol  # noqa: E402
@@ -198,30 +218,85 @@ async def wait_for_tools(port: int, account: dict[str, Any]) -> None:
     client.sendClose()
 
 
-async def load(port: int, accounts: list[dict[str, Any]], turns: int, think: float) -> tuple[Results, float]:
-    await wait_for_tools(port, accounts[0])
-    warmup = Results()
-    await run_session(port, accounts[0], 1, warmup)  # connections, caches, first-use imports
-    if warmup.errors:
-        raise SystemExit(f"warm-up turn failed: {warmup.errors}")
+async def load(
+    ports: list[int], accounts: list[dict[str, Any]], turns: int, think: float
+) -> tuple[Results, float]:
+    for port in ports:
+        await wait_for_tools(port, accounts[0])
+        warmup = Results()
+        await run_session(port, accounts[0], 1, warmup)  # connections, caches, first-use imports
+        if warmup.errors:
+            raise SystemExit(f"warm-up turn failed: {warmup.errors}")
     results = Results()
     started = time.perf_counter()
-    await asyncio.gather(*(run_session(port, account, turns, results, think) for account in accounts[1:]))
+    await asyncio.gather(
+        *(
+            run_session(ports[index % len(ports)], account, turns, results, think)
+            for index, account in enumerate(accounts[1:])
+        )
+    )
     return results, time.perf_counter() - started
 
 
-def check_persistence(database: Path, accounts: list[dict[str, Any]], turns: int) -> tuple[int, int]:
+def fresh_database(url: str) -> None:
+    """Drop and create the PostgreSQL database of ``url`` (the bench's own, e.g. boocode_worker)."""
+    import psycopg
+    from psycopg import sql
+
+    base, name = url.rsplit("/", 1)
+    with psycopg.connect(f"{base}/postgres", autocommit=True) as connection:
+        connection.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
+        connection.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+
+
+def start_hub_worker(env: dict[str, str]) -> subprocess.Popen[bytes]:
+    """``manage.py hub_worker``; returns once it listens (its first line on stdout)."""
+    worker = subprocess.Popen(
+        [PYTHON, "manage.py", "hub_worker"],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    assert worker.stdout is not None
+    if b"listening" not in worker.stdout.readline():
+        raise SystemExit("the hub worker did not start")
+    return worker
+
+
+def stop(process: subprocess.Popen[bytes]) -> bytes:
+    """Terminate ``process`` (killed after 15 s); its stderr if piped."""
+    process.terminate()
+    try:
+        _, stderr = process.communicate(timeout=15)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        _, stderr = process.communicate()
+    return stderr or b""
+
+
+def check_persistence(
+    database: Path, accounts: list[dict[str, Any]], turns: int, database_url: str = ""
+) -> tuple[int, int]:
     """(turns expected, turns missing or wrong in the database) for the measured sessions."""
-    connection = sqlite3.connect(database)
+    if database_url:
+        import psycopg
+
+        connection: Any = psycopg.connect(database_url)
+        mark = "%s"
+    else:
+        connection = sqlite3.connect(database)
+        mark = "?"
     missing = 0
     for account in accounts:
         rows = connection.execute(
-            "SELECT id, role, status, content FROM chat_message WHERE conversation_id = ? ORDER BY id",
+            f"SELECT id, role, status, content FROM chat_message WHERE conversation_id = {mark} ORDER BY id",
             (account["conversation"],),
         ).fetchall()
         calls = connection.execute(
             "SELECT m.id, c.status, c.output FROM chat_toolcall c JOIN chat_message m ON m.id = c.message_id "
-            "WHERE m.conversation_id = ?",
+            f"WHERE m.conversation_id = {mark}",
             (account["conversation"],),
         ).fetchall()
         call_of = {message_id: (status, output) for message_id, status, output in calls}
@@ -285,7 +360,12 @@ def main() -> None:
         default=0.0,
         help="mean pause before each turn (s); 0 = back to back (saturation)",
     )
+    parser.add_argument("--web", type=int, default=1, help="Daphne web processes (more than 1 needs Redis)")
+    parser.add_argument("--hub", choices=("inprocess", "worker"), default="inprocess")
+    parser.add_argument("--redis", default="redis://127.0.0.1:6379/13", help="with --web > 1 or --hub worker")
+    parser.add_argument("--database-url", default="", help="PostgreSQL (dropped and created afresh)")
     options = parser.parse_args()
+    scaled = options.web > 1 or options.hub == "worker"
 
     data = Path(tempfile.mkdtemp(prefix="boocode-bench-"))
     (data / "mcp.json").write_text(
@@ -311,32 +391,48 @@ def main() -> None:
         "BOOCODE_LLM_MODEL": "bench-model",
         "BOOCODE_ALLOWED_HOSTS": "127.0.0.1",
         "BOOCODE_LOG_LEVEL": "WARNING",
+        "BOOCODE_HUB": options.hub,
+        "BOOCODE_HUB_CHANNEL": f"bench-hub-{os.getpid()}",
     }
+    env.pop("BOOCODE_DATABASE_URL", None)
+    env.pop("BOOCODE_REDIS_URL", None)
+    if scaled:
+        env["BOOCODE_REDIS_URL"] = options.redis
+    if options.database_url:
+        fresh_database(options.database_url)
+        env["BOOCODE_DATABASE_URL"] = options.database_url
     accounts = create_accounts(env, options.sessions + 1)
-    daphne = subprocess.Popen(
-        [PYTHON, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), "boocode.asgi:application"],
-        cwd=ROOT,
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        start_new_session=True,
-    )
+    worker = start_hub_worker(env) if options.hub == "worker" else None
+    ports = [port] + [free_port() for _ in range(options.web - 1)]
+    webs = [
+        subprocess.Popen(
+            [PYTHON, "-m", "daphne", "-b", "127.0.0.1", "-p", str(web_port), "boocode.asgi:application"],
+            cwd=ROOT,
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
+        )
+        for web_port in ports
+    ]
+    stderr = b""
     try:
-        wait_for_port(port, daphne)
+        for web_port, daphne in zip(ports, webs, strict=True):
+            wait_for_port(web_port, daphne)
         cpu_before = cpu_times()
-        results, elapsed = asyncio.run(load(port, accounts, options.turns, options.think))
+        results, elapsed = asyncio.run(load(ports, accounts, options.turns, options.think))
         cpu_after = cpu_times()
     finally:
-        daphne.terminate()
-        try:
-            _, stderr = daphne.communicate(timeout=15)
-        except subprocess.TimeoutExpired:
-            daphne.kill()
-            _, stderr = daphne.communicate()
+        for daphne in webs:
+            stderr += stop(daphne)
+        if worker is not None:
+            stop(worker)
         model_conn.send("stop")
         request_at, first_chunk_at = model_conn.recv()
         model.join(10)
-    expected, missing = check_persistence(data / "boocode.sqlite3", accounts[1:], options.turns)
+    expected, missing = check_persistence(
+        data / "boocode.sqlite3", accounts[1:], options.turns, options.database_url
+    )
     shutil.rmtree(data, ignore_errors=True)
 
     latency_ms = [s * 1000 for s in results.latencies]
@@ -356,6 +452,10 @@ def main() -> None:
     print(
         f"sessions: {options.sessions} concurrent, {options.turns} turns each, {pacing} "
         "(each turn: streamed text, one MCP tool call, streamed answer)"
+    )
+    print(
+        f"shape: {options.web} web process(es), hub {options.hub}, "
+        f"{'Redis' if scaled else 'in-memory layer'}, {'PostgreSQL' if options.database_url else 'SQLite'}"
     )
     print(f"turns completed: {results.turns} in {elapsed:.2f} s -> {results.turns / elapsed:.1f} turns/s")
     print(f"turn latency: {p50_p95(latency_ms)}")

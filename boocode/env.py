@@ -6,6 +6,7 @@ so a typo in the environment stops the process at start-up instead of being gues
 
 from __future__ import annotations
 
+import math
 import os
 from urllib.parse import urlsplit
 
@@ -51,7 +52,7 @@ def env_int(name: str, default: int, *, minimum: int | None = None, maximum: int
 
 
 def env_float(name: str, default: float, *, minimum: float | None = None) -> float:
-    """A float, optionally bounded below."""
+    """A finite float (``nan`` and ``inf`` are refused: a time limit must end), optionally bounded below."""
     value = os.environ.get(name)
     if value is None or not value.strip():
         return default
@@ -59,6 +60,8 @@ def env_float(name: str, default: float, *, minimum: float | None = None) -> flo
         number = float(value.strip())
     except ValueError:
         raise ImproperlyConfigured(f"{name}={value!r}: expected a number") from None
+    if not math.isfinite(number):
+        raise ImproperlyConfigured(f"{name}={value!r}: expected a finite number")
     if minimum is not None and number < minimum:
         raise ImproperlyConfigured(f"{name}={number}: must be at least {minimum}")
     return number

@@ -138,8 +138,20 @@ if _redis_url:
             # redis-py 8 reads with a 5 s socket timeout by default, exactly as long as
             # channels_redis blocks in BZPOPMIN waiting for a message: every idle socket
             # failed with a TimeoutError after 5 s. The read may wait longer than the pop.
-            "CONFIG": {"hosts": [{"address": _redis_url, "socket_timeout": 30}], "capacity": 1000},
-        }
+            # redis-py's pool holds at most 100 connections by default and then fails the command
+            # ("Too many connections"): 100 busy tabs on one process reached it under load.
+            "CONFIG": {
+                "hosts": [{"address": _redis_url, "socket_timeout": 30, "max_connections": 1000}],
+                "capacity": 1000,
+            },
+        },
+        # The hop between web processes and the hub worker (BOOCODE_HUB=worker): Redis pub/sub,
+        # a fifth of the core layer's round trip (docs/benchmarks.md). Pub/sub keeps nothing: a
+        # message nobody listens to is gone, which suits calls that have their own time limit.
+        "hub": {
+            "BACKEND": "channels_redis.pubsub.RedisPubSubChannelLayer",
+            "CONFIG": {"hosts": [{"address": _redis_url, "socket_timeout": 30}]},
+        },
     }
 else:
     # Capacity: a tab that falls behind a fast stream must not lose frames (the default is 100).
@@ -147,6 +159,9 @@ else:
     CHANNEL_LAYERS = {
         "default": {"BACKEND": "boocode.chat.layers.ChatChannelLayer", "CONFIG": {"capacity": 1000}}
     }
+# With the Redis layer, one turn per conversation across processes is a Redis lock with this TTL
+# (renewed every third of it): how long a process killed mid-turn blocks its conversations.
+TURN_LOCK_TTL = env_float("BOOCODE_TURN_LOCK_TTL", 15.0, minimum=1.0)
 
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
@@ -219,6 +234,36 @@ MCP_CONFIG = Path(env_str("BOOCODE_MCP_CONFIG", str(DATA_DIR / "mcp.json"))).res
 MCP_STDIO_COMMANDS = env_list("BOOCODE_MCP_STDIO_COMMANDS", ["npx", "uvx", "node", "docker"])
 # Start the hub (connect the enabled servers) lazily in the ASGI process. Tests turn it off.
 MCP_AUTOSTART = env_bool("BOOCODE_MCP_AUTOSTART", True)
+# Where the MCP sessions live: "inprocess" (each web process holds its own hub, the embedded
+# default) or "worker" (one `manage.py hub_worker` process holds them all and the web processes
+# reach it over the Redis channel layer; see docs/deployment.md).
+MCP_HUB = env_str("BOOCODE_HUB", "inprocess").lower()
+if MCP_HUB not in ("inprocess", "worker"):
+    raise ImproperlyConfigured(f"BOOCODE_HUB={MCP_HUB!r}: expected inprocess or worker")
+if MCP_HUB == "worker" and not _redis_url:
+    raise ImproperlyConfigured(
+        "BOOCODE_HUB=worker needs BOOCODE_REDIS_URL: the web processes reach the hub worker over Redis"
+    )
+# The channel the hub worker listens on (one worker per channel name).
+MCP_HUB_CHANNEL = env_str("BOOCODE_HUB_CHANNEL", "mcp-hub")
+# Servers heal themselves (mcpclient/healing.py): each session is pinged every PING_INTERVAL
+# seconds (0: never) and is dead when a ping fails or gets no answer within PING_TIMEOUT; a dead
+# or failed server is reconnected after RECONNECT_BASE * 2**(n-1) seconds (capped at
+# RECONNECT_CAP, half of it random), RECONNECT_ATTEMPTS times in a row (0: never), then the
+# circuit opens and the next try waits RECONNECT_CIRCUIT_SECONDS; at most RECONNECT_CONCURRENCY
+# servers connect again at the same time.
+MCP_PING_INTERVAL = env_float("BOOCODE_MCP_PING_INTERVAL", 30.0, minimum=0.0)
+MCP_PING_TIMEOUT = env_float("BOOCODE_MCP_PING_TIMEOUT", 10.0, minimum=0.1)
+MCP_RECONNECT_BASE = env_float("BOOCODE_MCP_RECONNECT_BASE", 1.0, minimum=0.1)
+MCP_RECONNECT_CAP = env_float("BOOCODE_MCP_RECONNECT_CAP", 60.0, minimum=0.1)
+if MCP_RECONNECT_CAP < MCP_RECONNECT_BASE:
+    raise ImproperlyConfigured(
+        f"BOOCODE_MCP_RECONNECT_CAP={MCP_RECONNECT_CAP:g}: must be at least "
+        f"BOOCODE_MCP_RECONNECT_BASE ({MCP_RECONNECT_BASE:g})"
+    )
+MCP_RECONNECT_ATTEMPTS = env_int("BOOCODE_MCP_RECONNECT_ATTEMPTS", 8, minimum=0)
+MCP_RECONNECT_CIRCUIT_SECONDS = env_float("BOOCODE_MCP_RECONNECT_CIRCUIT_SECONDS", 300.0, minimum=1.0)
+MCP_RECONNECT_CONCURRENCY = env_int("BOOCODE_MCP_RECONNECT_CONCURRENCY", 4, minimum=1)
 # The secret store's Fernet keys (mcpclient/secret_store.py), kept apart from the database:
 # comma-separated, the first encrypts and all decrypt (rotation). Unset: one key generated
 # into SECRETS_KEY_FILE (0600) the first time a secret is stored.
@@ -236,6 +281,8 @@ OAUTH_CONSENT_TIMEOUT = env_float("BOOCODE_OAUTH_CONSENT_TIMEOUT", 600.0, minimu
 OAUTH_IDLE_SECONDS = env_float("BOOCODE_OAUTH_IDLE_SECONDS", 900.0, minimum=10.0)
 # Seconds a form an MCP server asks for (elicitation) waits for the person before it is declined.
 ELICITATION_TIMEOUT = env_float("BOOCODE_ELICITATION_TIMEOUT", 600.0, minimum=1.0)
+# Seconds a tool call that needs approval (writeTools/trusted in mcp.json) waits for the person; then denied.
+APPROVAL_TIMEOUT = env_float("BOOCODE_APPROVAL_TIMEOUT", 600.0, minimum=1.0)
 
 # --- Agents and native tools ----------------------------------------------------------------
 AGENTS_FILE = Path(env_str("BOOCODE_AGENTS_FILE", str(DATA_DIR / "AGENTS.md"))).resolve()

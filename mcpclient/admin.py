@@ -22,6 +22,7 @@ seven short columns so that it fits a 1280-pixel screen next to the admin's navi
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 from typing import Any
 from urllib.parse import urlencode
@@ -41,22 +42,15 @@ from django.utils.text import Truncator
 from django.utils.timesince import timesince
 
 from mcpclient import admin_services, inputs
+from mcpclient.admin_logs import ServerLogsAdmin
 from mcpclient.admin_services import ServerChangeError
+from mcpclient.approval import stored_approval_reason
 from mcpclient.forms import McpServerForm
 from mcpclient.models import McpServer, McpTool
 from mcpclient.redaction import masked_entry
 from mcpclient.runtime import get_hub
 from mcpclient.secret_store import SecretStoreError
 
-STATUS_COLOURS = {
-    McpServer.Status.READY: "#2e7d32",
-    McpServer.Status.CONNECTING: "#b26a00",
-    McpServer.Status.FAILED: "#c62828",
-    McpServer.Status.UNAVAILABLE: "#d84315",
-    McpServer.Status.AUTH_REQUIRED: "#ef6c00",
-    McpServer.Status.PER_USER: "#1565c0",
-    McpServer.Status.DISABLED: "#757575",
-}
 SITE_NAME = "BooCode"
 admin.site.site_header = f"{SITE_NAME} administration"
 admin.site.site_title = f"{SITE_NAME} admin"
@@ -72,7 +66,16 @@ class McpToolInline(admin.TabularInline):
     """The tools discovered on a server, read-only (the server is their source)."""
 
     model = McpTool
-    fields = ("prefixed_name", "title", "description", "read_only", "offered", "reject_reason", "warning")
+    fields = (
+        "prefixed_name",
+        "title",
+        "description",
+        "read_only",
+        "offered",
+        "approval",
+        "reject_reason",
+        "warning",
+    )
     readonly_fields = fields
     extra = 0
     can_delete = False
@@ -102,6 +105,10 @@ class McpToolInline(admin.TabularInline):
         """The tool's state: offered, rejected (read-only guard) or filtered (includeTools/excludeTools)."""
         return tool_state(tool)
 
+    @admin.display(description="needs approval")
+    def approval(self, tool: McpTool) -> str:
+        return approval_text(tool)
+
 
 def yes_no(value: bool) -> str:
     """ "yes" or "no" as text (Django's boolean icons make a rejected tool look like a failure)."""
@@ -112,6 +119,13 @@ def tool_state(tool: McpTool) -> str:
     """offered, rejected (read-only guard) or filtered (includeTools/excludeTools), as a span."""
     state = "filtered" if tool.filtered else "rejected" if tool.rejected else "offered"
     return format_html('<span class="mcp-tool-{}">{}</span>', state, state)
+
+
+def approval_text(tool: McpTool) -> str:
+    """Why each call of an offered tool needs the person's approval ("no" when it does not)."""
+    if tool.rejected or tool.filtered:
+        return "-"
+    return stored_approval_reason(tool.server.config, tool.annotations) or "no"
 
 
 def json_block(value: Any, css_class: str) -> str:
@@ -132,19 +146,31 @@ def icon_text(src: str) -> str:
 class McpToolAdmin(admin.ModelAdmin):
     """Discovered tools, read-only: whoever may see the servers sees their tools' pages."""
 
-    list_display = ("prefixed_name", "title", "server", "state", "read_only")
+    list_display = ("prefixed_name", "title", "server", "state", "read_only", "approval")
     list_filter = ("server", "rejected", "filtered")
     list_select_related = ("server",)
     search_fields = ("name", "prefixed_name", "title", "description")
     fieldsets = (
         (None, {"fields": ("server", "name", "prefixed_name", "title", "description")}),
-        ("State", {"fields": ("state", "read_only", "reject_reason", "warning")}),
+        ("State", {"fields": ("state", "read_only", "approval", "reject_reason", "warning")}),
         ("Schemas", {"fields": ("input_schema_display", "output_schema_display")}),
         ("Annotations and icons", {"fields": ("annotations_display", "icons_display")}),
     )
     readonly_fields = (
-        "server", "name", "prefixed_name", "title", "description", "state", "read_only", "reject_reason",
-        "warning", "input_schema_display", "output_schema_display", "annotations_display", "icons_display",
+        "server",
+        "name",
+        "prefixed_name",
+        "title",
+        "description",
+        "state",
+        "read_only",
+        "approval",
+        "reject_reason",
+        "warning",
+        "input_schema_display",
+        "output_schema_display",
+        "annotations_display",
+        "icons_display",
     )
 
     def has_add_permission(self, request: HttpRequest) -> bool:
@@ -164,6 +190,10 @@ class McpToolAdmin(admin.ModelAdmin):
     @admin.display(description="state")
     def state(self, tool: McpTool) -> str:
         return tool_state(tool)
+
+    @admin.display(description="needs approval")
+    def approval(self, tool: McpTool) -> str:
+        return approval_text(tool)
 
     @admin.display(description="read-only")
     def read_only(self, tool: McpTool) -> str:
@@ -189,38 +219,76 @@ class McpToolAdmin(admin.ModelAdmin):
             return "-"
         rows = []
         for icon in icons:
-            details = [str(icon.get("mimeType") or ""), " ".join(map(str, icon.get("sizes") or ())),
-                       str(icon.get("theme") or "")]
+            details = [
+                str(icon.get("mimeType") or ""),
+                " ".join(map(str, icon.get("sizes") or ())),
+                str(icon.get("theme") or ""),
+            ]
             shown = ", ".join(detail for detail in details if detail)
             rows.append((icon_text(str(icon.get("src", ""))), f" ({shown})" if shown else ""))
         items = format_html_join("", '<li><code class="mcp-icon-src">{}</code>{}</li>', rows)
         return format_html('<ul class="mcp-icons">{}</ul>', items)
 
 
+def _retry_plan(server: McpServer) -> str:
+    """When the hub tries the server again by itself, with the attempts so far ("" when it does not)."""
+    if server.next_retry_at is None:
+        return ""
+    at = server.next_retry_at.astimezone(dt.UTC).strftime("%H:%M:%S UTC")
+    if server.circuit_open:
+        return f"circuit open after {server.reconnect_attempts} failed attempts: next try at {at}"
+    tried = f" (attempt {server.reconnect_attempts + 1})" if server.reconnect_attempts else ""
+    return f"reconnecting at {at}{tried}"
+
+
 @admin.register(McpServer)
-class McpServerAdmin(admin.ModelAdmin):
+class McpServerAdmin(ServerLogsAdmin, admin.ModelAdmin):
     """List, inspect, add, edit, toggle and delete the servers of mcp.json."""
 
     form = McpServerForm
     inlines = [McpToolInline]
     list_display = (
-        "name", "transport_display", "enabled_toggle", "status_badge", "tools_summary", "short_error",
+        "name",
+        "transport_display",
+        "enabled_toggle",
+        "status_badge",
+        "tools_summary",
+        "short_error",
         "connected_since",
     )
     list_filter = ("status", "transport")
     search_fields = ("name",)
     actions = ["enable", "disable", "reconnect", "rediscover", "delete_selected"]
     readonly_fields = (
-        "status_badge", "last_error", "connected_since", "server_display", "protocol_version",
-        "active_transport", "tool_count", "rejected_count", "filtered_count", "stderr_display",
-        "entry_display", "inputs_display", "sign_in_display",
+        "status_badge",
+        "last_error",
+        "connected_since",
+        "server_display",
+        "protocol_version",
+        "active_transport",
+        "tool_count",
+        "rejected_count",
+        "filtered_count",
+        "stderr_display",
+        "entry_display",
+        "inputs_display",
+        "sign_in_display",
+        "log_level_display",
+        "log_level_text",
+        "log_tail_display",
     )
     connection_fieldset = (
         "Connection",
         {
             "fields": (
-                "status_badge", "last_error", "connected_since", "server_display", "protocol_version",
-                "active_transport", ("tool_count", "rejected_count", "filtered_count"), "stderr_display",
+                "status_badge",
+                "last_error",
+                "connected_since",
+                "server_display",
+                "protocol_version",
+                "active_transport",
+                ("tool_count", "rejected_count", "filtered_count"),
+                "stderr_display",
             )
         },
     )
@@ -238,6 +306,7 @@ class McpServerAdmin(admin.ModelAdmin):
                 (None, {"fields": ("name", "transport", "enabled", "entry_display")}),
                 *with_inputs,
                 self.connection_fieldset,
+                self.logs_fieldset(can_change=False),  # admin_logs: beside the stderr tail
             ]
         fieldsets: list[tuple[Any, dict]] = [
             (None, {"fields": ("name", "transport", "enabled", "loaded")}),
@@ -249,6 +318,7 @@ class McpServerAdmin(admin.ModelAdmin):
             fieldsets.append(("As written in mcp.json", {"fields": ("entry_display",)}))
             fieldsets.extend(with_inputs)
             fieldsets.append(self.connection_fieldset)
+            fieldsets.append(self.logs_fieldset(can_change=True))  # admin_logs: beside the stderr tail
         return fieldsets
 
     def get_form(self, request: HttpRequest, obj: McpServer | None = None, **kwargs: Any) -> type:
@@ -316,7 +386,7 @@ class McpServerAdmin(admin.ModelAdmin):
             self.admin_site.admin_view(self.inputs_view),
             name="mcpclient_mcpserver_inputs",
         )
-        return [toggle, inputs_page, *super().get_urls()]
+        return [toggle, inputs_page, *self.log_level_urls(), *super().get_urls()]
 
     def toggle_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
         """POST ``enabled=1|0``: the list's per-row enable/disable button."""
@@ -471,7 +541,9 @@ class McpServerAdmin(admin.ModelAdmin):
                 request, "The MCP hub does not run in this process: nothing to reconnect.", messages.WARNING
             )
 
-    @admin.action(description="Rediscover tools", permissions=["change"], location=BOTH)
+    @admin.action(
+        description="Rediscover tools, resources and prompts", permissions=["change"], location=BOTH
+    )
     def rediscover(self, request: HttpRequest, queryset: QuerySet[McpServer]) -> None:
         """List the enabled servers' tools again and store them."""
         names = self._live(request, queryset, "rediscovered")
@@ -503,16 +575,21 @@ class McpServerAdmin(admin.ModelAdmin):
         return format_html(
             '<button type="submit" class="button mcp-toggle" formaction="{}" name="enabled" value="{}" '
             'title="{} {}">{}</button>',
-            url, value, title, server.name, label,
+            url,
+            value,
+            title,
+            server.name,
+            label,
         )
 
     @admin.display(description="status", ordering="status")
     def status_badge(self, server: McpServer) -> str:
-        colour = STATUS_COLOURS.get(server.status, "#757575")
-        return format_html(
-            '<span class="mcp-status mcp-status-{}" style="color: {}; font-weight: bold">● {}</span>',
-            server.status, colour, server.get_status_display(),
+        # Colours in static/boocode/admin.css: the Content-Security-Policy refuses inline styles.
+        badge = format_html(
+            '<span class="mcp-status mcp-status-{}">● {}</span>', server.status, server.get_status_display()
         )
+        plan = _retry_plan(server)
+        return format_html('{}<br><small class="mcp-retry">{}</small>', badge, plan) if plan else badge
 
     @admin.display(description="tools", ordering="tool_count")
     def tools_summary(self, server: McpServer) -> str:
@@ -555,8 +632,7 @@ class McpServerAdmin(admin.ModelAdmin):
     def stderr_display(self, server: McpServer) -> str:
         if not server.stderr_tail:
             return "-"
-        return format_html('<pre class="mcp-stderr" style="max-height: 20em; overflow: auto">{}</pre>',
-                           server.stderr_tail)
+        return format_html('<pre class="mcp-stderr">{}</pre>', server.stderr_tail)
 
     @admin.display(description="transport", ordering="transport")
     def transport_display(self, server: McpServer) -> str:

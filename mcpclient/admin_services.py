@@ -367,11 +367,16 @@ def validate_entry(name: str, entry: object, *, check_command: bool = True) -> S
 def _apply_live() -> None:
     """Let this process's hub (if any) apply the new version now and persist its state."""
 
+    from mcpclient.worker_client import WorkerUnavailable
+
     async def apply(hub: Hub) -> None:
         await runtime.ensure_hub()
         await hub.drain_listeners()
 
-    runtime.run_on_hub_loop(apply)
+    try:
+        runtime.run_on_hub_loop(apply)
+    except WorkerUnavailable as exc:  # saved: the worker applies it when it next reads McpState
+        logger.warning("%s; the change is saved and the hub worker applies it when it reads it", exc)
 
 
 def write_through(write: Callable[[Path], None]) -> SyncReport:
@@ -570,3 +575,29 @@ def has_shared_credential(name: str) -> bool:
     from mcpclient.authorization import signed_in_servers
 
     return name in signed_in_servers(None)
+
+
+# --- Server logs ---------------------------------------------------------------------------
+
+
+def set_log_level(*, name: str, level: str) -> str:
+    """Store the log level asked of server ``name`` ("" = its default) and apply it at once.
+
+    The level is not part of mcp.json (it is the admin's choice, kept on the row); this
+    process's hub sends it to the live session (see :mod:`mcpclient.server_logs`). Returns what
+    became of it, in words. Call it outside a transaction (the hub's loop is waited for).
+    """
+    from mcpclient.models import LOG_LEVELS
+
+    if level and level not in LOG_LEVELS:
+        raise ServerChangeError(f'"{level}" is not a log level; expected one of {", ".join(LOG_LEVELS)}')
+    if not McpServer.objects.filter(name=name).update(log_level=level):
+        raise ServerChangeError(f'no MCP server "{name}"')
+    outcome: list[str] = []
+
+    async def apply(hub: Hub) -> None:
+        outcome.append(await hub.set_log_level(name, level))
+
+    if not runtime.run_on_hub_loop(apply):
+        return "no MCP hub runs in this process: the level is used when the web server next starts"
+    return outcome[0] if outcome else "the MCP hub did not answer in time; the level is stored"

@@ -89,6 +89,10 @@ _JSON_BRACKET_RE = re.compile(r"[\[\]{}]")
 
 DEFAULT_TIMEOUT_MS = 60_000
 DEFAULT_INIT_TIMEOUT_MS = 30_000
+# "writeTools": what the hub does with tools whose readOnlyHint is false.
+WRITE_TOOLS_REJECT = "reject"
+WRITE_TOOLS_APPROVE = "approve"
+WRITE_TOOLS = (WRITE_TOOLS_REJECT, WRITE_TOOLS_APPROVE)
 
 # Passed to stdio servers when set in the process environment and not given explicitly:
 # behind a corporate CA, npx/uvx cannot download anything without them.
@@ -126,6 +130,10 @@ class ServerConfig:
     sse_fallback: bool = False
     # How the hub signs in to an http/sse server (None for stdio, or when "oauth": false).
     oauth: OAuthConfig | None = None
+    # Tools with readOnlyHint false: "reject" (the read-only guard) or "approve" (offered, each
+    # call approved by the person). trusted false: every tool of the server needs approval.
+    write_tools: str = WRITE_TOOLS_REJECT
+    trusted: bool = True
     raw: dict[str, Any] = field(default_factory=dict)
     # The config file's name, for error messages raised when resolving.
     source: str = "mcp.json"
@@ -640,6 +648,10 @@ def parse_server(name: str, entry: object, *, source: str = "mcp.json") -> Serve
                 raise check.fail(f'"{key}[{index}]" must not be empty')
 
     oauth = _oauth_of(check, transport, headers)
+    write_tools = entry.get("writeTools", WRITE_TOOLS_REJECT)
+    if write_tools not in WRITE_TOOLS:
+        raise check.fail(f'"writeTools" must be "reject" or "approve", got {_shown(write_tools)}')
+    trusted = check.boolean("trusted", True)
 
     return ServerConfig(
         name=name,
@@ -658,6 +670,8 @@ def parse_server(name: str, entry: object, *, source: str = "mcp.json") -> Serve
         exclude_tools=exclude_tools,
         sse_fallback=sse_fallback,
         oauth=oauth,
+        write_tools=write_tools,
+        trusted=trusted,
         raw=copy.deepcopy(entry),
         source=source,
     )

@@ -1,11 +1,20 @@
-"""Elicitation in form mode: a server asks, during a tool call, the person who made the call.
+"""Elicitation: a server asks, during a tool call, the person who made the call.
 
 The hub's ``Client`` (see :func:`mcpclient.protocol.open_client`) passes :func:`answer` to the
-SDK as its ``elicitation_callback`` and advertises ``elicitation: {"form": {}}`` only. Both
+SDK as its ``elicitation_callback`` and advertises ``elicitation: {"form": {}, "url": {}}``
+(and never ``sampling``: :func:`advertise` refuses it, see :func:`refuse_sampling`). Both
 protocol revisions end up in :func:`answer`: on 2025-11-25 the server sends an
 ``elicitation/create`` request while its ``tools/call`` is in flight; on 2026-07-28 the call
 returns an ``InputRequiredResult`` and the SDK's ``Client.call_tool`` calls the same callback
 for each embedded request, then retries the call with ``inputResponses``.
+
+Two modes: a **form** (:class:`~mcpclient.elicitation_schema.Form`, answered with content) and
+a **URL** (:class:`Link`: the person opens a web page of the server's; the answer ``accept`` is
+only their consent). After consent a link waits for the server to finish: on 2025-11-25 until
+``notifications/elicitation/complete`` names its ``elicitationId`` (:func:`completed`), on
+2026-07-28 until the retried call returns (the server blocks or asks again). A ``-32042``
+URLElicitationRequired error of a call (2025-11-25) shows its links the same way and retries
+the call once they are all completed (:func:`complete_required`).
 
 Lifecycle
 ---------
@@ -14,20 +23,24 @@ A tool call runs inside :func:`tool_call` (the hub's ``Client.call_tool``): a
 :data:`asker <asking>` the chat put in the context, or none) and the registry's
 :class:`TimeBudget`, and is registered on its session until the call returns, fails or is
 cancelled. Leaving it cancels the forms still open for the call (the callback then answers
-``cancel``), so no form outlives its call.
+``cancel``) and ends the links still waiting (``completed`` when the call returned, else
+``withdrawn``), so nothing outlives its call.
 
-:func:`answer` refuses URL mode and schemas that are not a flat object of primitives with a
-``-32602`` error naming the reason, finds the call the request belongs to (below) and then:
+:func:`answer` refuses schemas that are not a flat object of primitives and URLs that are not
+``http``/``https`` with a ``-32602`` error naming the reason, finds the call the request
+belongs to (below) and then:
 
 * no call found: ``decline`` (never a guess);
 * a call with no person attached (``manage.py mcp_call``, the conformance client, any caller
-  that set no asker): ``accept`` with the schema's defaults when every required field has one,
-  else ``decline``;
+  that set no asker): a form is accepted with the schema's defaults when every required
+  field has one, else declined; a URL is always declined (nobody could open it);
 * a call made for a person: the asker shows the form and waits. Meanwhile neither the SDK's
   request timeout (``waiting_on_a_person``) nor the registry's :class:`TimeBudget` runs; the
   asker bounds the wait itself (the chat: ``BOOCODE_ELICITATION_TIMEOUT``, then ``decline``).
   The answer is completed with the schema's defaults and checked against the schema
-  (SEP-1034, :mod:`mcpclient.elicitation_schema`) before it is sent.
+  (SEP-1034, :mod:`mcpclient.elicitation_schema`) before it is sent. A link is shown the same
+  way; after ``accept`` the call stays off the clock until the link is finished (completed,
+  expired, stopped or withdrawn).
 
 Routing: whose call is it?
 --------------------------
@@ -58,14 +71,19 @@ import logging
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, Literal
+from urllib.parse import urlsplit
 
 import anyio
 import mcp.types as types
+import pydantic
+from mcp import MCPError, UrlElicitationRequiredError
 from mcp.client.session import ClientRequestContext, ClientSession
 from mcp.shared._request_clock import waiting_on_a_person
+from mcp_types import URL_ELICITATION_REQUIRED
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from mcpclient.elicitation_schema import (
+    MAX_TEXT,
     AnswerError,
     Form,
     FormError,
@@ -87,14 +105,86 @@ class Answer:
     content: dict[str, Any] | None = None
 
 
-Asker = Callable[[Form], Awaitable[Answer]]
-"""Shows a form to the person behind the current call and returns their answer (the chat's)."""
+# A URL longer than this is refused: it is shown in full, and no real page needs more.
+MAX_URL = 4096
+LinkOutcome = Literal["completed", "done", "expired", "stopped", "withdrawn"]
+
+
+class Link:
+    """A URL-mode elicitation: a web page of the server's that the person is asked to open.
+
+    ``finished`` is resolved once, with how the link ended after the person consented:
+    ``completed`` (the server reported completion, or the retried 2026-07-28 call returned),
+    ``done`` (the person said they finished: the spec's manual control for a server that never
+    reports), ``expired`` (the asker's time limit), ``stopped`` (the turn was stopped) or
+    ``withdrawn`` (the call ended first).
+    """
+
+    def __init__(
+        self,
+        *,
+        message: str,
+        url: str,
+        tool: str = "",
+        elicitation_id: str | None = None,
+        required: bool = False,
+    ) -> None:
+        self.message = message[:MAX_TEXT]
+        self.url = url
+        self.host = _host(url)
+        self.tool = tool
+        self.elicitation_id = elicitation_id
+        self.required = required  # from a -32042 error: the call is retried once it is done
+        self.finished: asyncio.Future[LinkOutcome] = asyncio.get_running_loop().create_future()
+
+    def finish(self, outcome: LinkOutcome) -> None:
+        """End the wait (the first outcome wins; later ones are ignored)."""
+        if not self.finished.done():
+            self.finished.set_result(outcome)
+
+
+Asker = Callable[[Form | Link], Awaitable[Answer]]
+"""Shows a form or a link to the person behind the current call and returns their answer (the chat's).
+
+For a :class:`Link`, ``accept`` is the person's consent (they opened the page); the asker
+then follows ``link.finished`` to show how it ended and bounds that wait itself.
+"""
 
 _asker: contextvars.ContextVar[Asker | None] = contextvars.ContextVar("elicitation_asker", default=None)
 _budget: contextvars.ContextVar[TimeBudget | None] = contextvars.ContextVar("elicitation_time", default=None)
 _scope: contextvars.ContextVar[CallScope | None] = contextvars.ContextVar("elicitation_scope", default=None)
 # The tool calls in flight per session (``id(ClientSession)``), for requests without a context.
 _in_flight: dict[int, list[CallScope]] = {}
+# Links waiting for notifications/elicitation/complete, by (``id(ClientSession)``, elicitationId).
+_awaiting: dict[tuple[int, str], Link] = {}
+
+
+def _host(url: str) -> str:
+    try:
+        return urlsplit(url).hostname or ""
+    except ValueError:
+        return ""
+
+
+def url_problem(url: Any) -> str | None:
+    """Why BooCode will not show ``url`` to a person (``None`` when it may be shown and opened)."""
+    if not isinstance(url, str) or not url:
+        return "the URL is empty"
+    if len(url) > MAX_URL:
+        return f"the URL is longer than {MAX_URL} characters"
+    if any(ord(char) < 33 or ord(char) == 127 for char in url):
+        return "the URL contains spaces or control characters"
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 - raises ValueError for a port that is not a number
+    except ValueError:
+        return "the URL cannot be parsed"
+    if parts.scheme.lower() not in ("http", "https"):
+        scheme = f"{parts.scheme}:" if parts.scheme else "no scheme"
+        return f"BooCode opens only http and https URLs, not {scheme}"
+    if not parts.hostname:
+        return "the URL has no host"
+    return None
 
 
 @contextlib.contextmanager
@@ -105,6 +195,16 @@ def asking(asker: Asker) -> Iterator[None]:
         yield
     finally:
         _asker.reset(token)
+
+
+def current_asker() -> Asker | None:
+    """The asker of the calling context (the hub worker's client forwards its questions to it)."""
+    return _asker.get()
+
+
+def current_budget() -> TimeBudget | None:
+    """The registry's time budget of the calling context (paused while a forwarded form is open)."""
+    return _budget.get()
 
 
 class TimeBudget:
@@ -180,12 +280,46 @@ class CallScope:
         self.context = task.get_context() if task is not None else None
         self.open = True
         self._forms: set[anyio.CancelScope] = set()
+        self.links: set[Link] = set()  # consented links still waiting for the server
 
-    def close(self) -> None:
-        """The call is over: forms still open for it are withdrawn (answered ``cancel``)."""
+    def close(self, returned: bool = False) -> None:
+        """The call is over: forms still open for it are withdrawn (answered ``cancel``), and
+        links still waiting end ``completed`` when the call ``returned`` a result, else ``withdrawn``."""
         self.open = False
         for form in list(self._forms):
             form.cancel()
+        for link in list(self.links):
+            link.finish("completed" if returned else "withdrawn")
+
+    def hold(self, link: Link, direct: bool) -> None:
+        """Keep the call off the clock until ``link`` is finished (the person is on the server's page).
+
+        On 2025-11-25 the call's own request waits for the server meanwhile, so its SDK clock is
+        paused too; on 2026-07-28 the retried request is a new one (timed by the server's
+        ``timeout``) and only the registry's budget waits.
+        """
+        stack = contextlib.ExitStack()
+        if self.budget is not None:
+            self.budget.pause()
+            stack.callback(self.budget.resume)
+        if self.session.protocol_version not in MODERN_PROTOCOL_VERSIONS:
+            if direct:  # running in the call's context: its clock is this context's
+                stack.enter_context(waiting_on_a_person())
+            elif self.context is not None:
+                stack.enter_context(_paused_in(self.context))
+        self.links.add(link)
+
+        def release(_: object) -> None:
+            self.links.discard(link)
+            if link.elicitation_id is not None:
+                key = (id(self.session), link.elicitation_id)
+                if _awaiting.get(key) is link:
+                    del _awaiting[key]
+            stack.close()
+
+        link.finished.add_done_callback(release)
+        if not self.open:  # the call ended while the person was clicking
+            link.finish("withdrawn")
 
 
 @contextlib.contextmanager
@@ -195,14 +329,30 @@ def tool_call(session: ClientSession, *, tool: str) -> Iterator[CallScope]:
     calls = _in_flight.setdefault(id(session), [])
     calls.append(scope)
     token = _scope.set(scope)
+    returned = False
     try:
         yield scope
+        returned = True
     finally:
         _scope.reset(token)
-        scope.close()
+        scope.close(returned)
         calls.remove(scope)
         if not calls:
             _in_flight.pop(id(session), None)
+
+
+def completed(session: ClientSession, elicitation_id: Any) -> None:
+    """``notifications/elicitation/complete`` from ``session``: finish the link it names.
+
+    Unknown or already finished ids are ignored (the spec's rule), and so is an id another
+    session's server chose: a server can only complete its own links.
+    """
+    link = _awaiting.pop((id(session), elicitation_id), None) if isinstance(elicitation_id, str) else None
+    if link is None:
+        logger.debug("ignored the completion of an unknown URL elicitation %r", elicitation_id)
+        return
+    logger.info('tool "%s": the server reported the URL elicitation completed', link.tool)
+    link.finish("completed")
 
 
 def _attribute(context: ClientRequestContext) -> tuple[CallScope, bool] | None:
@@ -259,8 +409,7 @@ async def answer(
 ) -> types.ElicitResult | types.ErrorData:
     """The hub's ``elicitation_callback`` (the SDK's ``ElicitationFnT``); see the module docstring."""
     if isinstance(params, types.ElicitRequestURLParams):
-        logger.info("refused a URL-mode elicitation: only form mode is supported")
-        return _refused("URL-mode elicitation is not supported: this client (BooCode) asks in form mode only")
+        return await _answer_link(context, params)
     try:
         form = parse_form(params.requested_schema, message=params.message)
     except FormError as exc:
@@ -293,7 +442,7 @@ async def answer(
         return types.ElicitResult(action="decline")
 
 
-async def _ask(scope: CallScope, direct: bool, form: Form) -> Answer:
+async def _ask(scope: CallScope, direct: bool, form: Form | Link) -> Answer:
     """Ask the call's person, off the clock; ``cancel`` when the call ends first."""
     assert scope.asker is not None
     reply = Answer("cancel")
@@ -308,21 +457,149 @@ async def _ask(scope: CallScope, direct: bool, form: Form) -> Answer:
     return reply
 
 
-def advertise_form_only(session: ClientSession) -> ClientSession:
-    """Make ``session`` advertise ``elicitation: {"form": {}}`` (the SDK adds ``url`` too).
+async def _answer_link(
+    context: ClientRequestContext, params: types.ElicitRequestURLParams
+) -> types.ElicitResult | types.ErrorData:
+    """A URL-mode request: the person consents (``accept``) or not; see the module docstring."""
+    problem = url_problem(params.url)
+    if problem is not None:
+        logger.info("refused a URL-mode elicitation: %s", problem)
+        return _refused(f"URL-mode elicitation refused: {problem}")
+    modern = context.session.protocol_version in MODERN_PROTOCOL_VERSIONS
+    if not modern and not params.elicitation_id:
+        return _refused("URL-mode elicitation refused: elicitationId is required (protocol 2025-11-25)")
+    found = _attribute(context)
+    if found is None:
+        logger.warning(
+            "declined a URL-mode elicitation that cannot be tied to exactly one tool call of its session"
+        )
+        return types.ElicitResult(action="decline")
+    scope, direct = found
+    if scope.asker is None:
+        logger.info('tool "%s": declined a URL-mode elicitation (no person to open it)', scope.tool)
+        return types.ElicitResult(action="decline")
+    link = Link(message=params.message, url=params.url, tool=scope.tool, elicitation_id=params.elicitation_id)
+    if link.elicitation_id is not None:
+        key = (id(context.session), link.elicitation_id)
+        if key in _awaiting:
+            return _refused(f"URL-mode elicitation refused: elicitationId {link.elicitation_id!r} is in use")
+        _awaiting[key] = link  # before asking: the completion may come right after the consent
+    reply = Answer("cancel")
+    try:
+        reply = await _ask(scope, direct, link)
+    finally:
+        if reply.action == "accept":
+            scope.hold(link, direct)
+        else:
+            link.finish("withdrawn")  # nothing to wait for; frees the id
+            if link.elicitation_id is not None:
+                _awaiting.pop((id(context.session), link.elicitation_id), None)
+    return types.ElicitResult(action=reply.action)
+
+
+def _describe_links(links: list[types.ElicitRequestURLParams]) -> str:
+    return "; ".join(f"{link.message!r} at {link.url}" for link in links)
+
+
+def _required(text: str) -> MCPError:
+    return MCPError(code=URL_ELICITATION_REQUIRED, message=text)
+
+
+async def complete_required(scope: CallScope, error: types.ErrorData) -> None:
+    """A ``-32042`` error ended the call: have the person complete its links, one after the other.
+
+    Returns once every link is completed (the caller retries the call once); otherwise raises
+    an :class:`MCPError` whose message tells the model what the server wanted and why it did
+    not happen (no person, declined, not completed in time, a URL BooCode does not open).
+    """
+    try:
+        links = UrlElicitationRequiredError.from_error(error).elicitations
+    except (ValueError, pydantic.ValidationError):
+        links = []
+    if not links:
+        raise _required(f"the server requires a web page to be opened but named none: {error.message}")
+    wanted = _describe_links(links)
+    for params in links:
+        problem = url_problem(params.url)
+        if problem is not None:
+            raise _required(f"the server requires opening {params.url!r}, refused: {problem}")
+    if scope.asker is None:
+        raise _required(f"the server requires a person to open {wanted}; this call has no person to ask")
+    budget = scope.budget
+    if budget is not None:
+        budget.pause()  # the person's time does not count against the tool
+    try:
+        for params in links:
+            await _complete_one(scope, params, wanted)
+    finally:
+        if budget is not None:
+            budget.resume()
+
+
+async def _complete_one(scope: CallScope, params: types.ElicitRequestURLParams, wanted: str) -> None:
+    link = Link(
+        message=params.message,
+        url=params.url,
+        tool=scope.tool,
+        elicitation_id=params.elicitation_id,
+        required=True,
+    )
+    key = (id(scope.session), link.elicitation_id) if link.elicitation_id else None
+    if key is not None:
+        _awaiting[key] = link
+    try:
+        reply = await _ask(scope, False, link)
+        if reply.action != "accept":
+            said = "declined" if reply.action == "decline" else "cancelled"
+            raise _required(f"the server requires the person to open {wanted}; they {said}")
+        scope.links.add(link)
+        outcome = await asyncio.shield(link.finished)
+        if outcome not in ("completed", "done"):
+            why = {"expired": "it was not completed in time", "stopped": "the turn was stopped"}
+            raise _required(f"the server requires the person to open {wanted}; {why.get(outcome, outcome)}")
+    finally:
+        scope.links.discard(link)
+        link.finish("withdrawn")
+        if key is not None and _awaiting.get(key) is link:
+            del _awaiting[key]
+
+
+async def refuse_sampling(
+    context: ClientRequestContext, params: types.CreateMessageRequestParams
+) -> types.ErrorData:
+    """The answer to ``sampling/createMessage`` (2025-11-25) and to sampling inputs (2026-07-28).
+
+    BooCode never advertises sampling; a server that asks anyway is told why, and on
+    2026-07-28 that reason ends the call as the tool error the model reads.
+    """
+    logger.info("refused a sampling request: BooCode does not offer sampling")
+    return types.ErrorData(
+        code=types.INVALID_REQUEST,
+        message=(
+            "Sampling refused: this client (BooCode) does not support sampling/createMessage and never "
+            "advertises it (sampling is deprecated in MCP 2026-07-28); the tool must work without it"
+        ),
+    )
+
+
+def advertise(session: ClientSession) -> ClientSession:
+    """Make ``session`` advertise ``elicitation: {"form": {}, "url": {}}`` and no sampling.
 
     The SDK builds one capability set per wire version in ``ClientSession._build_capabilities``
     (the ``initialize`` handshake, ``server/discover`` and the 2026-07-28 per-request ``_meta``);
-    wrapping it there keeps every path the same.
+    wrapping it there keeps every path the same. The SDK would advertise sampling as soon as a
+    sampling callback is set, so the refusal (:func:`refuse_sampling`, clearer than the SDK's
+    "Sampling not supported") is installed here and the capability removed.
     """
     build = session._build_capabilities
+    session._sampling_callback = refuse_sampling  # type: ignore[assignment]
 
-    def form_only(version: str) -> types.ClientCapabilities:
+    def ours(version: str) -> types.ClientCapabilities:
         capabilities = build(version)
-        if capabilities.elicitation is None:
-            return capabilities
-        form = types.ElicitationCapability(form=types.FormElicitationCapability())
-        return capabilities.model_copy(update={"elicitation": form})
+        both = types.ElicitationCapability(
+            form=types.FormElicitationCapability(), url=types.UrlElicitationCapability()
+        )
+        return capabilities.model_copy(update={"elicitation": both, "sampling": None})
 
-    session._build_capabilities = form_only  # type: ignore[method-assign]
+    session._build_capabilities = ours  # type: ignore[method-assign]
     return session

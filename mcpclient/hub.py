@@ -18,6 +18,8 @@ negotiation + list is bounded by the server's ``initTimeout``.
 Tool-list changes: a 2025 server's ``notifications/tools/list_changed`` and a 2026-07-28
 server's ``subscriptions/listen`` event both ask the owner to list again (a burst costs one
 listing); the SDK's response cache is evicted before the event arrives, so the listing is fresh.
+The session's one stream (:func:`mcpclient.protocol.watch_changes`) carries the resource- and
+prompt-list changes too; :meth:`Hub.rediscover` lists all three again.
 
 Transports: stdio, Streamable HTTP and legacy SSE (:mod:`mcpclient.transports`). An entry
 with ``sse_fallback`` (a ``url`` without a ``type``) tries Streamable HTTP first; when the
@@ -29,7 +31,9 @@ spec's backwards-compatibility procedure). The transport that worked is publishe
 
 Tools: the entry's ``includeTools`` / ``excludeTools`` and the read-only guard are applied at
 discovery. A tool they leave out is kept, ``filtered`` or ``rejected`` with the reason, so the
-admin can show it, but it is never offered.
+admin can show it, but it is never offered. With ``writeTools: "approve"`` (or ``trusted:
+false``) a tool is offered with an ``approval_reason`` instead: the chat asks the person
+before each call (:mod:`mcpclient.approval`).
 
 Failure: a server that cannot start is ``failed`` with ``last_error`` and contributes no
 tools; the others run. ``last_error`` ends with the last lines of the server's stderr, which
@@ -37,8 +41,16 @@ can hold secrets: it is for staff (admin, staff status line, logs). Users and th
 ``reason``, the same text without stderr, and URLs in both are redacted. The session's
 incoming stream is relayed through the owner so an end of stream (child exited, connection
 broken) is seen at once: the server becomes ``unavailable``, in-flight calls get
-``MCP server "<name>" unreachable: ...`` and so do later ones. There is no automatic
-restart; :meth:`Hub.reconnect` starts it again.
+``MCP server "<name>" unreachable: ...`` and so do later ones. A failed HTTP exchange of one
+call is that call's error, not the session's end (:class:`mcpclient.transports.DeliveryGuard`).
+
+Healing (:mod:`mcpclient.healing`, with the hub's :attr:`Hub.healing` policy): while ready, the
+owner pings the session on an interval; a failed or unanswered ping ends the session like an
+end of stream. After a lost session or a failed start the owner stays alive: it waits for the
+retry time (exponential backoff with jitter, then an open circuit), takes one of the hub's
+reconnect slots, connects again and lists the tools again; calls meanwhile fail at once with the
+retry plan in the error. Sign-in failures, configuration errors and stopped servers are not
+retried. :meth:`Hub.reconnect` starts a fresh connection at once (attempts reset).
 
 Stop: :meth:`Hub.stop` asks every owner to leave its ``async with`` blocks: the session
 closes and stdio children get the SDK's shutdown (stdin closed, then SIGTERM, then SIGKILL
@@ -47,7 +59,9 @@ after :data:`mcpclient.transports.KILL_AFTER_SECONDS`). Cancelling a caller of
 
 The hub knows nothing of Django's models: listeners registered with :meth:`Hub.add_listener`
 receive a :class:`ServerSnapshot` whenever a server's state or tools change (the runtime module
-persists them). An entry that uses ``${input:ID}`` is resolved in the database thread
+persists them); log listeners (:meth:`Hub.add_log_listener`) hear of the shared sessions'
+``notifications/message`` (:mod:`mcpclient.server_logs`, which also applies each server's log
+level). An entry that uses ``${input:ID}`` is resolved in the database thread
 (``database_sync_to_async``): its values may come from the secret store.
 """
 
@@ -79,7 +93,8 @@ from mcp.client import InputRequiredRoundsExceededError
 from mcp_types import CONNECTION_CLOSED, REQUEST_TIMEOUT
 
 import boocode
-from mcpclient import protocol
+from mcpclient import prompts, protocol
+from mcpclient.approval import approval_reason
 from mcpclient.authorization import (
     AuthFailure,
     BrowserConsent,
@@ -93,17 +108,23 @@ from mcpclient.config import (
     SSE,
     STDIO,
     STREAMABLE_HTTP,
+    WRITE_TOOLS_APPROVE,
+    WRITE_TOOLS_REJECT,
     ConfigError,
     ResolvedServer,
     ServerConfig,
     inputs_used,
     resolve_server,
 )
+from mcpclient.healing import Healer, HealPolicy, RetryState, ping_loop
 from mcpclient.naming import assign_names
 from mcpclient.patterns import glob_match
 from mcpclient.redaction import redact_text
+from mcpclient.resources import ResourceCatalog, keep_listed
+from mcpclient.resources import refresh_now as resources_refresh_now
 from mcpclient.results import ToolResult, extract_result
 from mcpclient.secret_store import SecretStoreError
+from mcpclient.server_logs import EntryListener, ServerLogs
 from mcpclient.tool_metadata import safe_icons, tool_title
 from mcpclient.transports import EndWatcher, FallbackFailed, FirstAnswer, open_streams
 
@@ -137,6 +158,8 @@ class DiscoveredTool:
 
     ``reject_reason`` says why a rejected or filtered tool is not offered. ``title`` and
     ``icons`` are cleaned by :mod:`mcpclient.tool_metadata` (untrusted, display only).
+    ``approval_reason`` says why each call of an offered tool waits for the person's approval
+    (``writeTools: "approve"``, ``trusted: false``; see :mod:`mcpclient.approval`).
     """
 
     name: str
@@ -149,6 +172,12 @@ class DiscoveredTool:
     title: str = ""
     icons: tuple[dict[str, Any], ...] = ()
     output_schema: dict[str, Any] | None = None
+    approval_reason: str = ""
+
+    @property
+    def needs_approval(self) -> bool:
+        """True when the tool is offered and each call waits for the person's approval."""
+        return self.offered and bool(self.approval_reason)
 
     @property
     def read_only(self) -> bool:
@@ -176,6 +205,7 @@ class HubTool:
     title: str = ""
     icons: tuple[dict[str, Any], ...] = ()
     output_schema: dict[str, Any] | None = None
+    approval_reason: str = ""  # why each call needs the person's approval ("" when it does not)
 
 
 @dataclass(frozen=True)
@@ -193,6 +223,11 @@ class ServerSnapshot:
     warnings: dict[str, str]  # tool name -> naming warning
     stderr_tail: tuple[str, ...]
     transport: str = ""  # the transport the live session uses ("" while not connected)
+    # Healing (mcpclient.healing): reconnect attempts in a row, when the next one starts (None:
+    # none scheduled) and whether the circuit is open (the limit was reached).
+    attempts: int = 0
+    next_retry_at: dt.datetime | None = None
+    circuit_open: bool = False
 
     @classmethod
     def disabled(cls, name: str, status: Status = Status.DISABLED) -> ServerSnapshot:
@@ -231,9 +266,18 @@ def filter_reason(name: str, include: Sequence[str] | None, exclude: Sequence[st
 
 
 def discover_tool(
-    tool: types.Tool, *, include: Sequence[str] | None = None, exclude: Sequence[str] = ()
+    tool: types.Tool,
+    *,
+    include: Sequence[str] | None = None,
+    exclude: Sequence[str] = (),
+    write_tools: str = WRITE_TOOLS_REJECT,
+    trusted: bool = True,
 ) -> DiscoveredTool:
-    """Apply the entry's tool filters, then the read-only guard, to one listed tool."""
+    """Apply the entry's tool filters, then the read-only guard or approval, to one listed tool.
+
+    With ``write_tools="approve"`` a tool whose ``readOnlyHint`` is false is offered and marked
+    as needing approval instead of rejected; with ``trusted=False`` every offered tool is marked.
+    """
     annotations = tool.annotations.model_dump(by_alias=True, exclude_none=True) if tool.annotations else None
     discovered = DiscoveredTool(
         name=tool.name,
@@ -248,13 +292,14 @@ def discover_tool(
     if reason:
         # The administrator left it out: the read-only verdict does not matter any more.
         return dataclasses.replace(discovered, filtered=True, reject_reason=reason)
-    if not discovered.read_only:
+    if not discovered.read_only and write_tools != WRITE_TOOLS_APPROVE:
         return dataclasses.replace(
             discovered,
             rejected=True,
             reject_reason="readOnlyHint is false: only read-only tools are offered to the model",
         )
-    return discovered
+    reason = approval_reason(annotations, write_tools=write_tools, trusted=trusted)
+    return dataclasses.replace(discovered, approval_reason=reason) if reason else discovered
 
 
 def _describe(exc: BaseException) -> str:
@@ -298,6 +343,7 @@ class ServerConnection:
         notify: Callable[[ServerConnection], None],
         owner_id: int | None = None,
         consent: Consent | None = None,
+        healer: Healer | None = None,
     ) -> None:
         self.config = config
         self.name = config.name
@@ -321,12 +367,21 @@ class ServerConnection:
         self.transport = ""  # the transport the live session uses
         self.tools: list[DiscoveredTool] = []
         self.stderr_tail: deque[str] = deque(maxlen=STDERR_LINES)
+        # notifications/message of this session and the log level asked for (mcpclient.server_logs).
+        self.logs = ServerLogs(config.name)
         self.client: Client | None = None
+        # Resources and templates of the live session (mcpclient.resources keeps them listed).
+        self.resources = ResourceCatalog()
         self._commands: asyncio.Queue[str] = asyncio.Queue()
         self._settled = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._stopping = False
         self._relist_pending = False
+        # Healing (mcpclient.healing): the policy, the retry plan, and whether a reconnect slot is held.
+        self._healer = healer
+        self.retry = RetryState()
+        self._holds_slot = False
+        self._no_retry = False  # a failure that a reconnect cannot cure (sign-in, configuration)
 
     # -- control (any task) -------------------------------------------------------------
     async def start(self) -> None:
@@ -338,6 +393,7 @@ class ServerConnection:
 
     def _on_owner_done(self, _: object = None) -> None:
         self.client = None
+        self.logs.forget_client()
         if isinstance(self.consent, BrowserConsent):
             self.consent.fail(self.reason or "the connection attempt ended")
         if self.status is Status.CONNECTING:
@@ -386,12 +442,17 @@ class ServerConnection:
         try:
             self._set_tools(await self._list_within_timeout(client, fresh=True))
         except MCPError as exc:
-            self._mark_unavailable_if_closed(exc)
+            self._mark_unavailable_if_closed(exc, client)
 
     @property
     def running(self) -> bool:
         """True while the owner task is alive."""
         return self._task is not None and not self._task.done()
+
+    @property
+    def reconnecting(self) -> bool:
+        """True while an automatic reconnect attempt holds one of the hub's reconnect slots."""
+        return self._holds_slot
 
     # -- calls (any task) ---------------------------------------------------------------
     async def call_tool(self, tool: str, arguments: dict[str, Any]) -> ToolResult:
@@ -404,14 +465,16 @@ class ServerConnection:
             # Client.call_tool answers a 2026-07-28 InputRequiredResult itself (elicitation through
             # mcpclient.elicitation); an input the hub cannot give (sampling, roots) ends as an
             # MCPError below.
-            result = await client.call_tool(tool, arguments, read_timeout_seconds=self.config.timeout)
+            result = await client.call_tool(
+                tool, arguments, read_timeout_seconds=self.config.timeout, meta=self.logs.call_meta()
+            )
         except MCPError as exc:
             if exc.error.code == REQUEST_TIMEOUT:
                 return ToolResult.error(
                     f'MCP server "{self.name}": tool "{tool}" timed out after {self.config.timeout:g} s '
                     f'(the server\'s "timeout" in mcp.json)'
                 )
-            if self._mark_unavailable_if_closed(exc):
+            if self._mark_unavailable_if_closed(exc, client):
                 return self.unreachable(self.reason)
             if self.auth is not None and self.auth.failure is not None:
                 # The token was refused (revoked, expired and not refreshable): sign in again.
@@ -439,8 +502,15 @@ class ServerConnection:
             return ToolResult.error(
                 f'MCP server "{self.name}": tool "{tool}" failed: the server kept asking for more input'
             )
-        except (httpx2.TransportError, anyio.ClosedResourceError, anyio.BrokenResourceError, OSError) as exc:
-            self._set_unavailable(_describe(exc))
+        except httpx2.TransportError as exc:
+            # One HTTP exchange failed (the transport turns most of these into an error answer,
+            # see mcpclient.transports.DeliveryGuard): the call fails, the session stays. A dead
+            # session shows as the end of its stream or a failed ping instead.
+            return ToolResult.error(
+                f'MCP server "{self.name}": tool "{tool}" failed: the HTTP request failed ({_describe(exc)})'
+            )
+        except (anyio.ClosedResourceError, anyio.BrokenResourceError, OSError) as exc:
+            self._set_unavailable(_describe(exc), client)
             return self.unreachable(self.reason)
         return extract_result(result)
 
@@ -452,13 +522,24 @@ class ServerConnection:
             raise MCPError(code=REQUEST_TIMEOUT, message="tools/list timed out") from None
 
     def unreachable(self, reason: str) -> ToolResult:
-        """The error result a call to this server gets while it is not ready."""
-        return ToolResult.error(f'MCP server "{self.name}" unreachable: {reason}')
+        """The error result a call to this server gets while it is not ready (with the retry plan)."""
+        plan = self.retry_plan()
+        return ToolResult.error(
+            f'MCP server "{self.name}" unreachable: {reason}' + (f" ({plan})" if plan else "")
+        )
 
-    def _mark_unavailable_if_closed(self, exc: MCPError) -> bool:
+    def retry_plan(self) -> str:
+        """When the server is tried again, in a few words ("" when no reconnect is under way)."""
+        if self._healer is None:
+            return ""
+        if self.status is Status.CONNECTING and self.retry.attempts:
+            return "reconnecting now"
+        return self.retry.describe(self._healer.policy)
+
+    def _mark_unavailable_if_closed(self, exc: MCPError, client: Client | None = None) -> bool:
         if exc.error.code != CONNECTION_CLOSED:
             return False
-        self._set_unavailable("connection closed")
+        self._set_unavailable("connection closed", client)
         return True
 
     # -- state ---------------------------------------------------------------------------
@@ -476,18 +557,36 @@ class ServerConnection:
             warnings={},
             stderr_tail=tuple(self.stderr_tail),
             transport=self.transport if self.status is Status.READY else "",
+            attempts=self.retry.attempts,
+            next_retry_at=self.retry.next_retry_at,
+            circuit_open=self.retry.circuit_open,
         )
 
     def _discover(self, tools: Iterable[types.Tool]) -> list[DiscoveredTool]:
-        include, exclude = self.config.include_tools, self.config.exclude_tools
-        return [discover_tool(tool, include=include, exclude=exclude) for tool in tools]
+        config = self.config
+        return [
+            discover_tool(
+                tool,
+                include=config.include_tools,
+                exclude=config.exclude_tools,
+                write_tools=config.write_tools,
+                trusted=config.trusted,
+            )
+            for tool in tools
+        ]
 
     def _set_tools(self, tools: Iterable[types.Tool]) -> None:
         self.tools = self._discover(tools)
         self._notify(self)
 
-    def _set_unavailable(self, reason: str) -> None:
-        if self.status is not Status.READY or self._stopping:
+    def _set_unavailable(self, reason: str, client: Client | None = None) -> None:
+        # ``client``: the session the failure was seen on; a late failure of an earlier session
+        # must not end the one that replaced it.
+        if (
+            self.status is not Status.READY
+            or self._stopping
+            or (client is not None and client is not self.client)
+        ):
             return
         self.status = Status.UNAVAILABLE
         self.reason = reason
@@ -500,6 +599,7 @@ class ServerConnection:
         """A live session lost its authorization: it ends, and the server waits for a sign-in."""
         if self.status is not Status.READY or self._stopping:
             return
+        self._no_retry = True  # a reconnect cannot sign in
         self.status = Status.AUTH_REQUIRED if failure.sign_in_required else Status.FAILED
         self.reason = self.last_error = failure.describe(self.name)
         logger.warning("%s", self.reason)
@@ -525,12 +625,28 @@ class ServerConnection:
             self._fail(f"{prefix}: cannot resolve the entry: {_describe(exc)}")
             return
         try:
+            while True:
+                await self._attempt(resolved)
+                self._release_slot()
+                self.client = None
+                self.logs.forget_client()
+                if not await self._wait_for_retry():
+                    return
+        finally:
+            self._release_slot()
+            self._on_owner_done()
+
+    async def _attempt(self, resolved: ResolvedServer) -> None:
+        """One connection: connect, serve until the session ends; any failure is recorded on the server."""
+        self._relist_pending = False
+        try:
             await self._serve(resolved)
         except anyio.get_cancelled_exc_class():
             raise
         except Exception as exc:  # the owner is a top-level loop: any failure is recorded on the server
             failure = self.auth.failure if self.auth is not None else None
             if failure is not None and self.status is Status.CONNECTING:
+                self._no_retry = True  # a reconnect cannot sign in
                 status = Status.AUTH_REQUIRED if failure.sign_in_required else None
                 self._fail(failure.describe(self.name), status=status)
             elif self.status is Status.READY:
@@ -538,8 +654,57 @@ class ServerConnection:
             elif self.status is Status.CONNECTING:
                 self._fail(_describe(exc), self._stderr_hint())
             logger.debug('MCP server "%s" owner ended with %r', self.name, exc)
-        finally:
-            self._on_owner_done()
+
+    async def _wait_for_retry(self) -> bool:
+        """After a lost session or a failed attempt: wait for the retry time; False: do not retry.
+
+        The wait listens to the command queue, so :meth:`stop` ends it at once. When the time has
+        come the server is ``connecting`` again and holds one of the hub's reconnect slots (a
+        bound on how many servers connect again at the same time).
+        """
+        healer = self._healer
+        if (
+            healer is None
+            or not healer.policy.reconnects
+            or self._stopping
+            or self._no_retry
+            or self.status not in (Status.FAILED, Status.UNAVAILABLE)
+            # A first sign-in in a person's browser is theirs to try again (Connect), not ours.
+            or (isinstance(self.consent, BrowserConsent) and self.connected_at is None)
+        ):
+            return False
+        delay = self.retry.schedule(healer.policy)
+        logger.info(
+            'MCP server "%s": next connection attempt in %.1f s (%d attempts in a row so far)%s',
+            self.name,
+            delay,
+            self.retry.attempts,
+            "; the circuit is open" if self.retry.circuit_open else "",
+        )
+        self._notify(self)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + delay
+        while (remaining := deadline - loop.time()) > 0:
+            try:
+                command = await asyncio.wait_for(self._commands.get(), remaining)
+            except TimeoutError:
+                break
+            if command == "stop":
+                return False
+        while not self._commands.empty():  # what the ended session left ("closed", "relist")
+            if self._commands.get_nowait() == "stop":
+                return False
+        self.retry.begin_attempt()
+        self.status = Status.CONNECTING
+        self._notify(self)
+        await healer.slots.acquire()  # stop() cancels a connecting owner, waiting here included
+        self._holds_slot = True
+        return True
+
+    def _release_slot(self) -> None:
+        if self._holds_slot and self._healer is not None:
+            self._holds_slot = False
+            self._healer.slots.release()
 
     async def _resolve(self) -> ResolvedServer:
         """The entry with its placeholders expanded (see :func:`~mcpclient.config.resolve_server`)."""
@@ -552,10 +717,17 @@ class ServerConnection:
         return resolve()
 
     def _fail(self, message: str, stderr: str = "", *, status: Status | None = None) -> None:
-        self.status = status or Status.FAILED
+        self._release_slot()
+        healing = status is None and self.connected_at is not None and self.retry.attempts > 0
+        if healing and not self._no_retry:
+            # A reconnect of a server that was ready failed: it stays "unavailable" with its tools,
+            # so a call of one of them says when the server is tried again (not "Unknown tool").
+            self.status = Status.UNAVAILABLE
+        else:
+            self.status = status or Status.FAILED
+            self.tools = []
         self.reason = message
         self.last_error = message + stderr
-        self.tools = []
         logger.warning('MCP server "%s" failed to start: %s', self.name, self.last_error)
         self._settled.set()
         self._notify(self)
@@ -607,21 +779,37 @@ class ServerConnection:
         """Open ``transport`` and the client, negotiate, list, serve until told to stop.
 
         The client negotiates the revision (see :mod:`mcpclient.protocol`); on 2026-07-28 a
-        watcher task subscribes to tool-list changes before the first listing.
+        watcher task subscribes to tool-, resource- and prompt-list changes (one stream) before
+        the first listings.
         """
         streams = self._watched_transport(resolved, transport, answer)
         client = protocol.open_client(streams, client_info=CLIENT_INFO, message_handler=self._on_message)
         async with client, anyio.create_task_group() as watchers:
-            await watchers.start(
-                functools.partial(protocol.watch_tool_changes, client, self.request_relist, name=self.name)
-            )
+            self.resources = ResourceCatalog()
+            changes = {
+                "tools": self.request_relist,
+                "resources": self.resources.request_refresh,
+                "prompts": functools.partial(prompts.changed, self),
+            }
+            # One subscriptions/listen stream for every list (2026-07-28), before the first listings.
+            await watchers.start(functools.partial(protocol.watch_changes, client, changes, name=self.name))
+            await watchers.start(keep_listed, self, client)
+            await watchers.start(prompts.watch, self, client)  # mcpclient.prompts keeps them listed
             tools = await protocol.list_all_tools(client)
+            await self.logs.apply(client)  # the log level, applied at every connect (server_logs)
             scope.deadline = float("inf")
             self._ready(client, tools, transport, fell_back)
+            if self._healer is not None and self._healer.policy.ping_interval > 0:
+                dead = functools.partial(self._set_unavailable, client=client)
+                watchers.start_soon(ping_loop, client, self._healer.policy, dead)
             await self._wait_for_commands(client)
             watchers.cancel_scope.cancel()
 
     def _ready(self, client: Client, tools: list[types.Tool], transport: str, fell_back: str = "") -> None:
+        self._release_slot()
+        if self.retry.attempts:
+            logger.info('MCP server "%s" reconnected after %d attempt(s)', self.name, self.retry.attempts)
+        self.retry.reset()
         self.client = client
         self.protocol_version, self.server_info = protocol.negotiated(client)
         self.transport = transport
@@ -652,13 +840,19 @@ class ServerConnection:
                 try:
                     self._set_tools(await self._list_within_timeout(client))
                 except MCPError as exc:
-                    if self._mark_unavailable_if_closed(exc):
+                    if self._mark_unavailable_if_closed(exc, client):
                         return
                     logger.warning('MCP server "%s": re-listing tools failed: %s', self.name, exc)
 
     async def _on_message(self, message: Any) -> None:
         if isinstance(message, types.ToolListChangedNotification):
             self.request_relist()
+        elif isinstance(message, types.ResourceListChangedNotification):
+            self.resources.request_refresh()
+        elif isinstance(message, types.PromptListChangedNotification):
+            prompts.changed(self)
+        elif isinstance(message, types.LoggingMessageNotification):
+            self.logs.receive(message.params)
         elif isinstance(message, Exception):
             logger.debug('MCP server "%s" sent an unreadable message: %s', self.name, message)
 
@@ -749,6 +943,7 @@ def _catalog(
                     title=tool.title,
                     icons=tool.icons,
                     output_schema=tool.output_schema,
+                    approval_reason=tool.approval_reason,
                 )
             )
     tools.sort(key=lambda tool: tool.prefixed_name)
@@ -780,6 +975,20 @@ class Hub:
     # waits for Connect). Non-interactive tools set it, e.g. the conformance client.
     consent_factory: Callable[[], Consent] | None = None
     generation: int = 0
+    # The log level asked of each server (McpServer.log_level, filled by the runtime) and who
+    # hears of the shared sessions' log messages (see mcpclient.server_logs).
+    log_levels: dict[str, str] = field(default_factory=dict)
+    _log_listeners: list[EntryListener] = field(default_factory=list)
+    # How sessions heal (pings, reconnects; see mcpclient.healing). A bare hub does neither; the
+    # process-wide hub (mcpclient.runtime.new_hub) takes the policy from the settings.
+    healing: HealPolicy = field(default_factory=HealPolicy.off)
+    _healer: Healer | None = None
+
+    def healer(self) -> Healer:
+        """The healer of :attr:`healing` (one bound on concurrent reconnects for the whole hub)."""
+        if self._healer is None or self._healer.policy is not self.healing:
+            self._healer = Healer(self.healing)
+        return self._healer
 
     # -- lifecycle -----------------------------------------------------------------------
     async def start(self, configs: Iterable[ServerConfig]) -> None:
@@ -840,12 +1049,15 @@ class Hub:
             self._rebuild()
 
     async def rediscover(self, name: str) -> None:
-        """List a ready server's tools again now."""
-        connection = self._connections.get(name)
-        if connection is not None:
-            await connection.relist()
+        """List a ready server's tools, resources and templates, and prompts again now (every session)."""
+        connections = [self._connections.get(name)]
+        connections += [conn for key, conn in list(self._user_connections.items()) if key[0] == name]
         await asyncio.gather(
-            *(conn.relist() for key, conn in list(self._user_connections.items()) if key[0] == name)
+            *(
+                asyncio.gather(conn.relist(), resources_refresh_now(conn), prompts.refresh_now(conn))
+                for conn in connections
+                if conn is not None
+            )
         )
 
     async def stop(self) -> None:
@@ -875,7 +1087,10 @@ class Hub:
             allowed_commands=self.allowed_commands,
             notify=self._on_change,
             consent=consent or self._default_consent(),
+            healer=self.healer(),
         )
+        connection.logs.level = self.log_levels.get(config.name, "")
+        connection.logs.listener = self._on_log
         self._connections[config.name] = connection
         self._on_change(connection)
         return connection
@@ -963,7 +1178,9 @@ class Hub:
             notify=self._on_user_change,
             owner_id=user_id,
             consent=consent or self._default_consent(),
+            healer=self.healer(),
         )
+        connection.logs.level = self.log_levels.get(config.name, "")  # its messages stay in memory
         self._user_connections[(config.name, user_id)] = connection
         if self._reaper is None or self._reaper.done():
             self._reaper = asyncio.create_task(self._close_idle_sessions(), name="mcp-idle-sessions")
@@ -1011,6 +1228,32 @@ class Hub:
     def add_listener(self, listener: Listener) -> None:
         """Call ``listener(snapshot)`` whenever a server's state or tools change."""
         self._listeners.append(listener)
+
+    def add_log_listener(self, listener: EntryListener) -> None:
+        """Call ``listener(server, entries)`` whenever a shared session keeps a log message."""
+        self._log_listeners.append(listener)
+
+    def _on_log(self, name: str, entries: tuple[dict[str, str], ...]) -> None:
+        for listener in self._log_listeners:
+            listener(name, entries)
+
+    async def set_log_level(self, name: str, level: str) -> str:
+        """Ask server ``name`` for log messages at ``level`` and above ("" = its default), at once.
+
+        Returns what became of it on the live session (see :meth:`ServerLogs.apply`).
+        """
+        self.log_levels[name] = level
+        personal = [conn for key, conn in list(self._user_connections.items()) if key[0] == name]
+        for connection in personal:
+            connection.logs.level = level
+            await connection.logs.apply()
+        connection = self._connections.get(name)
+        if connection is None:
+            if personal:
+                return f"applied to {len(personal)} personal session(s)"
+            return "no live session: the level is applied when the server next connects"
+        connection.logs.level = level
+        return await connection.logs.apply()
 
     def remove_listener(self, listener: Listener) -> None:
         """Stop calling ``listener``."""

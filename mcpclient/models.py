@@ -9,6 +9,9 @@ from __future__ import annotations
 
 from django.db import models
 
+# RFC 5424 severities, as MCP's logging/setLevel names them (least severe first).
+LOG_LEVELS = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
+
 
 class McpServer(models.Model):
     """One entry of mcp.json and the live state of its connection."""
@@ -51,6 +54,28 @@ class McpServer(models.Model):
     protocol_version = models.CharField(max_length=40, blank=True)
     server_info = models.JSONField(default=dict, blank=True)
     stderr_tail = models.TextField(blank=True, help_text="The last lines the server wrote to stderr.")
+    # Healing (mcpclient/healing.py): automatic reconnect attempts in a row, when the next starts.
+    reconnect_attempts = models.PositiveIntegerField(
+        default=0, help_text="Automatic reconnect attempts in a row since the server was last ready."
+    )
+    next_retry_at = models.DateTimeField(
+        null=True, blank=True, help_text="When the next automatic reconnect attempt starts (empty: none)."
+    )
+    circuit_open = models.BooleanField(
+        default=False,
+        help_text="Reconnects hit their limit: one try per BOOCODE_MCP_RECONNECT_CIRCUIT_SECONDS.",
+    )
+    log_level = models.CharField(
+        max_length=10,
+        blank=True,
+        choices=[(level, level) for level in LOG_LEVELS],
+        help_text="The level asked of the server with logging/setLevel (empty: the server's default).",
+    )
+    log_tail = models.JSONField(
+        default=list,
+        blank=True,
+        help_text="The last notifications/message the server sent: {time, level, logger, data}.",
+    )
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:

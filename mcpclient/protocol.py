@@ -15,16 +15,23 @@ Lifecycle
 :func:`negotiated` reads the version and server info for either era.
 
 Change notifications differ by era. On 2025-11-25 ``notifications/tools/list_changed`` reaches
-the ``message_handler``. On 2026-07-28 it comes only to a ``subscriptions/listen`` stream:
-:func:`watch_tool_changes` runs in a task the owner starts with ``TaskGroup.start``; it returns
-control (``task_status.started()``) once the server acknowledged the subscription (or refused
-it, or the server cannot announce changes), then calls ``on_change`` per event until it is
-cancelled with the owner's task group. A stream the server drops is opened again, followed by
-one ``on_change`` (the spec: no replay, re-listen and refetch).
+the ``message_handler`` (so do the resources' and prompts' notifications). On 2026-07-28 they
+come only to a ``subscriptions/listen`` stream, and the hub opens ONE per session:
+:func:`watch_changes` asks for every list (tools, resources, prompts) the server announces
+changes for and runs in a task the owner starts with ``TaskGroup.start``; it returns control
+(``task_status.started()``) once the server acknowledged the subscription (or refused it, or
+the server cannot announce changes), then calls the handler of the list each event names until
+it is cancelled with the owner's task group. A stream the server drops is opened again,
+followed by one call of every handler (the spec: no replay, re-listen and refetch).
 
-Elicitation: the client is a :class:`HubClient`, which advertises form-mode elicitation, hands
-requests to :func:`mcpclient.elicitation.answer` and runs each ``call_tool`` as a scope the
-requests are attributed to (who is asked, and when a request is declined, is described there).
+Elicitation: the client is a :class:`HubClient`, which advertises form- and URL-mode
+elicitation (never sampling: refused with a reason), hands requests to
+:func:`mcpclient.elicitation.answer` and runs each ``call_tool`` as a scope the requests are
+attributed to (who is asked, and when a request is declined, is described there). A call that
+fails with ``-32042`` (URL elicitation required) has its links completed by the person and is
+retried once; ``notifications/elicitation/complete`` goes to :func:`mcpclient.elicitation.completed`.
+Each call also carries a progress token whose notifications go to the caller's reporter
+(:mod:`mcpclient.progress`).
 
 Results without ``resultType``: the 2026-07-28 spec (basic, "Result") tells clients to read an
 absent ``resultType`` as ``"complete"``, but ``mcp`` 2.3 refuses such a result on a 2026-07-28
@@ -39,7 +46,7 @@ hub, so a re-list after a change is fresh; :func:`list_all_tools` with ``fresh=T
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
 from typing import Any
 
@@ -48,12 +55,17 @@ import anyio.abc
 import mcp.types as types
 from mcp import Client, MCPError
 from mcp.client.session import ClientSession
-from mcp.client.subscriptions import SubscriptionLost
+from mcp.client.subscriptions import (
+    PromptsListChanged,
+    ResourcesListChanged,
+    SubscriptionLost,
+    ToolsListChanged,
+)
 from mcp.shared.message import SessionMessage
-from mcp_types import CONNECTION_CLOSED, JSONRPCResponse
+from mcp_types import CONNECTION_CLOSED, URL_ELICITATION_REQUIRED, JSONRPCResponse
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
-from mcpclient import elicitation
+from mcpclient import elicitation, progress
 
 logger = logging.getLogger(__name__)
 
@@ -73,12 +85,36 @@ class HubClient(Client):
     """
 
     async def _build_session(self, exit_stack: AsyncExitStack) -> ClientSession:
-        return elicitation.advertise_form_only(await super()._build_session(exit_stack))
+        return elicitation.advertise(await super()._build_session(exit_stack))
 
     async def call_tool(self, name: str, *args: Any, **kwargs: Any) -> types.CallToolResult:
-        """``Client.call_tool`` as a call whose elicitations reach the person who made it."""
-        with elicitation.tool_call(self.session, tool=name):
+        """``Client.call_tool`` as a call whose elicitations and progress reach the person who made it."""
+        with (
+            elicitation.tool_call(self.session, tool=name) as scope,
+            progress.tool_call(tool=name) as on_progress,
+        ):
+            if len(args) < 3:  # (arguments, read_timeout_seconds, progress_callback) may be positional
+                kwargs.setdefault("progress_callback", on_progress)
+            return await self._call_completing_links(scope, name, *args, **kwargs)
+
+    async def _call_completing_links(
+        self, scope: elicitation.CallScope, name: str, *args: Any, **kwargs: Any
+    ) -> types.CallToolResult:
+        """``Client.call_tool``; after a ``-32042`` error (URL elicitation required) the person
+        completes its links and the call is retried once (a second ``-32042`` is a readable error)."""
+        try:
             return await super().call_tool(name, *args, **kwargs)
+        except MCPError as exc:
+            if exc.error.code != URL_ELICITATION_REQUIRED:
+                raise
+            await elicitation.complete_required(scope, exc.error)
+        try:
+            return await super().call_tool(name, *args, **kwargs)
+        except MCPError as exc:
+            if exc.error.code != URL_ELICITATION_REQUIRED:
+                raise
+            message = f"the server still requires a web page to be opened after a retry: {exc.error.message}"
+            raise MCPError(code=URL_ELICITATION_REQUIRED, message=message) from None
 
     def speaks_modern(self) -> bool:
         """True once a 2026-07-28 (or later) version is negotiated; False before and on 2025."""
@@ -145,15 +181,23 @@ def open_client(
 ) -> Client:
     """A ``Client`` over ``streams`` (any context manager yielding read/write) in ``"auto"`` mode.
 
-    It answers elicitations (form mode; :func:`mcpclient.elicitation.answer`). No sampling or
-    roots callback: an input of those kinds a server asks for mid-call is refused by the SDK's
-    defaults, so the call ends as a readable tool error.
+    It answers elicitations (form and URL mode; :func:`mcpclient.elicitation.answer`) and
+    refuses sampling with a reason (:func:`mcpclient.elicitation.refuse_sampling`). No roots
+    callback: roots a server asks for mid-call are refused by the SDK's default, so the call
+    ends as a readable tool error. ``notifications/elicitation/complete`` is taken here, before
+    ``message_handler`` sees the message.
     """
+
+    async def handle(message: Any) -> None:
+        if isinstance(message, types.ElicitCompleteNotification):
+            elicitation.completed(client.session, message.params.elicitation_id)
+        await message_handler(message)
+
     client = HubClient(
         _complete_by_default(streams, lambda: client.speaks_modern()),
         mode="auto",
         client_info=client_info,
-        message_handler=message_handler,
+        message_handler=handle,
         elicitation_callback=elicitation.answer,
     )
     return client
@@ -192,43 +236,68 @@ async def list_all_tools(client: Client, *, fresh: bool = False) -> list[types.T
     raise MCPError(code=-32603, message=f"tools/list returned more than {MAX_TOOL_PAGES} pages")
 
 
-def announces_tool_changes(client: Client) -> bool:
-    """True when a 2026-07-28 server says it can announce tool-list changes."""
-    tools = client.server_capabilities.tools
-    return is_modern(client) and bool(tools and tools.list_changed)
+# Which list a ``subscriptions/listen`` event says has changed (the SDK's typed events).
+CHANGE_KINDS: dict[type, str] = {
+    ToolsListChanged: "tools",
+    ResourcesListChanged: "resources",
+    PromptsListChanged: "prompts",
+}
 
 
-async def watch_tool_changes(
+def announced_changes(client: Client) -> frozenset[str]:
+    """The lists ("tools", "resources", "prompts") a 2026-07-28 server says it announces changes for."""
+    if not is_modern(client):
+        return frozenset()
+    capabilities = client.server_capabilities
+    return frozenset(
+        kind
+        for kind in CHANGE_KINDS.values()
+        if (capability := getattr(capabilities, kind)) is not None and capability.list_changed
+    )
+
+
+async def watch_changes(
     client: Client,
-    on_change: Callable[[], None],
+    on_change: Mapping[str, Callable[[], None]],
     *,
     name: str,
     task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
 ) -> None:
-    """Relay a 2026-07-28 server's tool-list changes to ``on_change`` (run with ``TaskGroup.start``).
+    """Relay a 2026-07-28 server's list changes to ``on_change[kind]`` (run with ``TaskGroup.start``).
 
-    Started once the subscription is acknowledged, so a change after the hub's first listing
-    is not missed. Does nothing on 2025 connections (changes come as notifications) or when the
-    server announces no changes.
+    One ``subscriptions/listen`` stream per session asks for every list in ``on_change`` the
+    server announces changes for; each event goes to the handler of the list it names. Started
+    once the subscription is acknowledged, so a change after the first listings is not missed.
+    A dropped stream is opened again and every handler is called once (no replay: refetch).
+    Does nothing on 2025 connections (changes come as notifications) or when the server
+    announces no changes.
     """
-    if not announces_tool_changes(client):
+    kinds = announced_changes(client) & on_change.keys()
+    if not kinds:
         task_status.started()
         return
+    wanted = {f"{kind}_list_changed": kind in kinds for kind in CHANGE_KINDS.values()}
     started = False
     try:
         for _ in range(MAX_LISTEN_RESTARTS + 1):
             try:
-                async with client.listen(tools_list_changed=True) as subscription:
+                async with client.listen(**wanted) as subscription:
                     if started:
-                        on_change()  # events may have been missed while the stream was down
+                        for kind in sorted(kinds):
+                            on_change[kind]()  # events may have been missed while the stream was down
                     else:
                         task_status.started()
                         started = True
-                    if not subscription.honored.tools_list_changed:
-                        logger.info('MCP server "%s" does not announce tool-list changes', name)
+                    accepted = subscription.honored
+                    honored = {kind for kind in kinds if getattr(accepted, f"{kind}_list_changed")}
+                    if missing := ", ".join(sorted(kinds - honored)):
+                        logger.info('MCP server "%s" does not announce changes of: %s', name, missing)
+                    if not honored:
                         await anyio.sleep_forever()
-                    async for _event in subscription:
-                        on_change()
+                    async for event in subscription:
+                        kind = CHANGE_KINDS.get(type(event))
+                        if kind in honored:
+                            on_change[kind]()
                 return  # the server closed the stream gracefully: the connection is ending
             except MCPError as exc:
                 if exc.error.code == CONNECTION_CLOSED:
@@ -237,10 +306,10 @@ async def watch_tool_changes(
                     # Refused outright (e.g. method not found): the server cannot tell us.
                     logger.info('MCP server "%s" refused subscriptions/listen: %s', name, exc)
                     return
-                logger.info('MCP server "%s": tool-change stream failed (%s); listening again', name, exc)
+                logger.info('MCP server "%s": change stream failed (%s); listening again', name, exc)
             except SubscriptionLost as exc:
-                logger.info('MCP server "%s": tool-change stream lost (%s); listening again', name, exc)
-        logger.warning('MCP server "%s": tool-change stream keeps dropping; no longer listening', name)
+                logger.info('MCP server "%s": change stream lost (%s); listening again', name, exc)
+        logger.warning('MCP server "%s": change stream keeps dropping; no longer listening', name)
     finally:
         if not started:
             task_status.started()

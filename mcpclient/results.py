@@ -2,7 +2,8 @@
 
 The model gets one string: text blocks joined with newlines, embedded resources as JSON,
 resource links as ``[resource: uri]``, images and audio as short placeholders (their bytes
-go to the UI as parts), structured content when nothing else was returned. The whole
+go to the UI as parts; so do the URIs of resource links and embedded resources, which the page
+opens in its viewer), structured content when nothing else was returned. The whole
 string is capped at 5 MB of UTF-8 with an explicit marker saying how much was cut.
 """
 
@@ -73,6 +74,11 @@ def _resource_text(resource: types.TextResourceContents | types.BlobResourceCont
     return json.dumps({"resource": entry}, ensure_ascii=False)
 
 
+def _resource_part(kind: str, uri: str, name: str | None, mime_type: str | None) -> dict[str, Any]:
+    """A resource a result links to or embeds, for the UI to open in its viewer (read through the hub)."""
+    return {"type": kind, "uri": uri[:2048], "name": (name or "")[:300], "mime_type": (mime_type or "")[:200]}
+
+
 def extract_result(result: types.CallToolResult) -> ToolResult:
     """Convert an MCP ``CallToolResult`` into a :class:`ToolResult` (capped)."""
     texts: list[str] = []
@@ -92,8 +98,10 @@ def extract_result(result: types.CallToolResult) -> ToolResult:
                 texts.append(f"[{kind} not kept: over the {MAX_PARTS_BYTES} byte limit for media]")
         elif isinstance(block, types.EmbeddedResource):
             texts.append(_resource_text(block.resource))
+            parts.append(_resource_part("resource", str(block.resource.uri), "", block.resource.mime_type))
         elif isinstance(block, types.ResourceLink):
             texts.append(f"[resource: {block.uri}]")
+            parts.append(_resource_part("resource_link", str(block.uri), block.name, block.mime_type))
         else:  # a block type newer than this code: keep its JSON rather than drop it
             texts.append(block.model_dump_json(by_alias=True, exclude_none=True))
     if not texts and result.structured_content is not None:

@@ -9,8 +9,13 @@ running hub without a restart. The chat turn passes ``max_age``: the file is sti
 on every turn, but the version is read at most once per :data:`TURN_CHECK_INTERVAL`, so a
 change made in another process without touching the file reaches the turns within that time.
 
-``hub_tools()``, ``hub_call()`` and ``hub_statuses()`` are what a later deployment would
-turn into channel-layer messages to a hub worker process; callers never see the SDK.
+``hub_tools()``, ``hub_call()`` and ``hub_statuses()`` are all callers need; they never see the
+SDK. With ``BOOCODE_HUB=worker`` the hub lives in the hub worker process (``manage.py
+hub_worker``, :mod:`mcpclient.worker`) and this module hands out a
+:class:`~mcpclient.worker_client.RemoteHub` instead, which speaks to it over the channel layer:
+the same functions, the same answers, no MCP child in a web process. The worker itself runs
+this module in the embedded way (:func:`serve_for_web_processes`), and then also sends its
+state to every web process after each change.
 
 Shutdown: under Daphne a Twisted "before shutdown" trigger stops the hub, so stdio children
 are closed when the server is stopped with Ctrl-C.
@@ -23,14 +28,17 @@ import contextvars
 import logging
 import time
 from collections.abc import Awaitable, Callable
+from functools import partial
 from typing import Any
 
 from channels.db import database_sync_to_async
 from django.conf import settings
 
 from boocode.shutdown import on_server_shutdown
+from mcpclient.healing import HealPolicy, retry_fields
 from mcpclient.hub import Hub, HubTool, ServerSnapshot
 from mcpclient.results import ToolResult
+from mcpclient.server_log_store import LogTailWriter, read_log_levels
 
 logger = logging.getLogger(__name__)
 
@@ -43,6 +51,23 @@ _lock: asyncio.Lock | None = None
 _lock_loop: asyncio.AbstractEventLoop | None = None
 _persist_lock: asyncio.Lock | None = None
 _persist_lock_loop: asyncio.AbstractEventLoop | None = None
+_serving = False  # True in the hub worker: the hub is local and its state goes to web processes
+
+
+def serve_for_web_processes() -> None:
+    """Run the hub here for every web process (the hub worker calls this before starting it)."""
+    global _serving
+    _serving = True
+
+
+def remote() -> bool:
+    """Whether this process reaches a hub worker instead of holding a hub (BOOCODE_HUB=worker)."""
+    return settings.MCP_HUB == "worker" and not _serving
+
+
+def seen_version() -> int:
+    """The McpState version the running hub last applied."""
+    return _seen_version
 
 
 def get_hub() -> Hub | None:
@@ -74,8 +99,10 @@ def new_hub(*, persist: bool = True) -> Hub:
     """A hub configured from settings; with ``persist`` its state is written to the database."""
     hub = Hub(base_dir=settings.MCP_CONFIG.parent, allowed_commands=list(settings.MCP_STDIO_COMMANDS))
     if persist:
+        hub.healing = HealPolicy.from_settings()  # a long-lived hub heals (pings, reconnects)
         hub.add_listener(persist_listener)
-        hub.add_listener(broadcast_listener)
+        hub.add_listener(partial(worker_broadcast_listener, hub) if _serving else broadcast_listener)
+        hub.add_log_listener(LogTailWriter().note)  # servers' log messages, coalesced writes
     return hub
 
 
@@ -94,6 +121,17 @@ async def broadcast_listener(snapshot: ServerSnapshot) -> None:
         await layer.group_send(STATUS_GROUP, {"type": "mcp.status"})
     except Exception:  # a broken channel layer must not break the hub
         logger.exception("could not broadcast the MCP status")
+
+
+async def worker_broadcast_listener(hub: Hub, snapshot: ServerSnapshot) -> None:
+    """In the hub worker: the new state to every web process first, then the pages' signal."""
+    from mcpclient.worker import broadcast_state
+
+    try:
+        await broadcast_state(hub)
+    except Exception:  # a broken channel layer must not break the hub
+        logger.exception("could not send the MCP state to the web processes")
+    await broadcast_listener(snapshot)
 
 
 async def persist_listener(snapshot: ServerSnapshot) -> None:
@@ -159,6 +197,8 @@ async def ensure_hub(*, max_age: float = 0.0) -> Hub:
     query; callers that just changed something in another process leave it at 0.
     """
     global _hub, _hub_loop, _seen_version
+    if remote():
+        return await _ensure_remote(max_age=max_age)
     loop = asyncio.get_running_loop()
     if _hub is not None and _hub_loop is loop:
         if not settings.MCP_AUTOSTART:
@@ -174,6 +214,7 @@ async def ensure_hub(*, max_age: float = 0.0) -> Hub:
             await asyncio.to_thread(_remove_stale_temp_files)
             version, configs = await _check_changes()
             hub = new_hub()
+            hub.log_levels = await database_sync_to_async(read_log_levels)()
             _hub, _hub_loop, _seen_version = hub, loop, version
             _install_shutdown_trigger(hub)
             await hub.start(configs or [])
@@ -187,6 +228,24 @@ async def ensure_hub(*, max_age: float = 0.0) -> Hub:
             await _hub.apply(configs)
             await asyncio.gather(*(_hub.rediscover(config.name) for config in configs if config.enabled))
         return _hub
+
+
+async def _ensure_remote(*, max_age: float) -> Any:
+    """The web side of the hub worker: started once; with ``max_age`` 0 the worker applies changes now."""
+    global _hub, _hub_loop
+    from mcpclient.worker_client import RemoteHub
+
+    loop = asyncio.get_running_loop()
+    async with _loop_lock():
+        if _hub is None or _hub_loop is not loop:
+            hub = RemoteHub()
+            await hub.start()
+            _hub, _hub_loop = hub, loop  # type: ignore[assignment]
+            _install_shutdown_trigger(hub)  # type: ignore[arg-type]
+            return hub
+    if max_age <= 0:
+        await _hub.refresh()  # type: ignore[attr-defined]
+    return _hub
 
 
 def _remove_stale_temp_files() -> None:
@@ -297,6 +356,7 @@ def hub_statuses(*, staff: bool = False) -> list[dict[str, Any]]:
             "name": snapshot.name,
             "status": snapshot.status.value,
             "tool_count": sum(tool.offered for tool in snapshot.tools),
+            **retry_fields(snapshot.attempts, snapshot.next_retry_at, snapshot.circuit_open),
         }
         if staff:
             status["last_error"] = snapshot.last_error

@@ -51,6 +51,7 @@ class DiscoveryOutcome:
                     "rejected": t.rejected,
                     "filtered": t.filtered,
                     "reason": t.reject_reason,
+                    "approval": t.approval_reason,
                     "warning": s.warnings.get(t.name, ""),
                 }
                 for t in s.tools

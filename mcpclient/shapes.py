@@ -135,7 +135,7 @@ ENTRY_KEYS = frozenset(
     {
         "type", "command", "args", "env", "environment", "envFile", "cwd", "url", "serverUrl", "httpUrl",
         "headers", "enabled", "disabled", "timeout", "initTimeout", "requestTimeout", "includeTools",
-        "excludeTools", "oauth",
+        "excludeTools", "oauth", "writeTools", "trusted",
     }
 )
 DEFAULT_TIMEOUT = 60.0
@@ -195,6 +195,10 @@ def entry_for(shape: Shape, config: Any) -> dict[str, Any]:
         entry["includeTools"] = list(config.include_tools)
     if config.exclude_tools:
         entry["excludeTools"] = list(config.exclude_tools)
+    if config.write_tools != "reject":
+        entry["writeTools"] = config.write_tools
+    if not config.trusted:
+        entry["trusted"] = False
     if "oauth" in config.raw:  # as written: its clientSecret may be a placeholder
         entry["oauth"] = copy.deepcopy(config.raw["oauth"])
     for key, value in config.raw.items():

@@ -29,7 +29,7 @@ from channels.db import database_sync_to_async
 
 from mcpclient import authorization
 from mcpclient.hub import Hub, ServerConnection, Status, per_user
-from mcpclient.runtime import ensure_hub, get_hub
+from mcpclient.runtime import ensure_hub, get_hub, remote
 
 
 @dataclass(frozen=True)
@@ -58,6 +58,11 @@ async def connect(name: str, user_id: int, *, staff: bool, return_to: str = "/")
         return Outcome(message=f'"{name}" is not an enabled MCP server that signs in with OAuth.')
     if not per_user(config) and not staff:
         return Outcome(message=f'MCP server "{name}" is shared: an administrator connects it for everybody.')
+    if remote():  # the flow needs the live session, which the hub worker holds (docs/deployment.md)
+        return Outcome(
+            message=f'Signing in to "{name}" is not available with BOOCODE_HUB=worker yet; '
+            "an administrator can sign in with BOOCODE_HUB=inprocess."
+        )
     connection, consent = await hub.authorize(name, user_id=user_id)
     consent.return_to = return_to
     settled = asyncio.ensure_future(connection.wait_settled())

@@ -165,6 +165,13 @@ def server_configs() -> list[ServerConfig]:
     return configs
 
 
+# Every column but the log fields, which the admin (log_level) and the log writer (log_tail) set.
+_LOG_FIELDS = ("log_level", "log_tail")
+_SNAPSHOT_FIELDS = [
+    f.name for f in McpServer._meta.concrete_fields if not f.primary_key and f.name not in _LOG_FIELDS
+]
+
+
 @transaction.atomic
 def persist_snapshot(snapshot: ServerSnapshot) -> None:
     """Write a server's live state and its discovered tools (offered, rejected and filtered)."""
@@ -181,12 +188,16 @@ def persist_snapshot(snapshot: ServerSnapshot) -> None:
     row.server_info = snapshot.server_info
     row.active_transport = snapshot.transport
     row.stderr_tail = "\n".join(snapshot.stderr_tail)
+    row.reconnect_attempts = snapshot.attempts
+    row.next_retry_at = snapshot.next_retry_at
+    row.circuit_open = snapshot.circuit_open
     if snapshot.status in (Status.READY, Status.UNAVAILABLE) or snapshot.tools:
         _store_tools(row, snapshot)
     elif snapshot.status in (Status.FAILED, Status.DISABLED):
         row.tools.all().delete()
         row.tool_count = row.rejected_count = row.filtered_count = 0
-    row.save()
+    # Not the log fields: other threads set them (a save of the whole row would undo their writes).
+    row.save(update_fields=_SNAPSHOT_FIELDS)
 
 
 def _store_tools(row: McpServer, snapshot: ServerSnapshot) -> None:

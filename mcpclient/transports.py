@@ -15,6 +15,8 @@ transport to be closed in the task that opened it) and nobody else touches it.
   the connection's OAuth provider as its ``auth``), messages up to
   :data:`MAX_HTTP_MESSAGE_BYTES`. A :class:`FirstAnswer` hook may record how the server
   answered, for the hub's legacy SSE fallback.
+  Its connection pool sits behind a :class:`DeliveryGuard`: one failed POST is that request's
+  error (readable), not the end of the session.
 * **SSE** (legacy): the SDK's ``sse_client`` with the same headers and auth.
 
 :class:`EndWatcher` wraps a receive stream so the hub learns at once when it ends (child
@@ -25,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import os
 from collections.abc import AsyncIterator, Callable
@@ -36,7 +39,7 @@ import mcp.client.stdio as sdk_stdio
 from mcp import StdioServerParameters, stdio_client
 from mcp.client.sse import sse_client
 from mcp.client.streamable_http import streamable_http_client
-from mcp.shared._httpx_utils import create_mcp_http_client
+from mcp.shared._httpx_utils import MCP_DEFAULT_SSE_READ_TIMEOUT, MCP_DEFAULT_TIMEOUT
 
 from mcpclient.config import SSE, STDIO, ResolvedServer
 
@@ -56,6 +59,9 @@ SSE_FALLBACK_STATUSES = frozenset({400, 404, 405})
 STREAMABLE_HTTP_TYPES = ("application/json", "text/event-stream")
 # A stderr line longer than this is kept cut (the tail is for people to read).
 MAX_STDERR_LINE = 2000
+# The JSON-RPC error code (implementation-defined server error range) of a request whose HTTP
+# exchange broke after it was sent: it may or may not have run on the server.
+HTTP_EXCHANGE_FAILED = -32099
 
 
 class FallbackFailed(Exception):
@@ -104,6 +110,72 @@ class FirstAnswer:
         if self.status is not None and 200 <= self.status < 300:
             return f"Streamable HTTP got a {self.content_type or 'untyped'} answer"
         return f"Streamable HTTP answered HTTP {self.status}"
+
+
+class DeliveryGuard(httpx2.AsyncBaseTransport):
+    """The HTTP connection pool of a Streamable HTTP session, keeping one failed POST to itself.
+
+    The SDK runs each request's POST in the transport's task group, so a connection reset on
+    one POST would end the whole session and mark a healthy server unavailable. Here a POST
+    whose connection could not be opened is sent once more (nothing was delivered, so it is
+    safe); when that fails too the error goes up as before (the server is gone: the session
+    ends and healing takes over). A POST whose exchange broke after it was sent (reset, protocol
+    error, read timeout) is answered with a JSON-RPC error for that request id: the caller
+    reads "may or may not have run", the session stays.
+    """
+
+    def __init__(self, inner: httpx2.AsyncBaseTransport) -> None:
+        self._inner = inner
+
+    async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
+        """Send ``request``; for a POST, the retry and the error answer described above."""
+        if request.method != "POST":
+            return await self._inner.handle_async_request(request)
+        try:
+            return await self._inner.handle_async_request(request)
+        except httpx2.ConnectError:
+            logger.debug("POST to %s: could not connect; trying once more", request.url.host)
+        except httpx2.TransportError as exc:
+            return _broken_exchange(request, exc)
+        try:
+            return await self._inner.handle_async_request(request)
+        except httpx2.ConnectError:
+            raise
+        except httpx2.TransportError as exc:
+            return _broken_exchange(request, exc)
+
+    async def aclose(self) -> None:
+        """Close the connection pool."""
+        await self._inner.aclose()
+
+
+def _broken_exchange(request: httpx2.Request, exc: httpx2.TransportError) -> httpx2.Response:
+    """A 502 answer carrying a JSON-RPC error for the request's id (no body for a notification)."""
+    try:
+        message = json.loads(request.content)
+    except (ValueError, httpx2.RequestNotRead):
+        message = None
+    kind = type(exc).__name__
+    logger.info(
+        "POST to %s broke after it was sent (%s): answering the request with an error", request.url.host, kind
+    )
+    if not isinstance(message, dict) or "id" not in message:
+        return httpx2.Response(502, request=request)
+    error = {
+        "code": HTTP_EXCHANGE_FAILED,
+        "message": f"the HTTP exchange with the server broke ({kind}); the request may or may not have run",
+    }
+    return httpx2.Response(502, json={"jsonrpc": "2.0", "id": message["id"], "error": error}, request=request)
+
+
+def http_client(headers: dict[str, str] | None, auth: httpx2.Auth | None) -> httpx2.AsyncClient:
+    """An httpx2 client like the SDK's (its timeouts, redirects off) over a :class:`DeliveryGuard`."""
+    return httpx2.AsyncClient(
+        headers=headers,
+        auth=auth,
+        timeout=httpx2.Timeout(MCP_DEFAULT_TIMEOUT, read=MCP_DEFAULT_SSE_READ_TIMEOUT),
+        transport=DeliveryGuard(httpx2.AsyncHTTPTransport()),
+    )
 
 
 class EndWatcher:
@@ -180,7 +252,7 @@ async def open_streams(
         ) as streams:
             yield streams
     else:
-        client = create_mcp_http_client(headers=resolved.headers or None, auth=auth)
+        client = http_client(resolved.headers or None, auth)
         if answer is not None:
             client.event_hooks["response"].append(answer)
         async with (

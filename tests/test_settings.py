@@ -35,6 +35,10 @@ def test_bad_values_name_the_variable(monkeypatch):
         env_int("BOOCODE_X", 1)
     with pytest.raises(ImproperlyConfigured, match=r"BOOCODE_X='maybe': expected a number"):
         env_float("BOOCODE_X", 1.0)
+    for endless in ("nan", "inf", "-inf"):
+        monkeypatch.setenv("BOOCODE_X", endless)
+        with pytest.raises(ImproperlyConfigured, match=rf"BOOCODE_X='{endless}': expected a finite number"):
+            env_float("BOOCODE_X", 1.0, minimum=1.0)
     monkeypatch.setenv("BOOCODE_X", "500")
     with pytest.raises(ImproperlyConfigured, match=r"BOOCODE_X=500: must be at most 100"):
         env_int("BOOCODE_X", 1, maximum=100)

@@ -24,8 +24,9 @@ from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from django.db import DatabaseError
 
-from boocode.chat import services, status
-from boocode.chat.elicitations import BadAnswer, UnknownForm, forms
+from boocode.chat import prompting, services, status
+from boocode.chat.attachments import BadAttachments, checked_attachments
+from boocode.chat.attachments import refs as attachment_refs
 from boocode.chat.events import group_emitter, group_name
 from boocode.chat.status import status_payload
 from boocode.chat.text import text_problem
@@ -81,15 +82,21 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
         await self.channel_layer.group_add(STATUS_GROUP, self.channel_name)
         await self.channel_layer.group_add(sessions.user_group(user.pk), self.channel_name)
         history, info = await database_sync_to_async(_history_and_info)(conversation_id)
+        # The turn may run in another web process (Redis layer): it is asked for its live state.
+        turn = await registry.state(conversation_id)
+        if turn.settled:  # a dead process's turn was settled just now: show the settled rows
+            history, info = await database_sync_to_async(_history_and_info)(conversation_id)
         await self.send_json(
             {
                 "type": "history",
                 "conversation": conversation_id,
                 "conversation_info": info,
-                "messages": merge_live_text(history, conversation_id),
-                "running": registry.running(conversation_id),
-                "turn_id": registry.turn_id(conversation_id),
-                "elicitations": forms.pending(conversation_id),
+                "messages": merge_live_text(history, conversation_id, turn.live),
+                "running": turn.running,
+                "turn_id": turn.turn_id,
+                "elicitations": turn.elicitations,
+                "progress": turn.progress,  # running calls' latest tool_progress
+                "approvals": turn.approvals,
             }
         )
         await self._send_status()
@@ -142,8 +149,10 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
             "user_message": self._user_message,
             "cancel": self._cancel,
             "elicitation_answer": self._elicitation_answer,
+            "approval_answer": self._approval_answer,
             "regenerate": self._regenerate,
             "edit": self._edit,
+            "prompt": self._prompt,
         }.get(content["type"])
         if handler is None:
             await self._error("unknown_type", f'Unknown frame type "{content["type"][:50]}".')
@@ -155,7 +164,14 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
         text = await self._checked_text(content, "user_message")
         if text is None:
             return
-        await self._start(TurnRequest(self.conversation_id, text, user_id=self.scope["user"].pk))
+        try:
+            attached = tuple(checked_attachments(content.get("attachments")))
+        except BadAttachments as exc:
+            await self._error("bad_attachments", str(exc))
+            return
+        await self._start(
+            TurnRequest(self.conversation_id, text, user_id=self.scope["user"].pk, attachments=attached)
+        )
 
     async def _checked_text(self, content: dict[str, Any], frame: str) -> str | None:
         """The frame's ``text`` when it can be stored and sent, else None (the error is sent)."""
@@ -184,10 +200,19 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
         await self._start(TurnRequest(self.conversation_id, "", user_id=self.user_id, kind="regenerate"))
 
     async def _edit(self, content: dict[str, Any]) -> None:
-        """Replace a user message (and everything after it) with new text, and answer it."""
+        """Replace a user message (and everything after it) with new text, and answer it.
+
+        ``attachments`` as in ``user_message``; without it the message keeps the ones it had.
+        """
         assert self.conversation_id is not None
         text = await self._checked_text(content, "edit")
         if text is None:
+            return
+        try:  # absent or null: the message keeps its attachments; a list replaces them
+            given = content.get("attachments")
+            attached = None if given is None else tuple(checked_attachments(given))
+        except BadAttachments as exc:
+            await self._error("bad_attachments", str(exc))
             return
         if registry.running(self.conversation_id):
             await self._error("turn_in_progress", TURN_IN_PROGRESS)
@@ -196,31 +221,65 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
         if not await database_sync_to_async(services.is_editable)(self.conversation_id, message_id):
             await self._error("unknown_message", "No current user message with this id in this conversation.")
             return
+        if attached is None:
+            kept = database_sync_to_async(services.stored_attachments)
+            attached = tuple(attachment_refs(await kept(self.conversation_id, message_id)))
         await self._start(
-            TurnRequest(self.conversation_id, text, user_id=self.user_id, kind="edit", edit_id=message_id)
+            TurnRequest(
+                self.conversation_id,
+                text,
+                user_id=self.user_id,
+                kind="edit",
+                edit_id=message_id,
+                attachments=attached,
+            )
+        )
+
+    async def _prompt(self, content: dict[str, Any]) -> None:
+        """Insert an MCP prompt's messages and answer them (checked in :mod:`boocode.chat.prompting`)."""
+        assert self.conversation_id is not None
+        try:
+            hub = await prompting.running_hub(self.user_id)
+            request = prompting.checked_frame(content, hub, self.user_id)
+        except prompting.BadPrompt as exc:
+            await self._error(exc.code, str(exc))
+            return
+        await self._start(
+            TurnRequest(self.conversation_id, "", user_id=self.user_id, kind="prompt", prompt=request)
         )
 
     async def _start(self, request: TurnRequest) -> None:
         try:
-            registry.start(request, group_emitter(request.conversation_id))
+            await registry.begin(request, group_emitter(request.conversation_id))
         except TurnInProgress:
             await self._error("turn_in_progress", TURN_IN_PROGRESS)
 
     async def _cancel(self, content: dict[str, Any]) -> None:
         assert self.conversation_id is not None
-        if not registry.cancel(self.conversation_id):
+        if not await registry.stop(self.conversation_id):
             await self._error("not_running", "No turn is running.")
 
     async def _elicitation_answer(self, content: dict[str, Any]) -> None:
         """The person's answer to a form of this conversation (the socket's user owns it)."""
+        await self._answer(content)
+
+    async def _answer(self, content: dict[str, Any]) -> None:
+        """An answer frame, applied in the process running the turn (errors may come back later)."""
         assert self.conversation_id is not None
-        form_id = content.get("id")
-        try:
-            forms.answer(self.conversation_id, form_id, content.get("action"), content.get("content"))
-        except UnknownForm:
-            await self._error("unknown_elicitation", "No open form with this id in this conversation.")
-        except BadAnswer as exc:
-            await self._error("bad_answer", str(exc), form_id=form_id)
+        error = await registry.answer(
+            self.conversation_id, content, user_id=self.user_id, reply_to=self.channel_name
+        )
+        if error is not None:
+            code, text, form_id = error
+            await self._error(code, text, form_id=form_id)
+
+    async def chat_answer_error(self, message: dict[str, Any]) -> None:
+        """The turn's process refused an answer this socket sent (routed back over the layer)."""
+        await self._error(str(message["code"]), str(message["message"]), form_id=message.get("id"))
+
+    async def _approval_answer(self, content: dict[str, Any]) -> None:
+        """The owner's decision on a tool call of this conversation waiting for approval."""
+        await self._answer(content)
 
     async def dispatch(self, message: dict[str, Any]) -> None:
         """Relay turn events and handle incoming frames directly; the rest goes through Channels.

@@ -1,7 +1,8 @@
 """One conversation as a file: Markdown to read, JSON to process.
 
 Both hold the current conversation as the page shows it: superseded messages are left out,
-tool calls carry their whole arguments and output (not the page's previews). What users and
+tool calls carry their whole arguments and output (not the page's previews), a message's
+attached resources are listed (JSON also has the text the model read of each). What users and
 models wrote is exported as written (it is their data); the views serve the files as
 attachments that browsers never render (``Content-Disposition: attachment``, ``nosniff`` and a
 sandboxing Content-Security-Policy).
@@ -55,6 +56,7 @@ def as_json(conversation: Conversation) -> dict[str, Any]:
                 "model": message.model,
                 "usage": message.usage if message.role == Message.Role.ASSISTANT else None,
                 "created_at": message.created_at.isoformat(),
+                "attachments": _attachments(message),
                 "tool_calls": [
                     {
                         "id": call.pk,
@@ -88,6 +90,13 @@ def as_json(conversation: Conversation) -> dict[str, Any]:
         },
         "messages": messages,
     }
+
+
+def _attachments(message: Message) -> list[dict[str, str]]:
+    """The resources attached to a message: what identifies each and the text the model read."""
+    stored = message.attachments if isinstance(message.attachments, list) else []
+    keys = ("uri", "server", "name", "mimeType", "text", "note")
+    return [{key: str(item.get(key) or "") for key in keys} for item in stored if isinstance(item, dict)]
 
 
 def json_text(conversation: Conversation) -> str:
@@ -134,6 +143,15 @@ def markdown_text(conversation: Conversation) -> str:
             lines += [_fence(message.content), ""]
         elif message.content:
             lines += [message.content, ""]
+        attached = _attachments(message)
+        if attached:
+            lines += ["Attached resources:", ""]
+            for item in attached:
+                kind = f", {_plain(item['mimeType'])}" if item["mimeType"] else ""
+                note = f" — {_plain(item['note'])}" if item["note"] else ""
+                name = _plain(item["name"] or item["uri"])
+                lines.append(f"- {name}: {_plain(item['uri'])} (server {_plain(item['server'])}{kind}){note}")
+            lines.append("")
         if message.status in (Message.Status.STOPPED, Message.Status.FAILED):
             reason = f": {message.error}" if message.error else ""
             lines += [f"*({message.status}{_plain(reason)})*", ""]

@@ -32,6 +32,17 @@ class Conversation(models.Model):
         blank=True,
         help_text="Empty: the agent's model (or BOOCODE_LLM_MODEL).",
     )
+    title_prompt_tokens = models.PositiveIntegerField(
+        default=0, help_text="Prompt tokens of the requests that asked the model for a title."
+    )
+    title_completion_tokens = models.PositiveIntegerField(
+        default=0, help_text="Completion tokens of the requests that asked the model for a title."
+    )
+    allowed_tools = models.JSONField(
+        default=list,
+        blank=True,
+        help_text="Prefixed names of tools the owner allowed for this conversation without asking again.",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -75,6 +86,11 @@ class Message(models.Model):
         null=True, blank=True, help_text="Empty: the model server sent no usage for this answer."
     )
     completion_tokens = models.PositiveIntegerField(null=True, blank=True)
+    attachments = models.JSONField(
+        default=list,
+        blank=True,
+        help_text="Resources attached to the message (URI, server, name, MIME type, what the model read).",
+    )
     superseded_at = models.DateTimeField(
         null=True,
         blank=True,
@@ -152,3 +168,45 @@ class Preference(models.Model):
 
     def __str__(self) -> str:
         return f"preferences of {self.user}"
+
+
+class ToolApproval(models.Model):
+    """A tool call that waited for the conversation owner's approval, and what was decided.
+
+    Kept for audit: staff see every decision (who, when, which arguments) in the admin.
+    """
+
+    class Decision(models.TextChoices):
+        PENDING = "pending"
+        APPROVED = "approved"
+        DENIED = "denied"
+        ALLOWED = "allowed", "allowed for the conversation"
+        EXPIRED = "expired", "expired (denied)"
+        STOPPED = "stopped", "stopped with the turn"
+
+    conversation = models.ForeignKey(Conversation, on_delete=models.CASCADE, related_name="approvals")
+    tool_call = models.ForeignKey(
+        ToolCall, on_delete=models.CASCADE, related_name="approvals", null=True, blank=True
+    )
+    server = models.CharField(max_length=100)
+    tool = models.CharField(max_length=255, help_text="The tool's name on its server.")
+    name = models.CharField(max_length=200, help_text="The prefixed name the model called.")
+    arguments = models.TextField(blank=True, help_text="The arguments as the model wrote them (JSON text).")
+    hints = models.JSONField(default=dict, blank=True, help_text="The tool's annotations when it was called.")
+    reason = models.CharField(
+        max_length=200, blank=True, help_text="Why approval was needed (a write tool, an untrusted server)."
+    )
+    decision = models.CharField(max_length=10, choices=Decision.choices, default=Decision.PENDING)
+    remember = models.BooleanField(default=False, help_text="Allowed for the rest of the conversation.")
+    decided_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    decided_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ("-created_at", "-id")
+        indexes = [models.Index(fields=["conversation", "decision"])]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.decision})"

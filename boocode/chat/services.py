@@ -22,9 +22,10 @@ from datetime import datetime
 from typing import Any
 
 from django.db import connection, transaction
-from django.db.models import Count, Q, QuerySet, Sum
+from django.db.models import Count, F, Q, QuerySet, Sum
 from django.utils import timezone
 
+from boocode.chat import attachments
 from boocode.chat.models import (
     DEFAULT_TITLE,
     MODEL_NAME_LENGTH,
@@ -32,6 +33,7 @@ from boocode.chat.models import (
     Conversation,
     Message,
     Preference,
+    ToolApproval,
     ToolCall,
 )
 from boocode.chat.rendering import images_for, markdown_text, preview, render_markdown
@@ -86,24 +88,39 @@ def set_conversation_model(*, conversation: Conversation, model: str) -> Convers
 
 
 def conversation_usage(conversation_id: int) -> dict[str, int]:
-    """Tokens the conversation's answers used, and how many answers came without usage.
+    """Tokens the conversation's answers and title requests used, and how many answers came without usage.
 
     Superseded answers count: their tokens were spent. An answer is an assistant message the
-    model completed; stopped and failed ones are not counted.
+    model completed; stopped and failed ones are not counted as answers. Title requests
+    (BOOCODE_TITLE_FROM_MODEL) are no answers: their tokens are kept on the conversation.
     """
-    complete = Q(status=Message.Status.COMPLETE)
-    totals = Message.objects.filter(conversation_id=conversation_id, role=Message.Role.ASSISTANT).aggregate(
+    complete = Q(role=Message.Role.ASSISTANT, status=Message.Status.COMPLETE)
+    spent = Message.objects.filter(conversation_id=conversation_id, role=Message.Role.ASSISTANT)
+    totals = spent.aggregate(
         prompt=Sum("prompt_tokens"),
         completion=Sum("completion_tokens"),
         answers=Count("id", filter=complete),
         without=Count("id", filter=complete & Q(prompt_tokens__isnull=True, completion_tokens__isnull=True)),
     )
+    titles = Conversation.objects.filter(pk=conversation_id).values_list(
+        "title_prompt_tokens", "title_completion_tokens"
+    )
+    title_prompt, title_completion = titles.first() or (0, 0)
     return {
-        "prompt_tokens": totals["prompt"] or 0,
-        "completion_tokens": totals["completion"] or 0,
+        "prompt_tokens": (totals["prompt"] or 0) + title_prompt,
+        "completion_tokens": (totals["completion"] or 0) + title_completion,
         "answers": totals["answers"],
         "answers_without_usage": totals["without"],
     }
+
+
+def record_title_usage(conversation_id: int, usage: Usage) -> None:
+    """Add the tokens of a title request (BOOCODE_TITLE_FROM_MODEL) to the conversation's totals."""
+    prompt, completion = usage
+    Conversation.objects.filter(pk=conversation_id).update(
+        title_prompt_tokens=F("title_prompt_tokens") + (prompt or 0),
+        title_completion_tokens=F("title_completion_tokens") + (completion or 0),
+    )
 
 
 def conversation_info(conversation: Conversation | int) -> dict[str, Any]:
@@ -256,6 +273,7 @@ def tool_call_payload(call: ToolCall, conversation_id: int) -> dict[str, Any]:
         "duration_ms": call.duration_ms,
         "images": images,
         "images_left_out": left_out,
+        "resources": attachments.linked_resources(call.parts),
     }
 
 
@@ -277,6 +295,7 @@ def message_payload(message: Message, calls: Iterable[ToolCall] = ()) -> dict[st
         "created_at": message.created_at.isoformat() if message.created_at else None,
         "model": message.model,
         "usage": message.usage if message.role == Message.Role.ASSISTANT else None,
+        "attachments": attachments.public(message.attachments),
     }
 
 
@@ -358,7 +377,7 @@ def conversation_choices(conversation_id: int) -> tuple[str, str]:
 # Plain SQL: this runs between the user's message and the model request of every turn, and
 # the ORM spends about 1 ms of Python building the join (SQLite runs it in 0.05 ms).
 HISTORY_SQL = """
-    SELECT m.id, m.role, m.content, c.call_id, c.name, c.arguments, c.output
+    SELECT m.id, m.role, m.content, c.call_id, c.name, c.arguments, c.output, m.attachments
     FROM chat_message m LEFT JOIN chat_toolcall c ON c.message_id = m.id
     WHERE m.conversation_id = %s AND m.role IN (%s, %s) AND m.superseded_at IS NULL
     ORDER BY m.id, c."index", c.id
@@ -375,10 +394,11 @@ def llm_history(conversation_id: int, system_prompt: str = "") -> list[dict[str,
         rows = cursor.fetchall()
     entries: list[tuple[str, str, list[tuple[str, str, str, str]]]] = []  # role, content, calls
     last_id = None
-    for message_id, role, content, call_id, name, arguments, output in rows:
+    for message_id, role, content, call_id, name, arguments, output, attached in rows:
         if message_id != last_id:
             last_id = message_id
-            entries.append((role, content, []))
+            # Attached resources reach the model inside the user message, each with its URI.
+            entries.append((role, attachments.model_content(content, attached) if attached else content, []))
         if call_id is not None:
             entries[-1][2].append((call_id, name, arguments, output))
     for role, content, calls in entries:
@@ -484,7 +504,13 @@ def _settle_once(conversation_id: int) -> None:
 
 
 def begin_turn(
-    conversation_id: int, role: str, text: str, *, open_answer: bool = False, model: str = ""
+    conversation_id: int,
+    role: str,
+    text: str,
+    *,
+    open_answer: bool = False,
+    model: str = "",
+    attachments: list[dict[str, Any]] | None = None,
 ) -> tuple[dict[str, Any], dict[str, Any] | None, bool]:
     """Store what the user sent (a message or a console command), in one transaction.
 
@@ -497,7 +523,8 @@ def begin_turn(
     One INSERT for both messages: this runs in every turn, alongside its first model request.
     """
     text = storable(text)
-    messages = [Message(conversation_id=conversation_id, role=role, content=text)]
+    attached = attachments or []
+    messages = [Message(conversation_id=conversation_id, role=role, content=text, attachments=attached)]
     if open_answer:
         messages.append(
             Message(
@@ -544,6 +571,18 @@ def is_editable(conversation_id: int, message_id: Any) -> bool:
     if not isinstance(message_id, int) or isinstance(message_id, bool) or message_id <= 0:
         return False
     return _current(conversation_id).filter(pk=message_id, role=Message.Role.USER).exists()
+
+
+def stored_attachments(conversation_id: int, message_id: Any) -> list[dict[str, Any]]:
+    """The attachments stored on a message of the conversation (``[]`` if none or not its message)."""
+    if not isinstance(message_id, int) or isinstance(message_id, bool):
+        return []
+    found = (
+        Message.objects.filter(conversation_id=conversation_id, pk=message_id)
+        .values_list("attachments", flat=True)
+        .first()
+    )
+    return found if isinstance(found, list) else []
 
 
 def _supersede(conversation_id: int, first_id: int) -> list[int]:
@@ -797,8 +836,14 @@ def end_running_calls(conversation_id: int, *, output: str = CANCELLED_OUTPUT) -
 
 
 def close_interrupted(conversation_id: int) -> None:
-    """Settle what a dead process left streaming or running (called when no turn is running)."""
+    """Settle what a dead process left streaming or running (called when no turn is running).
+
+    The answer being streamed ends ``failed`` with :data:`INTERRUPTED` (its text so far kept).
+    """
     Message.objects.filter(conversation_id=conversation_id, status=Message.Status.STREAMING).update(
-        status=Message.Status.STOPPED, error=INTERRUPTED
+        status=Message.Status.FAILED, error=INTERRUPTED
     )
     end_running_calls(conversation_id, output=INTERRUPTED)
+    Decision = ToolApproval.Decision
+    pending = ToolApproval.objects.filter(conversation_id=conversation_id, decision=Decision.PENDING)
+    pending.update(decision=Decision.STOPPED, decided_at=timezone.now())

@@ -6,6 +6,13 @@ second start raises :class:`TurnInProgress`). The task belongs to no websocket: 
 goes to ``emit`` (the consumer wires it to the conversation's channel-layer group), so a
 dropped socket does not stop the turn and every open tab sees it.
 
+Across web processes (Redis channel layer): the consumer starts turns with ``registry.begin``,
+which first takes the conversation's Redis lock (:mod:`boocode.chat.locks`; a second start in
+any process raises :class:`TurnInProgress`) and gives it back just before ``turn_end``.
+``state``, ``stop`` and ``answer`` reach a turn of another process over the channel layer (its
+live text and forms for a connecting tab, a cancel, a form or approval answer); a turn whose
+process died is settled as ``failed`` ("interrupted") by whichever process sees it first.
+
 Steps: read what the model request needs (re-read AGENTS.md if it changed, the
 conversation's agent, the history) in one read-only database unit; store the user message
 and the assistant message the first answer streams into in one write unit that runs while
@@ -21,6 +28,10 @@ supersedes the user message it names and everything after it, then runs like a n
 Superseded rows stay in the database; a ``superseded`` frame tells the tabs to remove them,
 and the history read for the model leaves them out.
 
+Prompts: a request of kind ``prompt`` first inserts the messages of an MCP prompt
+(:func:`boocode.chat.prompting.insert_prompt`), then answers them like a user message; a prompt
+that cannot be got ends the turn ``failed`` with a notice and nothing else stored.
+
 After ``turn_end`` a ``conversation`` frame carries the conversation's title, model and usage.
 With BOOCODE_TITLE_FROM_MODEL the first answer is followed by a short request for a title, run
 as a task of its own after the turn has ended (the next message need not wait for it); its
@@ -28,7 +39,10 @@ result is stored and sent in another ``conversation`` frame, and any failure kee
 made from the first message.
 
 Forms: each tool call runs with an asker for the conversation (:mod:`boocode.chat.elicitations`),
-so a server that elicits during the call shows its form to this conversation's tabs only.
+so a server that elicits during the call shows its form to this conversation's tabs only,
+and with its progress shown on its card (:mod:`boocode.chat.progress`).
+A call of a tool that needs approval waits for the owner's decision first
+(:mod:`boocode.chat.approvals`); a stop ends that wait ``stopped``.
 
 Stop: ``registry.cancel(conversation_id)`` answers the turn's open forms ``cancel``, then cancels
 the task wherever it waits: in the model stream (the HTTP response is closed) or in the tool
@@ -57,23 +71,32 @@ import contextlib
 import logging
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from channels.db import database_sync_to_async
+from channels.layers import get_channel_layer
 from django.conf import settings
 from django.core.exceptions import ObjectDoesNotExist
 from django.db import DatabaseError
 
 from boocode.chat import llm as llm_client
 from boocode.chat import services
-from boocode.chat.elicitations import asker_for, forms
+from boocode.chat.approvals import BadDecision, UnknownApproval, approvals, gate_for
+from boocode.chat.attachments import model_content, read_for_turn, unread
+from boocode.chat.elicitations import BadAnswer, UnknownForm, asker_for, forms
 from boocode.chat.llm import Completion, LLMError, LLMSettings, TextDelta, ToolCallRequest, stream_chat
+from boocode.chat.locks import Holder, SharedTurns, TurnLocked, shared_turns
 from boocode.chat.models import Message, ToolCall
+from boocode.chat.progress import running as running_progress
+from boocode.chat.progress import tracking
+from boocode.chat.prompting import PromptRequest, insert_prompt
 from boocode.chat.status import status_payload
+from boocode.shutdown import on_server_shutdown
+from boocode.tools.approval import approving
 from mcpclient.elicitation import asking
 from mcpclient.results import ToolResult
 
@@ -127,6 +150,10 @@ class TurnRequest:
     # or "edit" (text replaces the user message edit_id and everything after it).
     kind: str = "message"
     edit_id: int | None = None
+    # Resources attached to the message ({server, uri}), read by the turn (boocode.chat.attachments).
+    attachments: tuple[dict[str, str], ...] = ()
+    # kind "prompt": the checked prompt frame (boocode.chat.prompting) whose messages are inserted.
+    prompt: PromptRequest | None = None
 
 
 @dataclass
@@ -268,6 +295,7 @@ class _Turn:
         self.model = ""  # the model asked for in this turn (stored on each answer)
         self.titled = False  # this turn's message named the conversation
         self.announcing: asyncio.Future[None] | None = None  # the conversation frame of a new title
+        self.attachments: list[dict[str, Any]] = []  # the attached resources as read (stored)
 
     @property
     def text(self) -> str:
@@ -286,12 +314,15 @@ class _Turn:
         )
         status, error = "complete", ""
         try:
-            command = parse_command(self.request.text) if self.request.kind != "regenerate" else None
+            typed = self.request.kind not in ("regenerate", "prompt")
+            command = parse_command(self.request.text) if typed else None
             if command is not None:
                 if self.request.kind == "edit":
                     await self._supersede()
                 agent = await self._store_command()
                 await self._console(agent, *command)
+            elif self.request.kind == "prompt" and (error := await insert_prompt(self)):
+                status = "failed"  # nothing inserted; the notice says why
             else:
                 await self._converse()
         except asyncio.CancelledError:
@@ -337,7 +368,7 @@ class _Turn:
 
         A regenerated answer has no new user message: only the answer's message is opened.
         """
-        if self.request.kind == "regenerate":
+        if self.request.kind in ("regenerate", "prompt"):  # the history already ends with the question
             if answer:
                 await self._open_message(
                     await db(services.add_message)(
@@ -349,7 +380,12 @@ class _Turn:
                 )
             return
         payload, opened, self.titled = await db(services.begin_turn)(
-            self.conversation_id, Message.Role.USER, self.request.text, open_answer=answer, model=self.model
+            self.conversation_id,
+            Message.Role.USER,
+            self.request.text,
+            open_answer=answer,
+            model=self.model,
+            attachments=self.attachments,
         )
         self.request_message_id = payload["id"]
         await self.emit({"type": "message", "message": payload})
@@ -396,12 +432,25 @@ class _Turn:
     async def _converse(self) -> None:
         if self.request.kind in ("regenerate", "edit"):
             await self._supersede()
-        text = None if self.request.kind == "regenerate" else self.request.text
+        text = None if self.request.kind in ("regenerate", "prompt") else self.request.text
         try:
             agent, model, history = await db_read(_read_for_model)(self.conversation_id, text)
         except services.AgentUnavailable:
             self.storing = asyncio.ensure_future(self._store_message(answer=False))  # kept, never lost
             raise
+        if self.request.attachments and text is not None:
+            attached = list(self.request.attachments)
+            earlier = []  # an edit keeps what the replaced message read if a server fails now
+            if self.request.kind == "edit":
+                stored = db_read(services.stored_attachments)
+                earlier = await stored(self.conversation_id, self.request.edit_id)
+            try:
+                self.attachments = await read_for_turn(agent.tools, attached, self.request.user_id, earlier)
+            except asyncio.CancelledError:  # stopped while reading: the message is kept all the same
+                self.attachments = unread(attached, "stopped before it was read")
+                self.storing = asyncio.ensure_future(self._store_message(answer=False))
+                raise
+            history[-1] = {"role": "user", "content": model_content(text, self.attachments)}
         llm = LLMSettings.from_settings(model or agent.model)
         self.model = llm.model
         configured = llm.configured
@@ -545,6 +594,16 @@ class _Turn:
         self.last_emit = time.monotonic()
         await self.emit({"type": "text_delta", "message_id": self.message_id, "offset": offset, "text": text})
 
+    @contextlib.contextmanager
+    def _call_scope(self, call: dict[str, Any]) -> Iterator[None]:
+        """A tool call of this conversation: its forms, its approval and its progress reach the tabs."""
+        with (
+            asking(asker_for(self.conversation_id, call, self.emit)),
+            approving(gate_for(self.conversation_id, call, self.emit)),
+            tracking(self.conversation_id, call, self.emit),
+        ):
+            yield
+
     async def _run_calls(
         self,
         context: TurnContext,
@@ -565,7 +624,7 @@ class _Turn:
                 final = await db(services.finish_tool_call)(call, result, 0, status=ToolCall.Status.SKIPPED)
             else:
                 started = time.monotonic()
-                with asking(asker_for(self.conversation_id, call, self.emit)):
+                with self._call_scope(call):
                     result = await _execute(request.name, request.arguments, context.tools)
                 duration = int((time.monotonic() - started) * 1000)
                 final = await db(services.finish_tool_call)(call, result, duration)
@@ -608,7 +667,7 @@ class _Turn:
         )
         await self.emit({"type": "tool_call", "call": call})
         started = time.monotonic()
-        with asking(asker_for(self.conversation_id, call, self.emit)):
+        with self._call_scope(call):
             result = await _execute(name, arguments, tools)
         duration = int((time.monotonic() - started) * 1000)
         final = await db(services.finish_tool_call)(call, result, duration)
@@ -692,22 +751,26 @@ async def _title_from_model(conversation_id: int, model: str, emit: Emit) -> Non
 
     Any failure (no answer in time, an error, an empty answer) keeps the title made from the
     first message, and is logged without the conversation's text. A title the user gave the
-    conversation meanwhile is kept too.
+    conversation meanwhile is kept too. The tokens the request used (when the endpoint reports
+    them) count in the conversation's totals whatever became of the title.
     """
     try:
         current, messages = await db_read(_title_request)(conversation_id)
-        text = ""
+        done: Completion | None = None
         async with asyncio.timeout(TITLE_TIMEOUT):
             stream = stream_chat(messages, llm=LLMSettings.from_settings(model))
             async with contextlib.aclosing(stream):
                 async for event in stream:
                     if isinstance(event, Completion):
-                        text = event.text
-        title = text.strip().strip(QUOTES).strip()
-        if not title:
+                        done = event
+        title = (done.text if done else "").strip().strip(QUOTES).strip()
+        counted = done is not None and done.usage is not None
+        if done is not None and done.usage is not None:
+            await db(services.record_title_usage)(conversation_id, done.usage)
+        # A title the user gave meanwhile (a rename) stays: set_title refuses to replace it.
+        named = bool(title) and await db(services.set_title)(conversation_id, title, replacing=current)
+        if not named and not counted:
             return
-        if not await db(services.set_title)(conversation_id, title, replacing=current):
-            return  # renamed meanwhile: the user's title stays
         info = await db_read(services.conversation_info)(conversation_id)
     except (LLMError, TimeoutError, DatabaseError, ObjectDoesNotExist) as exc:
         logger.warning("conversation %s: no title from the model (%s)", conversation_id, exc)
@@ -742,6 +805,7 @@ class TurnRegistry:
         self._tasks: dict[int, asyncio.Task[str]] = {}
         self._turns: dict[int, _Turn] = {}
         self._cancelled: set[asyncio.Task[str]] = set()
+        self._swept: set[SharedTurns] = set()  # shared states whose sweep for dead turns runs
 
     def _live_task(self, conversation_id: int) -> asyncio.Task[str] | None:
         task = self._tasks.get(conversation_id)
@@ -807,13 +871,270 @@ class TurnRegistry:
             return None
         return turn.message_id, turn.text
 
+    # --- across processes (Redis channel layer; see boocode.chat.locks) ----------------------
+
+    def _shared(self) -> SharedTurns | None:
+        """The lock and control channel shared with other processes; None in the embedded mode."""
+        shared = shared_turns(self._control)
+        if shared is not None and shared not in self._swept:
+            self._swept.add(shared)
+            shared.on_lost(self.cancel)
+            _background(self._sweep(shared))
+            # Ctrl-C / SIGTERM: stop this process's turns so their locks go back at once
+            # (otherwise the other processes would wait for the TTL and call them interrupted).
+            on_server_shutdown(self.stop_all)
+        return shared
+
+    async def stop_all(self) -> None:
+        """Stop every turn of this process and wait (at most :data:`SHUTDOWN_WAIT`) for them to end."""
+        tasks = [task for key in list(self._tasks) if (task := self._live_task(key)) is not None]
+        for conversation_id in list(self._tasks):
+            self.cancel(conversation_id)
+        if tasks:
+            await asyncio.wait(tasks, timeout=SHUTDOWN_WAIT)
+
+    async def begin(self, request: TurnRequest, emit: Emit) -> asyncio.Task[str]:
+        """:meth:`start` after taking the conversation's lock across processes (Redis layer only).
+
+        Raises :class:`TurnInProgress` when a turn runs here or in another process. A lock left
+        by a process that died mid-turn is taken over: that turn is settled first. The lock is
+        given back just before ``turn_end`` goes out, so a tab may start the next turn at once.
+        """
+        conversation_id = request.conversation_id
+        shared = self._shared()
+        if shared is None:
+            return self.start(request, emit)
+        if self.running(conversation_id):
+            raise TurnInProgress(conversation_id)
+        try:
+            claim = await shared.acquire(conversation_id, request.turn_id)
+        except TurnLocked:
+            raise TurnInProgress(conversation_id) from None
+        released = False
+
+        async def release() -> None:
+            nonlocal released
+            if not released:
+                released = True
+                await shared.release(conversation_id, claim, request.turn_id)
+
+        async def emit_releasing(event: dict[str, Any]) -> None:
+            if event.get("type") == "turn_end" and event.get("turn_id") == request.turn_id:
+                try:
+                    await release()
+                except Exception:  # Redis away: the lock expires after its TTL; the tabs still hear
+                    logger.exception("conversation %s: could not give the turn lock back", conversation_id)
+            await emit(event)
+
+        try:
+            if claim.interrupted:
+                await self._settle(conversation_id, claim.interrupted)
+            task = self.start(request, emit_releasing)
+        except BaseException:
+            await release()
+            raise
+        task.add_done_callback(lambda _task: _background(release()))
+        return task
+
+    async def state(self, conversation_id: int) -> TurnState:
+        """The conversation's turn as a connecting tab needs it, wherever it runs.
+
+        A turn of another process is asked for its live text, open forms, approvals and progress
+        over the channel layer; a conversation whose turn's process died is settled now.
+        """
+        shared = None if self.running(conversation_id) else self._shared()
+        if shared is None:
+            return self._local_state(conversation_id)
+        holder = await shared.holder(conversation_id)
+        if holder is None:
+            return TurnState(settled=await self._settle_dead(shared, conversation_id))
+        if holder.turn_id.startswith(SETTLING):
+            return TurnState()
+        reply = await shared.request(
+            holder.channel, {"type": "turn.snapshot", "conversation": conversation_id}, SNAPSHOT_TIMEOUT
+        )
+        if reply is None:  # the owner is busy or dying: the stored text and running state
+            return TurnState(running=True, turn_id=holder.turn_id)
+        live = reply.get("live")
+        return TurnState(
+            running=bool(reply.get("running")),
+            turn_id=reply.get("turn_id"),
+            live=(live[0], live[1]) if live else None,
+            elicitations=reply.get("elicitations") or [],
+            progress=reply.get("progress") or [],
+            approvals=reply.get("approvals") or [],
+        )
+
+    def _local_state(self, conversation_id: int) -> TurnState:
+        return TurnState(
+            running=self.running(conversation_id),
+            turn_id=self.turn_id(conversation_id),
+            live=self.live_text(conversation_id),
+            elicitations=forms.pending(conversation_id),
+            progress=running_progress(conversation_id),
+            approvals=approvals.pending(conversation_id),
+        )
+
+    async def stop(self, conversation_id: int) -> bool:
+        """:meth:`cancel`, also of a turn running in another process; ``False`` if none runs."""
+        if self.cancel(conversation_id):
+            return True
+        holder = await self._remote_holder(conversation_id)
+        if holder is None:
+            return False
+        await holder[0].send(holder[1].channel, {"type": "turn.cancel", "conversation": conversation_id})
+        return True
+
+    async def answer(
+        self, conversation_id: int, frame: dict[str, Any], *, user_id: int | None, reply_to: str
+    ) -> tuple[str, str, Any] | None:
+        """Apply an ``elicitation_answer`` or ``approval_answer`` frame where the turn runs.
+
+        Here: the error to send back (code, message, form id), or None. In another process the
+        frame goes to it with the same checks, and an error comes back to ``reply_to`` as a
+        ``chat.answer_error`` message.
+        """
+        holder = None if self.running(conversation_id) else await self._remote_holder(conversation_id)
+        if holder is None:
+            return answer_here(conversation_id, frame, user_id)
+        message = {
+            "type": "turn.answer",
+            "conversation": conversation_id,
+            "frame": frame,
+            "user_id": user_id,
+            "reply_to": reply_to,
+        }
+        await holder[0].send(holder[1].channel, message)
+        return None
+
+    async def _remote_holder(self, conversation_id: int) -> tuple[SharedTurns, Holder] | None:
+        shared = self._shared()
+        if shared is None:
+            return None
+        holder = await shared.holder(conversation_id)
+        if holder is None or holder.turn_id.startswith(SETTLING):
+            return None
+        return shared, holder
+
+    async def _control(self, message: dict[str, Any]) -> None:
+        """A message from another process about a turn of this one (see :mod:`boocode.chat.locks`)."""
+        conversation_id = message.get("conversation")
+        if not isinstance(conversation_id, int):
+            return
+        kind = message.get("type")
+        if kind == "turn.cancel":
+            self.cancel(conversation_id)
+        elif kind == "turn.snapshot" and isinstance(message.get("reply"), str):
+            state = self._local_state(conversation_id)
+            await get_channel_layer().send(message["reply"], {"type": "turn.snapshot", **state.wire()})
+        elif kind == "turn.answer" and isinstance(message.get("frame"), dict):
+            error = answer_here(conversation_id, message["frame"], message.get("user_id"))
+            if error is not None and isinstance(message.get("reply_to"), str):
+                code, text, form_id = error
+                reply = {"type": "chat.answer_error", "code": code, "message": text, "id": form_id}
+                await get_channel_layer().send(message["reply_to"], reply)
+
+    async def _settle(self, conversation_id: int, turn_id: str) -> None:
+        """Settle what a dead process's turn left (under the lock) and end that turn in every tab."""
+        from boocode.chat.events import group_emitter
+
+        await db(services.close_interrupted)(conversation_id)
+        logger.warning(
+            "conversation %s: turn %s was interrupted by a process that died", conversation_id, turn_id
+        )
+        end = {"type": "turn_end", "turn_id": turn_id, "status": "failed", "error": services.INTERRUPTED}
+        try:
+            await group_emitter(conversation_id)({**end, "cap_hit": False})
+        except Exception:  # the rows are settled; a tab that missed this sees them on reload
+            logger.exception("could not announce the end of interrupted turn %s", turn_id)
+
+    async def _settle_dead(self, shared: SharedTurns, conversation_id: int) -> bool:
+        """Settle the conversation if its turn's process died holding it; whether it did."""
+        claimed = await shared.claim_interrupted(conversation_id)
+        if claimed is None:
+            return False
+        claim, dead = claimed
+        try:
+            await self._settle(conversation_id, dead)
+        finally:
+            await shared.release(conversation_id, claim, dead)
+        return True
+
+    async def _sweep(self, shared: SharedTurns) -> None:
+        """Settle conversations whose turn's process died, every half TTL, in every process."""
+        while True:
+            try:
+                for conversation_id in await shared.interrupted():
+                    await self._settle_dead(shared, conversation_id)
+            except Exception:  # Redis or the database away: look again next time
+                logger.exception("could not look for interrupted turns")
+            await asyncio.sleep(shared.ttl / 2)
+
+
+SETTLING = "settling-"  # the turn id in a lock taken only to settle a dead process's turn
+SNAPSHOT_TIMEOUT = 2.0  # seconds a connecting tab waits for another process's running turn
+SHUTDOWN_WAIT = 5.0  # seconds a stopping server gives its turns to save and give their locks back
+
+
+@dataclass
+class TurnState:
+    """A conversation's turn as the ``history`` frame shows it (:meth:`TurnRegistry.state`)."""
+
+    running: bool = False
+    turn_id: str | None = None
+    live: tuple[int, str] | None = None  # (message id, text so far) of the message being streamed
+    elicitations: list[dict[str, Any]] = field(default_factory=list)
+    progress: list[dict[str, Any]] = field(default_factory=list)
+    approvals: list[dict[str, Any]] = field(default_factory=list)
+    settled: bool = False  # a dead process's turn was settled just now (re-read the history)
+
+    def wire(self) -> dict[str, Any]:
+        """As sent between processes (no tuples)."""
+        return {
+            "running": self.running,
+            "turn_id": self.turn_id,
+            "live": list(self.live) if self.live else None,
+            "elicitations": self.elicitations,
+            "progress": self.progress,
+            "approvals": self.approvals,
+        }
+
+
+def answer_here(
+    conversation_id: int, frame: dict[str, Any], user_id: int | None
+) -> tuple[str, str, Any] | None:
+    """Apply an answer frame to this process's open forms or approvals; the error to send, or None."""
+    if frame.get("type") == "elicitation_answer":
+        form_id = frame.get("id")
+        try:
+            forms.answer(conversation_id, form_id, frame.get("action"), frame.get("content"))
+        except UnknownForm:
+            return "unknown_elicitation", "No open form with this id in this conversation.", None
+        except BadAnswer as exc:
+            return "bad_answer", str(exc), form_id
+        return None
+    try:
+        approvals.answer(
+            conversation_id, frame.get("id"), frame.get("decision"), frame.get("remember"), user_id=user_id
+        )
+    except UnknownApproval:
+        return "unknown_approval", "No pending approval with this id in this conversation.", None
+    except BadDecision as exc:
+        return "bad_approval", str(exc), None
+    return None
+
 
 registry = TurnRegistry()
 
 
-def merge_live_text(history: list[dict[str, Any]], conversation_id: int) -> list[dict[str, Any]]:
-    """Replace the saved text of the message being streamed with the live text (reconnects)."""
-    live = registry.live_text(conversation_id)
+def merge_live_text(
+    history: list[dict[str, Any]], conversation_id: int, live: tuple[int, str] | None = None
+) -> list[dict[str, Any]]:
+    """Replace the saved text of the message being streamed with the live text (reconnects).
+
+    ``live`` as :meth:`TurnRegistry.state` found it (another process's turn); else this process's.
+    """
+    live = live or registry.live_text(conversation_id)
     if live is not None:
         message_id, text = live
         for message in history:

@@ -2,7 +2,7 @@
 
 from django.urls import path
 
-from boocode.chat import views
+from boocode.chat import prompt_views, resource_views, views
 
 app_name = "chat"
 urlpatterns = [
@@ -19,5 +19,9 @@ urlpatterns = [
     path("api/agents/", views.agents_api, name="agents_api"),
     path("api/models/", views.models_api, name="models_api"),
     path("api/search/", views.search_api, name="search_api"),
+    path("api/prompts/", prompt_views.prompts_api, name="prompts_api"),
+    path("api/resources/", resource_views.resources_api, name="resources_api"),
+    path("api/resources/read/", resource_views.read_resource_api, name="read_resource_api"),
+    path("api/complete/", resource_views.complete_api, name="complete_api"),
     path("prefs/theme/", views.set_theme, name="theme"),
 ]

@@ -28,6 +28,7 @@ from django.views.decorators.http import require_http_methods, require_POST, req
 
 from boocode.chat import exports, services
 from boocode.chat import llm as llm_client
+from boocode.chat.events import group_emitter
 from boocode.chat.llm import LLMSettings
 from boocode.chat.models import MODEL_NAME_LENGTH, Conversation
 from boocode.chat.search import search_conversations
@@ -100,6 +101,7 @@ def _page(request: HttpRequest, current: Conversation | None) -> HttpResponse:
             "llm_default_model": default_model,
             "llm_configured": llm.configured,
             "llm_model": llm.model,
+            "llm_server_model": settings.LLM_MODEL,  # the status line's fallback (agents without model:)
             "max_message_chars": MAX_MESSAGE_CHARS,
             "accounts": account_states(request.user.pk),
             "theme": services.user_theme(request.user),
@@ -164,7 +166,8 @@ def delete_conversation(request: HttpRequest, conversation_id: int) -> HttpRespo
 
 
 async def _stop_turn(conversation_id: int) -> None:
-    if registry.cancel(conversation_id):
+    # A turn of another web process is asked to stop too; only this process's can be waited for.
+    if await registry.stop(conversation_id):
         async with asyncio.timeout(10):
             await registry.wait(conversation_id)
 
@@ -265,6 +268,10 @@ async def set_model(request: HttpRequest, conversation_id: int) -> HttpResponse:
             return JsonResponse({"error": problem}, status=400)
         return HttpResponseBadRequest(problem, content_type="text/plain; charset=utf-8")
     await sync_to_async(services.set_conversation_model)(conversation=target, model=model)
+    # Every open tab follows (picker and status line), and this frame comes after any a turn sent
+    # with the old model, so a late one cannot leave the old name on the page.
+    info = await sync_to_async(services.conversation_info)(target)
+    await group_emitter(target.pk)({"type": "conversation", "conversation": info})
     if _wants_json(request):
         return JsonResponse({"id": target.pk, "model": target.model})
     return redirect("chat:conversation", conversation_id=target.pk)

@@ -53,6 +53,7 @@ from jsonschema.validators import validator_for
 from referencing.exceptions import Unresolvable
 
 from agents.policy import is_allowed
+from boocode.tools.approval import check_approval
 from boocode.tools.native import NATIVE_TOOLS, Deadline, NativeTool, ToolTimeoutError, time_limit_message
 from boocode.tools.workspace import WorkspaceError
 from mcpclient.config import DEFAULT_TIMEOUT_MS
@@ -109,6 +110,10 @@ class Tool:
     executor: Executor = field(repr=False, compare=False)
     title: str = ""
     output_schema: dict[str, Any] | None = None
+    # Why each call waits for the person's approval ("" when it does not; boocode.tools.approval),
+    # and the annotations the approval card shows.
+    approval_reason: str = ""
+    annotations: dict[str, Any] | None = None
 
     async def execute(self, arguments: dict[str, Any]) -> ToolResult:
         """Run the tool with already-validated ``arguments``."""
@@ -285,6 +290,8 @@ def available_tools(user_id: int | None = None) -> list[Tool]:
             executor=partial(_call_mcp, name, hub_tool.server, hub_tool.name, user_id=user_id),
             title=hub_tool.title,
             output_schema=hub_tool.output_schema,
+            approval_reason=hub_tool.approval_reason,
+            annotations=hub_tool.annotations,
         )
     return [tools[name] for name in sorted(tools)]
 
@@ -438,7 +445,8 @@ async def execute_tool(
     """Run the tool ``name`` with ``arguments`` (a dict or the model's JSON string).
 
     ``allowed`` is the agent's tool list for this turn; a tool outside it is refused even if it
-    exists. Unknown tools, unparsable or invalid arguments come back as error results.
+    exists. Unknown tools, unparsable or invalid arguments come back as error results. A tool
+    that needs approval waits for the gate in the context (:mod:`boocode.tools.approval`).
     """
     pool = list(allowed) if allowed is not None else available_tools()
     tool = next((candidate for candidate in pool if candidate.name == name), None)
@@ -453,4 +461,7 @@ async def execute_tool(
     problem = validate_arguments(tool, parsed)
     if problem is not None:
         return ToolResult.error(problem)
+    refusal = await check_approval(tool, parsed)  # waits for the person when the tool needs it
+    if refusal is not None:
+        return refusal
     return await tool.execute(parsed)

@@ -5,12 +5,16 @@
 // Safety rule: text from the model, tools or MCP servers is only ever inserted as text. The only
 // HTML inserted is a message's "html" field, which the server rendered from Markdown and sanitized.
 
+import { Approvals } from "./approval.js";
 import { Composer } from "./composer.js";
 import { announce, post } from "./dom.js";
-import { endElicitation, renderElicitation, showElicitationError } from "./elicitation.js";
+import { endElicitation, markElicitationWaiting, renderElicitation, showElicitationError } from "./elicitation.js";
 import { Thread } from "./messages.js";
+import { Attacher } from "./resources.js";
+import { clearProgress, showProgress } from "./progress.js";
 import { AgentPicker, ModelPicker, agentCard } from "./pickers.js";
 import { Sidebar } from "./sidebar.js";
+import { SlashMenu } from "./slash.js";
 import { Connection } from "./socket.js";
 import { StatusLine } from "./status.js";
 import { setupTheme } from "./theme.js";
@@ -23,13 +27,15 @@ const jumpButton = document.getElementById("jump-latest");
 const agentSelect = document.getElementById("agent-select");
 const modelSelect = document.getElementById("model-select");
 const LANDING_TITLE = "New conversation";
-const EDIT_ERRORS = new Set(["unknown_message", "bad_text", "too_long"]);
+const EDIT_ERRORS = new Set(["unknown_message", "bad_text", "too_long", "bad_attachments"]);
 
 const page = {
   conversation: root.dataset.conversation ? Number(root.dataset.conversation) : null,
   connection: null,
   running: false,
   pendingText: null,
+  pendingFrame: null, // a prompt chosen on the landing: sent once the new conversation is connected
+  sentText: null, // a user_message sent and not yet seen stored: put back if the server refuses it
   forms: new Map(), // elicitation id -> form element (open forms only)
 };
 
@@ -54,7 +60,9 @@ const status = new StatusLine();
 const thread = new Thread(document.getElementById("messages"), {
   urls: { output: (callId) => `/c/${page.conversation}/calls/${callId}/output/` },
   welcome: document.getElementById("welcome"),
-  onEdit: (messageId, text) => send({ type: "edit", message_id: messageId, text }),
+  onEdit: (messageId, text, attachments) =>
+    send({ type: "edit", message_id: messageId, text, ...(attachments ? { attachments } : {}) }),
+  editAttachments: (message) => attacher.editor(message.attachments), // resources.js
   onRegenerate: () => send({ type: "regenerate" }),
   onScrollState: (near) => {
     jumpButton.hidden = near || thread.isEmpty;
@@ -80,7 +88,12 @@ const agents = agentSelect
   : null;
 
 const models = modelSelect
-  ? new ModelPicker({ select: modelSelect, getConversation: () => page.conversation, onError: showError })
+  ? new ModelPicker({
+    select: modelSelect,
+    getConversation: () => page.conversation,
+    onError: showError,
+    onChange: () => renderAgentCard(),
+  })
   : null;
 
 const composer = new Composer({
@@ -92,6 +105,23 @@ const composer = new Composer({
   onStop: () => send({ type: "cancel" }),
 });
 
+const attacher = new Attacher({ form: document.getElementById("composer") });
+
+// "/" in the composer: console commands and MCP prompts (a prompt on the landing starts a conversation).
+new SlashMenu({
+  composer,
+  onPrompt: async (frame) => {
+    if (page.conversation !== null) return send(frame);
+    page.pendingFrame = frame;
+    if (await startConversation(null)) return true;
+    page.pendingFrame = null;
+    return false;
+  },
+});
+
+// Tool calls waiting for the person's approval (static/chat/approval.js).
+const approvals = new Approvals({ thread, send: (frame) => send(frame) });
+
 const sidebar = new Sidebar({
   getConversation: () => page.conversation,
   onDeletedCurrent: () => window.location.assign("/"),
@@ -101,12 +131,48 @@ const sidebar = new Sidebar({
   onNewConversation: () => showLanding(),
 });
 
+// The model the conversation uses: its pick, else its agent's `model:`, else the server's default ("").
+function effectiveModel() {
+  if (!models) return "";
+  if (models.value) return models.value;
+  return agents ? (agents.current && agents.current.model) || "" : models.defaultModel;
+}
+
+// The card names the same model as the status line (the server's default when that is "").
 function renderAgentCard() {
+  const model = effectiveModel();
+  status.setModel(model);
   const slot = document.getElementById("agent-card-slot");
   if (!slot) return;
   const agent = agents ? agents.current : null;
-  const modelName = models ? models.value || models.defaultModel : "";
-  slot.replaceChildren(...(agent ? [agentCard(agent, modelName)] : []));
+  const fallback = models ? models.defaultModel : status.root.dataset.serverModel || "";
+  const card = agent ? agentCard(agent, model || fallback) : null;
+  // Unchanged (a refresh that brought nothing new): the card stays as it is, no flicker.
+  if (card && slot.childElementCount === 1 && slot.firstElementChild.isEqualNode(card)) return;
+  slot.replaceChildren(...(card ? [card] : []));
+}
+
+// The agent card's tools follow the MCP servers: a server that becomes ready, changes its tools
+// or goes down (the `status` frame) re-reads /api/agents/, debounced. The landing has no socket:
+// there the agents are re-read every few seconds while the page is shown.
+const AGENTS_DEBOUNCE_MS = 400;
+const LANDING_POLL_MS = 5000;
+let agentsTimer = null;
+let serversSeen = null;
+
+function refreshAgentsSoon() {
+  if (!agents) return;
+  clearTimeout(agentsTimer);
+  agentsTimer = setTimeout(() => {
+    agentsTimer = null;
+    agents.refresh().then(() => renderAgentCard());
+  }, AGENTS_DEBOUNCE_MS);
+}
+
+function followServers(frame) {
+  const key = JSON.stringify((frame.servers || []).map((server) => [server.name, server.status, server.tool_count]));
+  if (key !== serversSeen) refreshAgentsSoon();
+  serversSeen = key;
 }
 
 // --- conversation state ------------------------------------------------------------------------------
@@ -128,6 +194,7 @@ function applyConversation(info) {
   if (!info || info.id !== page.conversation) return;
   if (typeof info.title === "string" && info.title) setTitle(info.title);
   if (models && typeof info.model === "string" && document.activeElement !== modelSelect) models.set(info.model);
+  renderAgentCard(); // and the status line's model
   status.usage(info.usage);
 }
 
@@ -147,7 +214,28 @@ function sendMessage(text) {
     showError("Not connected yet: your message is sent as soon as the connection is back.");
     return true;
   }
-  return send({ type: "user_message", text });
+  return sendUserMessage(text);
+}
+
+function sendUserMessage(text) {
+  const attachments = attacher.take(); // resources.js: the chips go with the message
+  if (!send({ type: "user_message", text, ...(attachments.length ? { attachments } : {}) })) {
+    attacher.restore();
+    return false;
+  }
+  page.sentText = text;
+  return true;
+}
+
+// Nothing typed is lost: a message the server refused (or that could not be sent) goes back into
+// the composer, before anything typed since.
+const REFUSALS = new Set(["turn_in_progress", "too_long", "bad_text", "bad_attachments"]);
+function putBack(text, why) {
+  const input = composer.input;
+  if (input.value !== text) input.value = input.value.trim() ? `${text}\n\n${input.value}` : text;
+  composer.autosize();
+  composer.focus();
+  showError(why);
 }
 
 function connect() {
@@ -204,6 +292,7 @@ function showLanding() {
     page.connection = null;
     page.conversation = null;
     page.pendingText = null;
+    page.sentText = null;
     page.forms.clear();
     delete root.dataset.conversation;
     delete root.dataset.wsPath;
@@ -235,7 +324,8 @@ function showForm(elicitation) {
   page.forms.set(elicitation.id, formEl);
   thread.keepScrolled(wasNearBottom);
   const first = formEl.querySelector("input, select, button");
-  if (first && wasNearBottom) first.focus({ preventScroll: true });
+  // Never onto a link's Open button: an Enter meant for the composer must not open a page.
+  if (first && wasNearBottom && elicitation.mode !== "url") first.focus({ preventScroll: true });
 }
 
 function closeForm(frame) {
@@ -251,20 +341,34 @@ function handle(frame) {
     case "history":
       page.forms.clear();
       thread.clear();
+      clearProgress();
       for (const message of frame.messages) thread.upsert(message);
+      for (const entry of frame.progress || []) showProgress(entry, thread.card(entry.call_id));
       for (const elicitation of frame.elicitations || []) showForm(elicitation);
+      approvals.reset();
+      for (const approval of frame.approvals || []) approvals.show(approval);
       setRunning(Boolean(frame.running));
       thread.scrollToEnd();
       applyConversation(frame.conversation_info);
       renderAgentCard();
+      if (page.pendingFrame !== null) {
+        const pending = page.pendingFrame;
+        page.pendingFrame = null;
+        send(pending);
+      }
       if (page.pendingText !== null) {
         const text = page.pendingText;
         page.pendingText = null;
-        if (!send({ type: "user_message", text })) composer.input.value = text;
+        if (frame.running) {
+          putBack(text, "An answer is still being written here: your message is back in the box; send it when it ends.");
+        } else if (!sendUserMessage(text)) {
+          putBack(text, "Not connected: your message is back in the box.");
+        }
       }
       break;
     case "status":
       status.render(frame);
+      followServers(frame);
       break;
     case "conversation":
       applyConversation(frame.conversation);
@@ -276,6 +380,9 @@ function handle(frame) {
     case "message":
     case "message_start":
     case "message_complete":
+      if (frame.message && frame.message.role === "user" && frame.message.content === page.sentText) {
+        page.sentText = null; // stored: the turn took it
+      }
       thread.upsert(frame.message);
       break;
     case "text_delta":
@@ -284,6 +391,9 @@ function handle(frame) {
     case "tool_call":
     case "tool_result":
       thread.upsertCall(frame.call);
+      break;
+    case "tool_progress":
+      showProgress(frame, thread.card(frame.call_id));
       break;
     case "superseded":
       thread.remove(frame.message_ids || []);
@@ -294,15 +404,32 @@ function handle(frame) {
     case "elicitation_end":
       closeForm(frame);
       break;
+    case "approval":
+      approvals.show(frame.approval);
+      break;
+    case "approval_end":
+      approvals.end(frame);
+      break;
+    case "elicitation_waiting":
+      if (page.forms.has(frame.id)) markElicitationWaiting(page.forms.get(frame.id), frame, send);
+      break;
     case "turn_end":
       setRunning(false);
       if (frame.status === "stopped") announce("Stopped.");
       break;
     case "error":
+      if (approvals.error(frame)) break;
       if (frame.id && page.forms.has(frame.id)) {
         showElicitationError(page.forms.get(frame.id), frame.message);
       } else {
         if (EDIT_ERRORS.has(frame.code) || frame.code === "turn_in_progress") thread.editFailed();
+        if (page.sentText !== null && REFUSALS.has(frame.code)) attacher.restore(); // not an edit's refusal
+        if (page.sentText !== null && REFUSALS.has(frame.code)) {
+          const text = page.sentText;
+          page.sentText = null;
+          putBack(text, `${frame.message} Your message is back in the box.`);
+          break;
+        }
         showError(frame.message);
       }
       break;
@@ -332,6 +459,11 @@ window.addEventListener("popstate", () => window.location.reload());
 setupTheme();
 renderAgentCard();
 if (agents) agents.refresh().then(() => renderAgentCard());
+if (agents) {
+  setInterval(() => {
+    if (page.conversation === null && !document.hidden) refreshAgentsSoon();
+  }, LANDING_POLL_MS);
+}
 if (models) models.load();
 if (page.conversation !== null) connect();
 if (window.matchMedia("(min-width: 800px)").matches) composer.focus();

@@ -1,9 +1,14 @@
-// Forms an MCP server asks for during a tool call (elicitation), as in docs/protocol.md.
+// What an MCP server asks for during a tool call (elicitation), as in docs/protocol.md: a form,
+// or a web page to open (URL mode).
 //
-// The server's message, titles, descriptions and choices are untrusted text: they are only
+// The server's message, titles, descriptions, choices and URL are untrusted text: they are only
 // ever inserted with textContent / value, never as HTML. One input per field: text (or email,
 // url, date, date-time), number, checkbox for booleans, select for a single choice,
 // checkboxes for a multi-select; defaults pre-filled, required fields marked.
+//
+// A link is shown in full as text (its host apart), never as a clickable link; only the Open
+// button opens it, in a new tab without opener or referrer, and only for http(s) URLs. Nothing
+// is fetched or opened before that click.
 
 const OUTCOMES = {
   accepted: "You accepted.",
@@ -12,6 +17,15 @@ const OUTCOMES = {
   expired: "No answer in time: declined.",
   stopped: "Cancelled: the turn was stopped.",
   withdrawn: "Withdrawn: the tool call ended.",
+};
+const LINK_OUTCOMES = {
+  completed: "Completed: the server reported that you finished.",
+  done: "You said you finished on the page.",
+  declined: "You declined to open the page.",
+  cancelled: "You cancelled.",
+  expired: "No answer in time: declined.",
+  stopped: "Cancelled: the turn was stopped.",
+  withdrawn: "Closed: the tool call ended.",
 };
 const INPUT_TYPES = { email: "email", uri: "url", date: "date", "date-time": "datetime-local" };
 
@@ -154,8 +168,107 @@ function expiresText(iso) {
   return `Expires at ${when.toLocaleTimeString([], { hour: "2-digit", minute: "2-digit" })} if not answered.`;
 }
 
-// Build the form of one pending elicitation; `send(frame)` returns false when not connected.
+// The URL when it may be opened (http or https), else null.
+function openable(url) {
+  try {
+    const parsed = new URL(url);
+    return parsed.protocol === "http:" || parsed.protocol === "https:" ? parsed.href : null;
+  } catch {
+    return null;
+  }
+}
+
+function openInNewTab(url) {
+  const target = openable(url);
+  if (target) window.open(target, "_blank", "noopener,noreferrer");
+  return Boolean(target);
+}
+
+function button(className, text) {
+  const node = el("button", className, text);
+  node.type = "button";
+  return node;
+}
+
+// A web page the server asks the person to open (URL mode).
+function renderLink(elicitation, send) {
+  const box = el("section", "elicitation elicitation-link");
+  box.dataset.id = elicitation.id;
+  box.dataset.server = elicitation.server || "";
+  box.setAttribute("aria-label", "A web page to open");
+  const who = elicitation.server || elicitation.tool;
+  box.append(el("p", "elicitation-from", `${who} (${elicitation.tool}) asks you to open a web page:`));
+  box.append(el("p", "elicitation-message", elicitation.message));
+  const site = el("p", "elicitation-site", "Site: ");
+  site.append(el("strong", "elicitation-host", elicitation.host || "(no host)"));
+  box.append(site);
+  const full = el("p", "elicitation-url");
+  full.append(el("code", null, elicitation.url));
+  box.append(full);
+  if (/(^|\.)xn--/i.test(elicitation.host || "") || /[^\x20-\x7e]/.test(elicitation.url)) {
+    box.append(el("p", "elicitation-warning", "This address uses international characters: check the site carefully."));
+  }
+  const canOpen = openable(elicitation.url) !== null;
+  box.append(
+    el(
+      "p",
+      "note",
+      canOpen
+        ? "Nothing opens until you click Open. The page opens in a new tab; what you enter there goes to the server, not to BooCode."
+        : "BooCode opens only http and https pages.",
+    ),
+  );
+  const error = el("p", "elicitation-error");
+  error.setAttribute("role", "alert");
+  error.hidden = true;
+  box.append(error);
+  const buttons = el("div", "elicitation-buttons");
+  const open = button("accept", "Open");
+  open.disabled = !canOpen;
+  buttons.append(open, button("decline", "Decline"), button("cancel", "Cancel"));
+  box.append(buttons);
+  const expires = expiresText(elicitation.expires_at);
+  if (expires) box.append(el("p", "note elicitation-expires", expires));
+
+  const answer = (action) => {
+    error.hidden = true;
+    if (send({ type: "elicitation_answer", id: elicitation.id, action })) box.classList.add("sending");
+  };
+  open.addEventListener("click", () => {
+    if (openInNewTab(elicitation.url)) answer("accept"); // opening is the consent
+  });
+  buttons.querySelector(".decline").addEventListener("click", () => answer("decline"));
+  buttons.querySelector(".cancel").addEventListener("click", () => answer("cancel"));
+  if (elicitation.state === "waiting") markElicitationWaiting(box, elicitation, send);
+  return box;
+}
+
+// The person opened the page (in this tab or another): wait for the server, with manual controls.
+export function markElicitationWaiting(box, frame, send) {
+  if (!box.classList.contains("elicitation-link") || box.classList.contains("waiting")) return;
+  box.classList.remove("sending");
+  box.classList.add("waiting");
+  const who = box.dataset.server || "the server";
+  const status = el("p", "elicitation-status", `Waiting for ${who} to report that you finished on the page…`);
+  status.setAttribute("role", "status");
+  const buttons = el("div", "elicitation-buttons");
+  const again = button("open-again", "Open again");
+  const done = button("done", "I'm done");
+  buttons.append(again, done);
+  box.querySelector(".elicitation-buttons").replaceWith(status, buttons);
+  const url = box.querySelector(".elicitation-url code").textContent;
+  again.addEventListener("click", () => openInNewTab(url));
+  done.addEventListener("click", () => {
+    if (send({ type: "elicitation_answer", id: box.dataset.id, action: "done" })) box.classList.add("sending");
+  });
+  const expires = box.querySelector(".elicitation-expires");
+  const text = expiresText(frame.expires_at);
+  if (expires && text) expires.textContent = text.replace("if not answered", "if the server does not report");
+}
+
+// Build the form (or link) of one pending elicitation; `send(frame)` returns false when not connected.
 export function renderElicitation(elicitation, send) {
+  if (elicitation.mode === "url") return renderLink(elicitation, send);
   const formEl = el("form", "elicitation");
   formEl.dataset.id = elicitation.id;
   formEl.noValidate = true; // the server checks the answer and names every problem
@@ -201,9 +314,16 @@ export function showElicitationError(formEl, message) {
   error.hidden = !message;
 }
 
-// The form is settled: replace it with one line saying how.
+// The form (or link) is settled: replace it with one line saying how.
 export function endElicitation(formEl, outcome) {
-  const done = el("p", "elicitation-done", OUTCOMES[outcome] || `Form closed (${outcome}).`);
+  let text = OUTCOMES[outcome] || `Form closed (${outcome}).`;
+  if (formEl.classList.contains("elicitation-link")) {
+    text = LINK_OUTCOMES[outcome] || `Closed (${outcome}).`;
+    if (outcome === "expired" && formEl.classList.contains("waiting")) {
+      text = "The server did not report completion in time.";
+    }
+  }
+  const done = el("p", "elicitation-done", text);
   done.dataset.id = formEl.dataset.id;
   formEl.replaceWith(done);
   return done;

@@ -6,17 +6,19 @@
 // sanitized by the server (boocode/chat/rendering.py). Everything else goes in as text.
 
 import { copyButton, el, formatCount, iconButton, markScrollable } from "./dom.js";
+import { showAttachments } from "./resources.js";
 import { renderCall } from "./toolcards.js";
 
 const ROLE_LABELS = { user: "You", assistant: "Assistant", console: "Console", notice: "Notice" };
 const NEAR_BOTTOM = 80;
 
 export class Thread {
-  constructor(container, { urls, welcome, onEdit, onRegenerate, onScrollState }) {
+  constructor(container, { urls, welcome, onEdit, onRegenerate, onScrollState, editAttachments }) {
     this.container = container;
     this.urls = urls;
     this.welcome = welcome;
     this.onEdit = onEdit;
+    this.editAttachments = editAttachments; // resources.js: the edited message's attachment chips
     this.onRegenerate = onRegenerate;
     this.onScrollState = onScrollState || (() => {});
     this.messages = new Map(); // id -> entry
@@ -120,6 +122,7 @@ export class Thread {
     entry.badge.textContent = message.status === "complete" ? "" : message.status;
     entry.model.textContent = message.role === "assistant" && message.model ? `· ${message.model}` : "";
     this.renderBody(entry, message);
+    showAttachments(entry.el, entry.body, message); // resources.js: chips that open the viewer
     entry.error.textContent = message.error || "";
     entry.error.hidden = !message.error;
     for (const call of message.tool_calls || []) this.upsertCall(call, false);
@@ -228,7 +231,8 @@ export class Thread {
     save.type = "submit";
     buttons.append(cancel, save);
     const note = el("p", "note", "Sending replaces this message and the answers after it (the old ones are kept on the server).");
-    form.append(label, area, note, buttons);
+    const attached = this.editAttachments?.(entry.message);
+    form.append(label, area, ...(attached ? [attached.element] : []), note, buttons);
     entry.body.after(form);
     entry.editForm = form;
     area.focus();
@@ -242,7 +246,7 @@ export class Thread {
       event.preventDefault();
       const text = area.value;
       if (!text.trim()) return;
-      if (this.onEdit(entry.message.id, text)) save.disabled = true;
+      if (this.onEdit(entry.message.id, text, attached?.take())) save.disabled = true;
     });
     area.addEventListener("keydown", (event) => {
       if (event.key === "Enter" && !event.shiftKey && !event.isComposing) {

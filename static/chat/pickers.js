@@ -35,14 +35,14 @@ function toolsSentence(agent) {
   return `May use ${tools.length} tool${tools.length === 1 ? "" : "s"}: ${parts.join(", ")}.`;
 }
 
-// The card shown at the top of an empty conversation.
+// The card shown at the top of an empty conversation. `modelName`: the model the conversation
+// would use (chat.js, effectiveModel(): the picker's, else the agent's, else the default).
 export function agentCard(agent, modelName) {
   const card = el("section", "agent-card");
   card.setAttribute("aria-label", `Agent: ${agent.name}`);
   const head = el("div", "agent-card-head");
   head.append(icon("agent"), el("span", "agent-card-name", agent.name));
-  const model = agent.model || modelName;
-  if (model) head.append(el("span", "agent-card-model", model));
+  if (modelName) head.append(el("span", "agent-card-model", modelName));
   card.append(head);
   if (agent.description) card.append(el("p", "agent-card-description", agent.description));
   const sentence = toolsSentence(agent);

@@ -1,18 +1,60 @@
-// The status line: the socket, the model (as the last status frame says, so "(unreachable)"
-// goes as soon as the server sees the model again), the MCP servers, and the conversation's
-// token usage.
+// The status line: the socket, the model the conversation uses (its state as the last status
+// frame says, so "(unreachable)" goes as soon as the server sees the model again), the MCP
+// servers, and the conversation's token usage.
+//
+// On a phone (status.css) the line is one row: the connection and a summary button ("model ·
+// tokens · servers") that expands to the full details on a tap; on wider screens every part shows.
 
-import { el, formatCount } from "./dom.js";
+import { el, formatCount, icon } from "./dom.js";
 
 // Statuses that read better in words (OAuth: see docs/configuration.md, "Signing in").
 const STATUS_WORDS = { auth_required: "needs a sign-in", per_user: "per person (Your accounts)" };
+const SERVING = new Set(["ready", "per_user"]);
+
+// The hub's retry plan as the frame carried it (docs/protocol.md, `status`): seconds from then.
+function retryText(server) {
+  if (server.retry_in === undefined) return "";
+  if (server.circuit_open) return ` (${server.attempts} reconnects failed, next try in ${server.retry_in} s)`;
+  return ` (reconnecting in ${server.retry_in} s)`;
+}
 
 export class StatusLine {
   constructor() {
+    this.root = document.getElementById("statusline");
     this.connEl = document.getElementById("connection-state");
     this.modelEl = document.getElementById("model-state");
     this.serversEl = document.getElementById("server-states");
     this.usageEl = document.getElementById("conversation-usage");
+    // Before the first status frame: what the page was rendered with.
+    this.model = {
+      configured: !/^no model/.test(this.modelEl.textContent),
+      name: this.root.dataset.serverModel || "",
+      last_error: null,
+    };
+    this.effective = ""; // the conversation's model ("" = the server's default)
+    this.serverCount = null; // null: no status frame yet
+    this.usageShort = ""; // the phone's form of the usage ("1.5k tokens")
+    this.summary = this.buildSummary();
+  }
+
+  // The phone's one-line summary, a button that shows and hides the details.
+  buildSummary() {
+    const button = el("button", "status-summary");
+    button.type = "button";
+    button.id = "status-summary";
+    button.setAttribute("aria-expanded", "false");
+    button.setAttribute("aria-controls", "statusline");
+    this.summaryText = el("span", "status-summary-text");
+    button.append(el("span", "sr-only", "Status: "), this.summaryText, icon("chevron"));
+    button.addEventListener("click", () => this.expand(!this.root.classList.contains("expanded")));
+    this.root.insertBefore(button, this.modelEl);
+    return button;
+  }
+
+  expand(open) {
+    this.root.classList.toggle("expanded", open);
+    this.summary.setAttribute("aria-expanded", String(open));
+    this.summary.title = open ? "Hide the status details" : "Show the status details";
   }
 
   connection(text, good) {
@@ -20,22 +62,37 @@ export class StatusLine {
     this.connEl.className = `conn ${text ? (good ? "good" : "bad") : ""}`;
   }
 
-  render(frame) {
-    const model = frame.model || {};
+  // The model the conversation uses (its pick, else its agent's `model:`); "" = the server's default.
+  setModel(name) {
+    this.effective = name || "";
+    this.paintModel();
+    this.paintSummary();
+  }
+
+  paintModel() {
+    const model = this.model;
     const modelEl = this.modelEl;
+    const name = this.effective || model.name;
     if (!model.configured) {
       modelEl.textContent = "no model configured";
       modelEl.className = "model bad";
       modelEl.title = "Set BOOCODE_LLM_BASE_URL and BOOCODE_LLM_MODEL";
+    } else if (!name) {
+      return; // no status frame and no conversation model yet: the rendered text stays
     } else if (model.last_error) {
-      modelEl.textContent = `model: ${model.name} (unreachable)`;
+      modelEl.textContent = `model: ${name} (unreachable)`;
       modelEl.className = "model bad";
       modelEl.title = model.last_error;
     } else {
-      modelEl.textContent = `model: ${model.name}`;
+      modelEl.textContent = `model: ${name}`;
       modelEl.className = "model";
       modelEl.title = "";
     }
+  }
+
+  render(frame) {
+    this.model = frame.model || {};
+    this.paintModel();
     this.serversEl.replaceChildren();
     const servers = frame.servers || [];
     if (!servers.length) this.serversEl.append(el("span", "server none", "no MCP servers"));
@@ -43,18 +100,23 @@ export class StatusLine {
       const item = el("span", `server server-${server.status}`);
       item.dataset.name = server.name;
       const words = STATUS_WORDS[server.status] || server.status;
-      item.textContent = `${server.name}: ${words}` + (server.status === "ready" ? ` (${server.tool_count} tools)` : "");
+      item.textContent = `${server.name}: ${words}` + (server.status === "ready" ? ` (${server.tool_count} tools)` : retryText(server));
       if (server.last_error) item.title = server.last_error;
       this.serversEl.append(item);
     }
+    const counted = servers.filter((server) => server.status !== "disabled"); // switched off by staff
+    this.serverCount = { all: servers.length, total: counted.length, serving: counted.filter((s) => SERVING.has(s.status)).length };
+    this.paintSummary();
   }
 
   // The conversation's usage (the `conversation` frame): totals, and how many answers came without.
   usage(usage) {
     const target = this.usageEl;
+    this.usageShort = "";
     if (!usage || typeof usage.answers !== "number" || usage.answers === 0) {
       target.hidden = true;
       target.textContent = "";
+      this.paintSummary();
       return;
     }
     const counted = usage.answers - (usage.answers_without_usage || 0);
@@ -62,15 +124,37 @@ export class StatusLine {
     if (counted === 0) {
       text = "tokens: not reported by the model endpoint";
       target.title = "The endpoint sent no usage for any answer of this conversation.";
+      this.usageShort = "tokens: n/a";
     } else {
       const total = (usage.prompt_tokens || 0) + (usage.completion_tokens || 0);
       text = `tokens: ${formatCount(total)} (${formatCount(usage.prompt_tokens)} in, ${formatCount(usage.completion_tokens)} out)`;
       target.title = `${usage.prompt_tokens} prompt + ${usage.completion_tokens} completion tokens over ${counted} answer(s)`;
+      this.usageShort = `${formatCount(total)} tokens`;
       if (usage.answers_without_usage) {
         text += ` · ${usage.answers_without_usage} answer${usage.answers_without_usage === 1 ? "" : "s"} without usage`;
       }
     }
     target.textContent = text;
     target.hidden = false;
+    this.paintSummary();
+  }
+
+  // The phone's one line: short forms of the parts; the full text is the button's tooltip.
+  paintSummary() {
+    const parts = [];
+    const modelText = this.modelEl.textContent.replace(/^model: /, "");
+    if (modelText) parts.push(modelText);
+    if (this.usageShort) parts.push(this.usageShort);
+    const count = this.serverCount;
+    if (count && !count.total) parts.push(count.all ? "MCP servers off" : "no MCP servers");
+    else if (count) {
+      parts.push(count.serving === count.total
+        ? `${count.total} server${count.total === 1 ? "" : "s"} ready`
+        : `${count.serving}/${count.total} servers ready`);
+    }
+    this.summaryText.textContent = parts.join(" · ");
+    const bad = this.modelEl.classList.contains("bad") || (count !== null && count.serving < count.total);
+    this.summary.classList.toggle("bad", bad);
+    if (!this.root.classList.contains("expanded")) this.summary.title = "Show the status details";
   }
 }

@@ -7,6 +7,8 @@
 // raster types.
 
 import { el, formatDuration, icon, markScrollable } from "./dom.js";
+import { renderProgress } from "./progress.js";
+import { resourceLinks } from "./resources.js";
 import { renderStructured } from "./structured.js";
 
 const IMAGE_URL = /^data:image\/(png|jpeg|gif|webp);base64,[A-Za-z0-9+/]+={0,2}$/;
@@ -178,6 +180,7 @@ function renderResult(card, call, urls, rerender) {
   if (call.images_left_out) {
     result.append(el("p", "note", `${call.images_left_out} image(s) not shown (type not allowed or too large).`));
   }
+  result.append(...resourceLinks(call)); // resources.js: links that open the viewer
   return result;
 }
 
@@ -227,4 +230,5 @@ export function renderCall(card, call, urls) {
   card.append(args);
 
   if (call.status !== "running") card.append(renderResult(card, call, urls, rerender));
+  renderProgress(card, call); // the bar of a running call (progress.js)
 }

@@ -10,10 +10,15 @@ the page threw an error. ``site.db(code)`` runs Django code on the server's data
 
 from __future__ import annotations
 
+import contextlib
+import http.cookiejar
 import json
 import os
 import re
 import subprocess
+import time
+import urllib.parse
+import urllib.request
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -95,6 +100,54 @@ class Site:
 
     def write_agents(self, text: str) -> None:
         (self.data / "AGENTS.md").write_text(text)
+
+    def servers_offering(self) -> set[str]:
+        """The MCP servers whose tools the agents are offered now, as the page's agent list says.
+
+        Asks ``/api/agents/`` as ``admin``, which applies an edited mcp.json first.
+        """
+        jar = http.cookiejar.CookieJar()
+        opener = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(jar))
+        opener.open(f"{self.url}/login/", timeout=30).read()
+        token = next(cookie.value for cookie in jar if cookie.name == "csrftoken")
+        form = urllib.parse.urlencode(
+            {"username": "admin", "password": PASSWORD, "csrfmiddlewaretoken": token}
+        )
+        request = urllib.request.Request(
+            f"{self.url}/login/", data=form.encode(), headers={"Referer": f"{self.url}/login/"}
+        )
+        opener.open(request, timeout=30).read()
+        with opener.open(f"{self.url}/api/agents/", timeout=60) as response:
+            agents = json.load(response)["agents"]
+        return {tool["server"] for agent in agents for tool in agent["tools"] if tool["server"]}
+
+    @contextlib.contextmanager
+    def with_servers(self, entries: dict[str, dict[str, Any]], timeout: float = 90.0) -> Iterator[None]:
+        """mcp.json with ``entries`` added while the block runs; their tools are offered when it starts.
+
+        The web process applies an edited mcp.json at its next request and connects an added
+        server in the background, so a test that used it at once would race its start. Leaving
+        the block puts the file back and waits until the added servers are gone, so the next
+        test starts from the site's own servers.
+        """
+        path = self.data / "mcp.json"
+        original = path.read_text()
+        servers = json.loads(original)
+        servers["mcpServers"].update(entries)
+        path.write_text(json.dumps(servers))
+        try:
+            self._wait_for_servers(lambda offered: set(entries) <= offered, timeout)
+            yield
+        finally:
+            path.write_text(original)
+            self._wait_for_servers(lambda offered: not set(entries) & offered, timeout)
+
+    def _wait_for_servers(self, done: Callable[[set[str]], bool], timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        while not done(offered := self.servers_offering()):
+            if time.monotonic() > deadline:
+                raise AssertionError(f"MCP servers offered after {timeout:.0f} s: {sorted(offered)}")
+            time.sleep(0.2)  # polling the page's own endpoint; each answer reflects the hub's state
 
 
 @pytest.fixture(scope="session")

@@ -75,7 +75,8 @@ class Tab:
         await self.ws.send_json_to(frame)
 
     async def close(self) -> None:
-        await self.ws.disconnect()
+        # Channels' default waits 1 s for the consumer to finish; a loaded machine needs longer.
+        await self.ws.disconnect(timeout=30)
 
 
 async def closed_with(tab: Tab) -> int:

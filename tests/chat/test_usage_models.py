@@ -301,9 +301,12 @@ async def test_status_rechecks_the_model_server_on_connect(models_llm: ScriptedL
 
 
 async def test_status_rechecks_the_model_server_in_the_background(
-    models_llm: ScriptedLLM, settings: Any
+    models_llm: ScriptedLLM, settings: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     settings.LLM_CHECK_INTERVAL = 0.2  # the setting refuses less than 5 s; a test has no minutes
+    # Count only this test's socket: one another test left open must not keep the checks alive.
+    monkeypatch.setattr(status, "_watchers", 0)
+    monkeypatch.setattr(status, "_loop_task", None)
     cookie = await login("alice")
     conversation = await conversation_of("alice")
     tab = Tab(conversation, cookie)

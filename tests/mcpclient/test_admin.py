@@ -233,8 +233,10 @@ def test_list_shows_state_with_colours_toggles_and_filters(admin_client: Client,
     long_error = "connection refused or unreachable " + "x" * 200
     McpServer.objects.filter(name="docs").update(status="unavailable", last_error=long_error)
     body = admin_client.get(reverse(CHANGELIST)).content.decode()
-    assert 'class="mcp-status mcp-status-ready" style="color: #2e7d32' in body
-    assert 'class="mcp-status mcp-status-failed" style="color: #c62828' in body  # the invalid entry
+    # Colours from static/boocode/admin.css (CSP: no inline styles; tests/browser/test_admin_styles.py)
+    assert '<span class="mcp-status mcp-status-ready">● ready</span>' in body
+    assert 'class="mcp-status mcp-status-failed"' in body  # the invalid entry
+    assert "/static/boocode/admin.css" in body and 'style="' not in body
     assert 'class="mcp-status mcp-status-unavailable"' in body
     assert "connection refused or unreachable xxx" in body and "x" * 100 not in body.replace(long_error, "")
     assert '<td class="field-tools_summary">12<br><small class="mcp-left-out">1 rejected</small></td>' in body

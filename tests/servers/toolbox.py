@@ -15,7 +15,10 @@ and a tool that adds a tool at runtime and sends notifications/tools/list_change
 ``--titled-tools`` adds two read-only tools with display metadata (off by default, so the
 tool counts other tests rely on stay put): ``forecast`` has a ``title``, an ``annotations.title``,
 icons (https, javascript:, a small and an oversized data: image) and an ``outputSchema``;
-``almanac`` has only an ``annotations.title``.
+``almanac`` has only an ``annotations.title``. ``--feature NAME`` (repeatable) adds one of the
+groups in ``tests/servers/toolbox_<name>.py``: progress, logs, resources, prompts, writes
+(tools with ``readOnlyHint: false``), questions (elicitation in form and URL mode) and hang
+(a tool after which the server answers nothing, pings included).
 """
 
 from __future__ import annotations
@@ -23,8 +26,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 import base64
+import importlib
 import os
 import sys
+from collections.abc import Sequence
 
 import mcp.types as types
 from mcp.server.mcpserver import Context, MCPServer
@@ -66,10 +71,30 @@ class PagedServer(MCPServer):
         )
 
 
-def build_server(extra_tools: int = 0, page_size: int = 0, titled_tools: bool = False) -> PagedServer:
-    """Create the toolbox server with every test tool registered."""
+# Optional groups of tools, resources and prompts, each in tests/servers/toolbox_<name>.py with a
+# ``register(server)`` function; off by default so that the tool counts other tests rely on stay put.
+FEATURES = ("progress", "logs", "resources", "prompts", "writes", "questions", "hang")
+
+
+def add_feature(server: MCPServer, name: str) -> None:
+    """Register the feature group ``name`` (one of :data:`FEATURES`) on ``server``."""
+    if name not in FEATURES:
+        raise ValueError(f"unknown feature {name!r}; known: {', '.join(FEATURES)}")
+    if __package__:
+        module = importlib.import_module(f".toolbox_{name}", __package__)
+    else:  # run as a script: this folder is on sys.path
+        module = importlib.import_module(f"toolbox_{name}")
+    module.register(server)
+
+
+def build_server(
+    extra_tools: int = 0, page_size: int = 0, titled_tools: bool = False, features: Sequence[str] = ()
+) -> PagedServer:
+    """Create the toolbox server with every test tool registered (and the ``features`` asked for)."""
     server = PagedServer("toolbox", version="1.0.0")
     server.page_size = page_size
+    for feature in features:
+        add_feature(server, feature)
 
     @server.tool(annotations=READ_ONLY)
     def echo(text: str) -> str:
@@ -208,9 +233,12 @@ def main() -> None:
     parser.add_argument("--extra-tools", type=int, default=0)
     parser.add_argument("--page-size", type=int, default=0)
     parser.add_argument("--titled-tools", action="store_true", help="add forecast and almanac")
+    parser.add_argument(
+        "--feature", action="append", default=[], choices=FEATURES, help="add a feature group (repeatable)"
+    )
     parser.add_argument("--tag", default="", help="ignored; lets tests find this process")
     options = parser.parse_args()
-    server = build_server(options.extra_tools, options.page_size, options.titled_tools)
+    server = build_server(options.extra_tools, options.page_size, options.titled_tools, options.feature)
     if options.http:
         server.settings.log_level = "WARNING"
         server.run("streamable-http", host="127.0.0.1", port=options.http)

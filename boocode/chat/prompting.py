@@ -1,0 +1,219 @@
+"""Prompts in the conversation: the ``prompt`` frame, the ``/`` menu's list, and the insertion.
+
+A person picks a prompt in the page's ``/`` menu (``GET /api/prompts``), fills in its
+arguments, and the page sends a ``prompt`` frame ``{server, name, arguments}``. The consumer
+checks it here (:func:`checked_frame`: types, sizes, and that the prompt is one the person may
+use now, with the arguments it takes) and starts a turn of kind ``prompt``. The turn calls
+:func:`insert_prompt`: ``prompts/get`` through the hub (the person's own session for a "perUser"
+server), then one write stores a console row marking where the messages came from ("from
+prompt <server>/<name>" and the arguments) and the prompt's messages with their roles, in
+order. The turn then answers the conversation as after a user message: the model's request
+holds the inserted messages in order (console rows are never sent to the model).
+
+A prompt that cannot be got (unknown, bad arguments, server down, server error) stores
+nothing but a notice with the reason, and the turn ends ``failed`` with that reason.
+
+Which prompts a person may use: every prompt of the shared servers that are ready, and of
+their own sessions with "perUser" servers. Prompts are user-controlled content (the MCP spec):
+they give the model no capability, so the agent's tool patterns, which bound what the model
+may call, do not filter them.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from channels.db import database_sync_to_async
+from django.db import transaction
+
+from boocode.chat import services
+from boocode.chat.models import Message
+from boocode.chat.text import storable, text_problem
+from mcpclient import prompts as hub_prompts
+
+if TYPE_CHECKING:
+    from boocode.chat.turns import _Turn
+    from mcpclient.hub import Hub
+
+logger = logging.getLogger(__name__)
+
+MAX_NAME_CHARS = hub_prompts.MAX_NAME_CHARS  # of a server's or a prompt's name in a frame
+MAX_ARGUMENTS = hub_prompts.MAX_ARGUMENTS
+MAX_ARGUMENT_CHARS = 32_000  # of one argument's value (a message's limit)
+
+# The console commands, as the "/" menu offers them (boocode.chat.turns runs them).
+CONSOLE_COMMANDS = (
+    {
+        "name": "/tools",
+        "insert": "/tools",
+        "description": "List the tools this conversation's agent may use.",
+    },
+    {
+        "name": "/call",
+        "insert": "/call ",
+        "description": 'Run one tool and show its result: /call <tool> {"argument": "value"}',
+    },
+    {"name": "/help", "insert": "/help", "description": "Show the tool console's help."},
+)
+
+
+class BadPrompt(Exception):
+    """A ``prompt`` frame that cannot be run; ``code`` and ``str()`` go into the error frame."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+@dataclass(frozen=True)
+class PromptRequest:
+    """A checked ``prompt`` frame: which prompt of which server, with which arguments."""
+
+    server: str
+    name: str
+    arguments: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def argument_dict(self) -> dict[str, str]:
+        """The arguments as ``prompts/get`` takes them."""
+        return dict(self.arguments)
+
+
+def _name(content: dict[str, Any], key: str) -> str:
+    value = content.get(key)
+    if not isinstance(value, str) or not value.strip():
+        raise BadPrompt("bad_frame", f'prompt needs a non-empty string "{key}".')
+    if len(value) > MAX_NAME_CHARS:
+        raise BadPrompt("bad_frame", f'prompt "{key}" is limited to {MAX_NAME_CHARS} characters.')
+    return value
+
+
+def checked_frame(content: dict[str, Any], hub: Hub | None, user_id: int | None) -> PromptRequest:
+    """The ``prompt`` frame as a request, or :class:`BadPrompt` naming what is wrong.
+
+    The prompt must be listed now for ``user_id`` (shared servers, their own sessions) and the
+    arguments must be the ones it takes, the required ones not blank.
+    """
+    server, name = _name(content, "server"), _name(content, "name")
+    raw = content.get("arguments", {})
+    if raw is None:
+        raw = {}
+    if not isinstance(raw, dict):
+        raise BadPrompt("bad_frame", 'prompt "arguments" must be an object of strings.')
+    if len(raw) > MAX_ARGUMENTS:
+        raise BadPrompt("bad_frame", f"A prompt takes at most {MAX_ARGUMENTS} arguments.")
+    arguments: dict[str, str] = {}
+    for key, value in raw.items():
+        if not isinstance(value, str):
+            raise BadPrompt("bad_frame", f'prompt argument "{key[:MAX_NAME_CHARS]}" must be a string.')
+        if len(key) > MAX_NAME_CHARS or len(value) > MAX_ARGUMENT_CHARS:
+            raise BadPrompt("too_long", f"Prompt arguments are limited to {MAX_ARGUMENT_CHARS} characters.")
+        problem = text_problem(value, f'argument "{key}"') if value else None
+        if problem is not None:
+            raise BadPrompt("bad_text", problem)
+        arguments[key] = value
+    prompt = hub_prompts.find(hub, server, name, user_id) if hub is not None else None
+    if prompt is None:
+        raise BadPrompt(
+            "unknown_prompt", f'No prompt "{name}" of MCP server "{server}" is available to you now.'
+        )
+    problem = hub_prompts.argument_problem(prompt, arguments)
+    if problem is not None:
+        raise BadPrompt("bad_arguments", problem)
+    # Optional arguments left blank are not sent: the server's default applies.
+    kept = tuple((key, value) for key, value in arguments.items() if value.strip() or _required(prompt, key))
+    return PromptRequest(server=server, name=name, arguments=kept)
+
+
+def _required(prompt: hub_prompts.HubPrompt, key: str) -> bool:
+    return any(argument.name == key and argument.required for argument in prompt.arguments)
+
+
+async def running_hub(user_id: int | None) -> Hub | None:
+    """The hub (started, changes applied, ``user_id``'s own sessions open) where this process runs it.
+
+    Without autostart (tests, commands) the installed hub as it is.
+    """
+    from django.conf import settings
+
+    from mcpclient.runtime import TURN_CHECK_INTERVAL, ensure_hub, get_hub
+    from mcpclient.signin import open_sessions
+
+    if not settings.MCP_AUTOSTART:
+        return get_hub()
+    hub = await ensure_hub(max_age=TURN_CHECK_INTERVAL)
+    await open_sessions(hub, user_id)
+    return hub
+
+
+def menu(hub: Hub | None, user_id: int | None) -> dict[str, Any]:
+    """``GET /api/prompts``: the console commands and the prompts ``user_id`` may use now."""
+    listed = hub_prompts.prompts_for(hub, user_id) if hub is not None else []
+    return {
+        "commands": [dict(command) for command in CONSOLE_COMMANDS],
+        "prompts": [p.as_json() for p in listed],
+    }
+
+
+def mark_text(request: PromptRequest) -> str:
+    """The console row in front of the inserted messages (never sent to the model)."""
+    text = f"from prompt {request.server}/{request.name}"
+    if request.arguments:
+        text += " " + json.dumps(request.argument_dict, ensure_ascii=False)
+    return text
+
+
+def store_prompt(
+    conversation_id: int, mark: str, messages: list[hub_prompts.PromptMessage]
+) -> tuple[list[dict[str, Any]], bool]:
+    """Store the mark and the prompt's messages in one transaction: their payloads, and whether
+    the first user message named the conversation. ``Conversation.DoesNotExist`` if it is gone."""
+    rows = [Message(conversation_id=conversation_id, role=Message.Role.CONSOLE, content=storable(mark))]
+    rows += [
+        Message(
+            conversation_id=conversation_id,
+            role=Message.Role.ASSISTANT if message.role == "assistant" else Message.Role.USER,
+            content=storable(message.text),
+        )
+        for message in messages
+    ]
+    first_user = next((m.text for m in messages if m.role == "user" and m.text.strip()), None)
+    with transaction.atomic():
+        titled = services._touch(conversation_id, first_user)
+        services._settle_once(conversation_id)
+        stored = Message.objects.bulk_create(rows)
+    return [services.message_payload(row) for row in stored], titled
+
+
+async def insert_prompt(turn: _Turn) -> str:
+    """Get the turn's prompt and insert its messages; ``""``, or the reason nothing was inserted.
+
+    On failure a notice with the reason is stored and emitted (nothing else is written).
+    """
+    import asyncio
+
+    request = turn.request.prompt
+    assert request is not None
+    hub = await running_hub(turn.request.user_id)
+    try:
+        if hub is None:
+            raise hub_prompts.PromptError(f'MCP server "{request.server}" unreachable: no MCP hub runs here')
+        _, messages = await hub_prompts.get(
+            hub, request.server, request.name, request.argument_dict, turn.request.user_id
+        )
+    except hub_prompts.PromptError as exc:
+        error = str(exc)
+        await turn._notice(f"The prompt was not inserted: {error}")
+        return error
+    payloads, titled = await database_sync_to_async(store_prompt)(
+        turn.conversation_id, mark_text(request), messages
+    )
+    for payload in payloads:
+        await turn.emit({"type": "message", "message": payload})
+    if titled:
+        turn.titled = True
+        turn.announcing = asyncio.ensure_future(turn._send_conversation())
+    return ""

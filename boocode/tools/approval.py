@@ -1,0 +1,50 @@
+"""The approval gate: a tool call that needs the person's approval waits here before it runs.
+
+A tool needs approval when its server's entry says so (``writeTools: "approve"`` for tools
+whose ``readOnlyHint`` is false, ``trusted: false`` for all of them; :mod:`mcpclient.approval`).
+:func:`boocode.tools.registry.execute_tool` calls :func:`check_approval` after the arguments
+were validated and before the tool runs, so the tool's time limit does not run while the
+person decides. Whoever runs the call puts a gate in the context with :func:`approving` (the
+chat turn: :func:`boocode.chat.approvals.gate_for`); without one, the call is refused: nothing
+that needs approval ever runs unapproved.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+from collections.abc import Awaitable, Callable, Iterator
+from typing import TYPE_CHECKING, Any
+
+from mcpclient.results import ToolResult
+
+if TYPE_CHECKING:
+    from boocode.tools.registry import Tool
+
+# Answers None to let the call run, or the error result the model gets instead.
+Gate = Callable[["Tool", dict[str, Any]], Awaitable[ToolResult | None]]
+
+_gate: contextvars.ContextVar[Gate | None] = contextvars.ContextVar("boocode_approval_gate", default=None)
+
+
+@contextlib.contextmanager
+def approving(gate: Gate) -> Iterator[None]:
+    """Run the block with ``gate`` deciding the calls that need approval."""
+    token = _gate.set(gate)
+    try:
+        yield
+    finally:
+        _gate.reset(token)
+
+
+async def check_approval(tool: Tool, arguments: dict[str, Any]) -> ToolResult | None:
+    """None when ``tool`` may run with ``arguments`` now; else the error result for the model."""
+    if not tool.approval_reason:
+        return None
+    gate = _gate.get()
+    if gate is None:
+        return ToolResult.error(
+            f'Not run: calls of "{tool.name}" need a person\'s approval ({tool.approval_reason}), '
+            "and nobody can be asked here."
+        )
+    return await gate(tool, arguments)

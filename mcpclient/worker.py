@@ -1,0 +1,229 @@
+"""The hub worker: one process that holds every MCP session for all web processes.
+
+Started with ``manage.py hub_worker`` (``BOOCODE_HUB=worker``): Channels' :class:`~channels.worker.Worker`
+listens on a channel of its own, joined to the group named after the hub channel
+(``settings.MCP_HUB_CHANNEL``) the web processes send to, and hands every message to one
+:class:`HubConsumer`. The hub itself is :mod:`mcpclient.runtime`'s, started before the first
+message and kept up to date with McpState (polled every ``TURN_CHECK_INTERVAL``), so changes
+written by any process reach it; its listeners persist each server's state and broadcast it
+(:func:`~mcpclient.worker_wire.state_group`, then the pages' ``mcp_status`` group).
+
+Lifecycle and cancellation
+--------------------------
+Every call and request runs as a task of its own (the consumer handles one message at a time).
+A call runs inside :func:`~mcpclient.progress.reporting` and :func:`~mcpclient.elicitation.asking`
+whose callbacks forward progress and forms to the caller's reply channel with the call's id;
+``hub.cancel`` cancels the task (the SDK tells the server), and a form still open when the call
+ends is withdrawn on the caller's side (``hub.ask_end``). Every ``HEARTBEAT`` seconds a
+``hub.alive`` tells the web processes the worker still runs. SIGTERM
+or SIGINT stops the worker: calls in flight are answered with an error, then the hub closes
+every session (stdio children end with it). A worker killed outright goes silent: its callers
+fail their calls once nothing was heard for ``SILENT_AFTER`` seconds; when it comes back, its
+first state carries a new ``boot`` id and the web processes fail the calls they had sent to the
+old one at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import uuid
+from typing import Any
+
+from channels.consumer import AsyncConsumer
+
+from mcpclient import runtime, worker_wire
+from mcpclient.elicitation import Answer, Link, asking
+from mcpclient.elicitation_schema import Form
+from mcpclient.hub import Hub
+from mcpclient.progress import Progress, reporting
+from mcpclient.results import ToolResult
+
+logger = logging.getLogger(__name__)
+
+BOOT = uuid.uuid4().hex  # this worker process's id, in every state it sends
+
+
+def state_of(hub: Hub) -> dict[str, Any]:
+    """What the web processes mirror: shared tools, server snapshots, McpState version, boot id."""
+    return {
+        "boot": BOOT,
+        "version": runtime.seen_version(),
+        "tools": [worker_wire.tool_out(tool) for tool in hub.tools()],
+        "snapshots": [worker_wire.snapshot_out(snapshot) for snapshot in hub.snapshots()],
+    }
+
+
+async def broadcast_state(hub: Hub) -> None:
+    """Send the hub's state to every web process."""
+    layer = worker_wire.hub_layer()
+    await layer.group_send(worker_wire.state_group(), {"type": "hub.state", "state": state_of(hub)})
+
+
+async def heartbeat() -> None:
+    """Tell the web processes this worker is alive, every ``worker_wire.HEARTBEAT`` seconds."""
+    layer = worker_wire.hub_layer()
+    while True:
+        try:
+            await layer.group_send(worker_wire.state_group(), {"type": "hub.alive", "boot": BOOT})
+        except Exception:  # Redis gone for a moment: the web processes see the silence
+            logger.exception("could not send the hub worker's heartbeat")
+        await asyncio.sleep(worker_wire.HEARTBEAT)
+
+
+class HubConsumer(AsyncConsumer):
+    """Routes the hub channel's messages to the process's hub (one instance per worker)."""
+
+    channel_layer_alias = worker_wire.LAYER
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        self.tasks: dict[str, asyncio.Task[Any]] = {}
+        self.replies: dict[str, str] = {}  # call id -> its caller's reply channel
+        self.answers: dict[tuple[str, str], asyncio.Future[Answer]] = {}
+        _consumers.add(self)
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            _consumers.discard(self)
+
+    def _spawn(self, key: str, coroutine: Any) -> None:
+        task = asyncio.ensure_future(coroutine)
+        self.tasks[key] = task
+        task.add_done_callback(lambda _: self.tasks.pop(key, None))
+
+    async def hub_request(self, message: dict[str, Any]) -> None:
+        """An admin action or a query: answered with ``hub.reply``."""
+        self._spawn(message["id"], self._request(message))
+
+    async def _request(self, message: dict[str, Any]) -> None:
+        op, args = message["op"], message.get("args") or {}
+        try:
+            hub = await runtime.ensure_hub()
+            if op == "state":
+                result: Any = None
+            elif op == "apply":
+                result = None
+            elif op == "reconnect":
+                await hub.reconnect(args["name"])
+                result = None
+            elif op == "rediscover":
+                await hub.rediscover(args["name"])
+                result = None
+            elif op == "set_log_level":
+                result = await hub.set_log_level(args["name"], args["level"])
+            elif op == "open_user":
+                await hub.open_user_sessions(args["user_id"], args["names"])
+                result = [worker_wire.tool_out(tool) for tool in hub.tools(args["user_id"])]
+            elif op == "close_user":
+                await hub.close_user_session(args["name"], args["user_id"])
+                result = None
+            else:
+                raise ValueError(f"unknown hub request {op!r}")
+            await hub.drain_listeners()
+            reply = {"result": result, "state": state_of(hub)}
+        except Exception as exc:  # the web process gets the error as text, the worker goes on
+            logger.exception("hub request %s failed", op)
+            reply = {"error": f"{type(exc).__name__}: {exc}"}
+        await self.channel_layer.send(message["reply"], {"type": "hub.reply", "id": message["id"], **reply})
+
+    async def hub_call(self, message: dict[str, Any]) -> None:
+        """A tool call: progress and forms go back to the caller while it runs, then the result."""
+        self.replies[message["id"]] = message["reply"]
+        self._spawn(message["id"], self._call(message))
+
+    async def hub_cancel(self, message: dict[str, Any]) -> None:
+        """The caller stopped waiting: cancel the call (the SDK tells the server)."""
+        task = self.tasks.get(message["id"])
+        if task is not None:
+            task.cancel()
+
+    async def hub_answer(self, message: dict[str, Any]) -> None:
+        """The person's answer to a forwarded form."""
+        waiting = self.answers.get((message["id"], message["ask"]))
+        if waiting is not None and not waiting.done():
+            waiting.set_result(Answer(message["action"], message.get("content")))
+
+    async def _call(self, message: dict[str, Any]) -> None:
+        call_id, reply = message["id"], message["reply"]
+        layer = self.channel_layer
+
+        async def report(update: Progress) -> None:
+            await layer.send(
+                reply,
+                {
+                    "type": "hub.progress",
+                    "id": call_id,
+                    "progress": update.progress,
+                    "total": update.total,
+                    "message": update.message,
+                },
+            )
+
+        async def ask(form: Form | Link) -> Answer:
+            if isinstance(form, Link):
+                # A link's life (consent, then completion) is not forwarded to web processes yet.
+                logger.info('tool "%s": declined a URL-mode elicitation (not forwarded)', form.tool)
+                return Answer("decline")
+            ask_id = uuid.uuid4().hex
+            waiting: asyncio.Future[Answer] = asyncio.get_running_loop().create_future()
+            self.answers[(call_id, ask_id)] = waiting
+            try:
+                await layer.send(
+                    reply,
+                    {"type": "hub.ask", "id": call_id, "ask": ask_id, "form": worker_wire.form_out(form)},
+                )
+                return await waiting
+            finally:
+                del self.answers[(call_id, ask_id)]
+                if not waiting.done():
+                    await asyncio.shield(
+                        layer.send(reply, {"type": "hub.ask_end", "id": call_id, "ask": ask_id})
+                    )
+
+        try:
+            hub = await runtime.ensure_hub(max_age=runtime.TURN_CHECK_INTERVAL)
+            with reporting(report):
+                with asking(ask) if message.get("ask") else contextlib.nullcontext():
+                    result = await hub.call_tool(
+                        message["name"], message["arguments"], user_id=message["user_id"]
+                    )
+        except asyncio.CancelledError:
+            return  # cancelled by its caller (who no longer waits) or by stop_calls (who answered)
+        except Exception as exc:  # a bug must reach the caller as text, not leave it waiting
+            logger.exception('tool call "%s" failed in the hub worker', message["name"])
+            result = ToolResult.error(f'MCP tool "{message["name"]}" failed in the hub worker: {exc}')
+        finally:
+            self.replies.pop(call_id, None)
+        await layer.send(
+            reply, {"type": "hub.reply", "id": call_id, "result": worker_wire.result_out(result)}
+        )
+
+    async def stop_calls(self) -> None:
+        """The worker is stopping: answer every call in flight with an error, then cancel it."""
+        stopped = ToolResult.error("The MCP hub worker stopped during the call; try again once it is back.")
+        for call_id, reply in list(self.replies.items()):
+            await self.channel_layer.send(
+                reply, {"type": "hub.reply", "id": call_id, "result": worker_wire.result_out(stopped)}
+            )
+        for task in list(self.tasks.values()):
+            task.cancel()
+
+
+_consumers: set[HubConsumer] = set()
+
+
+async def stop_all_calls() -> None:
+    """Answer and cancel the calls in flight of every consumer (the worker is stopping)."""
+    for consumer in list(_consumers):
+        await consumer.stop_calls()
+
+
+async def poll_changes(interval: float) -> None:
+    """Apply changes made by any process (McpState version, mcp.json) every ``interval`` s."""
+    while True:
+        await asyncio.sleep(interval)
+        try:
+            await runtime.ensure_hub()
+        except Exception:  # a broken database moment must not end the worker
+            logger.exception("could not check for MCP server changes")

@@ -1,0 +1,210 @@
+"""The composer's "/" menu and MCP prompts, in Chromium at 375 and 1280 px.
+
+This module runs its own Daphne (``site`` is overridden here): the toolbox with its prompts
+group as server ``box``, so the other browser tests keep their tool counts. Typing "/" opens the
+menu (console commands and prompts, filtered as one types, keyboard driven); a prompt with
+arguments asks for them (a completion suggestion is chosen), its messages are inserted and
+the model answers them; the scripted model's request holds them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from tests.browser.conftest import _SETUP, PASSWORD, WIDTHS, Site, landing, overflowing, screenshot
+from tests.browser.test_accessibility import AXE, serious_violations
+from tests.chat.test_browser import CHROMIUM
+from tests.conftest import PYTHON, TOOLBOX, free_port, wait_for_port
+from tests.llm_server import ScriptedLLM, Text
+
+pytestmark = pytest.mark.browser
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
+    """A Daphne of this module's own, with the prompts server ``box``."""
+    from pathlib import Path
+
+    if not Path(CHROMIUM).exists():
+        pytest.skip("Chromium is not installed (make test-deps)")
+    data = tmp_path_factory.mktemp("browser-prompts")
+    servers = {"box": {"command": PYTHON, "args": [str(TOOLBOX), "--feature", "prompts"]}}
+    (data / "mcp.json").write_text(json.dumps({"mcpServers": servers}))
+    (data / "AGENTS.md").write_text(
+        "## Assistant\n---\ndescription: Test assistant\n---\nYou are a test assistant.\n"
+    )
+    llm = ScriptedLLM(models=("test-model",), responder=lambda body: Text("(unscripted)")).start()
+    env = {
+        **os.environ,
+        "BOOCODE_DATA_DIR": str(data),
+        "BOOCODE_MCP_CONFIG": str(data / "mcp.json"),
+        "BOOCODE_AGENTS_FILE": str(data / "AGENTS.md"),
+        "BOOCODE_MCP_STDIO_COMMANDS": f"npx,uvx,node,{PYTHON}",
+        "BOOCODE_MCP_AUTOSTART": "1",
+        "BOOCODE_LLM_BASE_URL": llm.base_url,
+        "BOOCODE_LLM_MODEL": "test-model",
+        "BOOCODE_LLM_TIMEOUT": "30",
+        "BOOCODE_ADMIN_PASSWORD": PASSWORD,
+        "BOOCODE_ALLOWED_HOSTS": "127.0.0.1",
+    }
+    subprocess.run(
+        [PYTHON, "-c", _SETUP % PASSWORD],
+        cwd=Path(__file__).resolve().parents[2],
+        env={**env, "DJANGO_SETTINGS_MODULE": "boocode.settings"},
+        check=True,
+        capture_output=True,
+    )
+    port = free_port()
+    log = (data / "daphne.log").open("wb")
+    process = subprocess.Popen(
+        [PYTHON, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), "boocode.asgi:application"],
+        cwd=Path(__file__).resolve().parents[2],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=log,
+        start_new_session=True,
+    )
+    running = Site(f"http://127.0.0.1:{port}", port, llm, env, data, process)
+    try:
+        wait_for_port(port, process)
+        yield running
+    finally:
+        llm.release()
+        process.terminate()
+        try:
+            process.wait(10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+        log.close()
+        llm.stop()
+
+
+def _options(page: Any) -> Any:
+    return page.locator(".slash-menu [role=option]")
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_the_slash_menu_filters_and_a_prompt_with_arguments_is_inserted(
+    open_page: Any, site: Site, width: int
+) -> None:
+    from playwright.sync_api import expect
+
+    page = open_page(width)
+    landing(page, site)
+    box = page.locator("#message-input")
+    box.press_sequentially("/")
+
+    # Commands and prompts, the server named, each with its description.
+    menu = page.locator(".slash-menu")
+    expect(menu).to_be_visible()
+    expect(_options(page).first).to_contain_text("/tools")
+    expect(_options(page)).to_have_count(7)
+    expect(menu).to_contain_text("Code review (code_review)")
+    expect(menu).to_contain_text("from box")
+    expect(menu).to_contain_text("Review a piece of code.")
+    expect(box).to_have_attribute("aria-activedescendant", _options(page).first.get_attribute("id"))
+
+    # Arrows move, Escape closes; a command is put into the box as if typed.
+    box.press("ArrowDown")
+    expect(_options(page).nth(1)).to_have_attribute("aria-selected", "true")
+    box.press("Escape")
+    expect(menu).to_be_hidden()
+    box.press_sequentially("c")
+    expect(_options(page)).to_have_count(2)  # /call and Code review
+    box.press("Enter")
+    expect(box).to_have_value("/call ")
+    expect(menu).to_be_hidden()
+
+    # Filtered down to one prompt; Enter opens its form.
+    box.fill("")
+    box.press_sequentially("/revi")
+    expect(_options(page)).to_have_count(1)
+    screenshot(page, "slash-menu")
+    assert overflowing(page) == []
+    if AXE.exists():
+        assert serious_violations(page) == []
+    box.press("Enter")
+    form = page.locator(".prompt-form")
+    expect(form).to_be_visible()
+    expect(form).to_contain_text("from box")
+    language = form.get_by_role("textbox", name="language (required)")
+    expect(language).to_be_focused()
+    expect(language).to_have_attribute("aria-required", "true")
+    expect(form.get_by_role("textbox", name="focus (optional)")).not_to_have_attribute(
+        "aria-required", "true"
+    )
+
+    # Required arguments are asked for before anything is sent.
+    form.get_by_role("button", name="Insert prompt").click()
+    expect(form.locator(".prompt-form-error")).to_have_text("Fill in language, code.")
+
+    # Suggestions come from the server's completion/complete as one types; one is chosen.
+    language.press_sequentially("p")
+    suggestions = form.locator(".prompt-suggestions [role=option]")
+    expect(suggestions).to_have_count(4)  # python, pascal, perl, php
+    language.press_sequentially("y")
+    expect(suggestions).to_have_count(1)
+    screenshot(page, "prompt-form")
+    assert overflowing(page) == []
+    if AXE.exists():
+        assert serious_violations(page) == []
+    suggestions.first.click()
+    expect(language).to_have_value("python")
+    form.get_by_role("textbox", name="code (required)").fill("print(1)")
+    site.llm.script(Text("Looks tidy."))
+    form.get_by_role("button", name="Insert prompt").click()
+
+    # The prompt's message is in the conversation under its mark, and the model answered it.
+    expect(form).to_have_count(0)
+    expect(page.locator(".message.role-console")).to_contain_text("from prompt box/code_review")
+    expect(page.locator(".message.role-user")).to_contain_text("Please review this python code:")
+    expect(page.locator(".message.role-assistant").last).to_contain_text("Looks tidy.")
+    expect(page.locator("#chat")).to_have_attribute("data-conversation", __import__("re").compile(r"\d+"))
+    sent = next(r for r in reversed(site.llm.requests) if r["messages"][-1]["role"] == "user")
+    assert sent["messages"][-1] == {"role": "user", "content": "Please review this python code:\nprint(1)"}
+    screenshot(page, "prompt-inserted")
+    assert overflowing(page) == []
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_a_prompt_of_several_messages_goes_in_at_once(open_page: Any, site: Site, width: int) -> None:
+    from playwright.sync_api import expect
+
+    page = open_page(width)
+    landing(page, site)
+    box = page.locator("#message-input")
+    box.press_sequentially("/brief")
+    expect(_options(page)).to_have_count(1)
+    site.llm.script(Text("Thursday, with Ada."))
+    _options(page).first.click()
+
+    expect(page.locator(".message.role-assistant").last).to_contain_text("Thursday, with Ada.")
+    users = page.locator(".message.role-user")
+    expect(users).to_have_count(3)
+    expect(users.nth(1)).to_contain_text("toolbox://notes/brief.txt")
+    expect(page.locator(".message.role-assistant").first).to_contain_text("Here are the launch notes")
+    expect(box).to_have_value("")
+    sent = next(r for r in reversed(site.llm.requests) if r["messages"][-1]["role"] == "user")
+    roles = [m["role"] for m in sent["messages"] if m["role"] != "system"]
+    assert roles == ["user", "assistant", "user", "user"]
+
+
+def test_enter_sends_a_command_typed_in_full_while_the_menu_is_open(open_page: Any, site: Site) -> None:
+    from playwright.sync_api import expect
+
+    page = open_page(1280)
+    landing(page, site)
+    box = page.locator("#message-input")
+    box.press_sequentially("/tools")
+    expect(_options(page).first).to_have_attribute("aria-selected", "true")  # the menu is open
+    box.press("Enter")
+    expect(page.locator(".message.role-notice").last).to_contain_text("box_echo")
+    expect(box).to_have_value("")
+    expect(page.locator(".slash-menu")).to_be_hidden()

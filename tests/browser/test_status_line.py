@@ -1,0 +1,267 @@
+"""The status line: the model the conversation really uses (its pick, its agent's ``model:``) as
+the choice changes, one compact line on a phone, and a message held while the socket reconnects
+that is put back into the composer when the server refuses it (another tab's turn is running).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from datetime import datetime, timedelta
+from typing import Any
+
+import pytest
+
+from tests.browser.conftest import (
+    AGENTS,
+    WIDTHS,
+    Site,
+    landing,
+    open_drawer,
+    overflowing,
+    release,
+    screenshot,
+    start_conversation,
+)
+from tests.browser.test_accessibility import AXE, serious_violations
+from tests.llm_server import Stall, Text
+
+pytestmark = pytest.mark.browser
+
+PINNED = (
+    "\n## Pinned\n---\ndescription: Always answers with the other model\nmodel: other-model\n---\nPinned.\n"
+)
+SOCKET = re.compile(r"/ws/conversations/\d+/$")
+
+
+def _status_frame_seen(page: Any) -> None:
+    """The status frame arrived (it lists the servers): its model part has been applied too."""
+    from playwright.sync_api import expect
+
+    expect(page.locator("#server-states [data-name=toolbox]")).to_have_count(1)
+
+
+def _choose_agent(page: Any, name: str) -> None:
+    from playwright.sync_api import expect
+
+    page.click("#agent-button")
+    panel = page.get_by_role("dialog", name="Choose an agent")
+    panel.locator(".agent-option", has_text=name).click()
+    expect(panel).to_be_hidden()
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_the_status_line_names_the_conversations_model(open_page: Any, site: Site, width: int) -> None:
+    from playwright.sync_api import expect
+
+    site.write_agents(AGENTS + PINNED)
+    try:
+        page = open_page(width)
+        landing(page, site)
+        model = page.locator("#model-state")
+        summary = page.locator("#status-summary")
+        picker = page.locator("#model-select")
+        expect(picker.locator("option")).to_have_count(3)
+
+        # Picked on the landing: the status says so before and after the conversation's socket opens.
+        picker.select_option("other-model")
+        expect(model).to_have_text("model: other-model")
+        site.llm.script(Text("Picked.", usage=(5, 2)))
+        picked = start_conversation(page, "which model?")
+        expect(page.locator(".message.role-assistant")).to_contain_text("Picked.")
+        # (the turn's last conversation frame, which names the model saved then, has arrived)
+        expect(page.locator("#conversation-usage")).to_have_text("tokens: 7 (5 in, 2 out)")
+        _status_frame_seen(page)
+        expect(model).to_have_text("model: other-model")
+        if width < 800:
+            expect(summary).to_contain_text("other-model")
+
+        # The picker changes: the status line follows at once, in this tab and in another one.
+        other = open_page(1280)
+        other.goto(f"{site.url}/c/{picked}/")
+        _status_frame_seen(other)
+        expect(other.locator("#model-state")).to_have_text("model: other-model")
+        with page.expect_response(lambda response: response.url.endswith(f"/c/{picked}/model/")):
+            picker.select_option("")
+        expect(model).to_have_text("model: test-model")
+        expect(other.locator("#model-state")).to_have_text("model: test-model")
+        expect(other.locator("#model-select")).to_have_value("")
+        with page.expect_response(lambda response: response.url.endswith(f"/c/{picked}/model/")):
+            picker.select_option("other-model")
+        expect(model).to_have_text("model: other-model")
+
+        # A new conversation (in place): the default again; an agent with a model: names it.
+        open_drawer(page)
+        page.click("#new-conversation")
+        expect(page.locator("#conversation-title")).to_have_text("New conversation")
+        expect(model).to_have_text("model: test-model")
+        _choose_agent(page, "Pinned")
+        expect(model).to_have_text("model: other-model")
+        site.llm.script(Text("Pinned answer."))
+        pinned = start_conversation(page, "pinned?")
+        expect(page.locator(".message.role-assistant")).to_contain_text("Pinned answer.")
+        assert site.llm.requests[-1]["model"] == "other-model"
+        _status_frame_seen(page)
+        expect(model).to_have_text("model: other-model")
+        expect(picker).to_have_value("")
+        _choose_agent(page, "Assistant")  # saved for the conversation: its default is the server's
+        expect(model).to_have_text("model: test-model")
+        _choose_agent(page, "Pinned")
+        expect(model).to_have_text("model: other-model")
+
+        # Switching conversations (a page load): each one's model, after the status frame too.
+        site.llm.script(Text("Default."))
+        landing(page, site)
+        _choose_agent(page, "Assistant")
+        default = start_conversation(page, "default?")
+        expect(page.locator(".message.role-assistant")).to_contain_text("Default.")
+        for conversation, name in ((picked, "other-model"), (pinned, "other-model"), (default, "test-model")):
+            page.goto(f"{site.url}/c/{conversation}/")
+            expect(page.locator("#connection-state")).to_have_text("connected")
+            _status_frame_seen(page)
+            expect(model).to_have_text(f"model: {name}")
+    finally:
+        site.write_agents(AGENTS)
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_the_status_line_is_one_line_on_a_phone(open_page: Any, site: Site, width: int) -> None:
+    from playwright.sync_api import expect
+
+    page = open_page(width)
+    landing(page, site)
+    site.llm.script(Text("Counted.", usage=(1200, 345)))
+    start_conversation(page, "count me")
+    expect(page.locator("#conversation-usage")).to_have_text("tokens: 1.5k (1.2k in, 345 out)")
+    _status_frame_seen(page)
+    line = page.locator("#statusline")
+    summary = page.locator("#status-summary")
+    one_line = page.evaluate("parseFloat(getComputedStyle(document.getElementById('statusline')).fontSize)")
+
+    if width >= 800:
+        expect(summary).to_be_hidden()
+        for part in ("#model-state", "#conversation-usage", "#server-states"):
+            expect(page.locator(part)).to_be_visible()
+        assert overflowing(page) == []
+        return
+
+    # One row: the connection and the summary (model · tokens · servers), cut with an ellipsis.
+    expect(summary).to_be_visible()
+    expect(summary).to_have_attribute("aria-expanded", "false")
+    expect(summary).to_contain_text("test-model · 1.5k tokens · 2 servers ready")
+    for part in ("#model-state", "#conversation-usage", "#server-states"):
+        expect(page.locator(part)).to_be_hidden()
+    box = line.bounding_box()
+    assert box["height"] < 3 * one_line, box  # padding + one 24 px row, not three rows of text
+    middles = page.evaluate(
+        "[...document.querySelectorAll('#statusline > *')].filter(n => n.offsetParent)"
+        ".map(n => { const b = n.getBoundingClientRect(); return (b.top + b.bottom) / 2; })"
+    )
+    assert len(middles) == 2 and max(middles) - min(middles) < 2, middles
+    assert page.evaluate(
+        "(s => s.textOverflow === 'ellipsis' && s.whiteSpace === 'nowrap')"
+        "(getComputedStyle(document.querySelector('.status-summary-text')))"
+    )
+    assert overflowing(page) == []
+    if AXE.exists():
+        assert serious_violations(page) == []
+    screenshot(page, "status-compact")
+
+    # A tap shows every detail (and the keyboard reaches it); another hides them.
+    summary.click()
+    expect(summary).to_have_attribute("aria-expanded", "true")
+    expect(page.locator("#server-states [data-name=toolbox]")).to_be_visible()
+    expect(page.locator("#server-states [data-name=toolbox]")).to_contain_text("toolbox: ready")
+    expect(page.locator("#conversation-usage")).to_be_visible()
+    expect(page.locator("#model-state")).to_have_text("model: test-model")
+    expect(page.locator("#model-state")).to_be_visible()
+    assert overflowing(page) == []
+    if AXE.exists():
+        assert serious_violations(page) == []
+    screenshot(page, "status-expanded")
+    summary.focus()
+    page.keyboard.press("Enter")
+    expect(summary).to_have_attribute("aria-expanded", "false")
+    expect(page.locator("#server-states")).to_be_hidden()
+
+
+def _held_while_reconnecting(page: Any, rewrite_history: bool) -> list[int]:
+    """Route the page's socket: the first connection drops, later ones reach the server (with
+    ``rewrite_history``, the history frame says no turn runs: the page learns only when it sends).
+    The page's clock is paused so that the reconnect waits for the test. Returns the attempts."""
+    attempts: list[int] = []
+
+    def handler(ws: Any) -> None:
+        attempts.append(len(attempts) + 1)
+        if len(attempts) == 1:
+            ws.close(code=4000, reason="dropped by the test")
+            return
+        server = ws.connect_to_server()
+        if rewrite_history:
+
+            def from_server(message: str | bytes) -> None:
+                frame = json.loads(message)
+                if frame.get("type") == "history":
+                    frame["running"] = False
+                ws.send(json.dumps(frame))
+
+            server.on_message(from_server)
+
+    now = datetime.now()
+    page.clock.install(time=now)
+    page.clock.pause_at(now + timedelta(seconds=1))
+    page.route_web_socket(SOCKET, handler)
+    return attempts
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_a_held_message_refused_goes_back_into_the_composer(open_page: Any, site: Site, width: int) -> None:
+    from playwright.sync_api import expect
+
+    # Another tab's turn runs in the conversation.
+    other = open_page(1280)
+    landing(other, site)
+    site.llm.script(Text("First answer."))
+    conversation = start_conversation(other, "first")
+    expect(other.locator(".message.role-assistant")).to_contain_text("First answer.")
+    site.llm.script(Stall(text="Busy writing", seconds=60))
+    other.fill("#message-input", "keep going")
+    other.keyboard.press("Enter")
+    expect(other.locator(".message.status-streaming")).to_contain_text("Busy writing")
+    requests = len(site.llm.requests)
+    try:
+        for rewrite in (False, True):
+            page = open_page(width)
+            attempts = _held_while_reconnecting(page, rewrite_history=rewrite)
+            page.goto(f"{site.url}/c/{conversation}/")
+            expect(page.locator("#connection-state")).to_contain_text("reconnecting")
+            text = (
+                f"Typed while reconnecting ({'refused by the server' if rewrite else 'turn known'})\nline two"
+            )
+            page.fill("#message-input", text)
+            page.keyboard.press("Enter")
+            expect(page.locator("#chat-error")).to_contain_text("your message is sent as soon as")
+            expect(page.locator("#message-input")).to_have_value("")
+            page.fill("#message-input", "and more")  # typed meanwhile: kept after the held text
+            page.clock.run_for(15_000)
+            page.clock.resume()
+            expect(page.locator("#connection-state")).to_have_text("connected")
+            assert len(attempts) == 2
+            expect(page.locator("#message-input")).to_have_value(f"{text}\n\nand more")
+            expect(page.locator("#chat-error")).to_contain_text(
+                re.compile("your message is back in the box", re.I)
+            )
+            if rewrite:
+                expect(page.locator("#chat-error")).to_contain_text("A turn is already running here")
+            expect(page.locator("#message-input")).to_be_focused()
+            screenshot(page, f"held-message{'-refused' if rewrite else ''}")
+            assert len(site.llm.requests) == requests  # no turn started from it
+            stored = site.db(
+                "from boocode.chat.models import Message\n"
+                f"result = list(Message.objects.filter(conversation_id={conversation}, role='user')"
+                ".values_list('content', flat=True))"
+            )
+            assert stored == ["first", "keep going"]
+    finally:
+        release(site.llm)
+    expect(other.locator(".message.role-assistant").last).not_to_have_class(re.compile("status-streaming"))

@@ -1,0 +1,390 @@
+"""BOOCODE_HUB=worker with real processes: one hub worker, two Daphne web processes, Redis.
+
+Everything is real: ``manage.py hub_worker`` holds the toolbox over stdio, two Daphne processes
+serve the chat and the admin, the Redis channel layer (database 13, a channel name of this
+module's own) carries the calls, the scripted model asks for the tools. The tests run in file
+order on one deployment; the last one kills the worker with SIGKILL and starts it again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import re
+import selectors
+import signal
+import subprocess
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+from yarl import URL
+
+from mcpclient import worker_wire
+from tests.conftest import PYTHON, ROOT, TOOLBOX
+from tests.live import live_daphne, with_default_sigint
+from tests.llm_server import Call, ScriptedLLM, Text, ToolCalls
+
+pytestmark = [pytest.mark.redis]
+
+MODEL = "test-model"
+REDIS_URL = "redis://127.0.0.1:6379/13"
+TIMEOUT_S = 8  # the toolbox's "timeout" in mcp.json: a call never waits longer (plus the grace)
+
+_SETUP = """
+import json, sys
+import django
+django.setup()
+from django.contrib.auth import BACKEND_SESSION_KEY, HASH_SESSION_KEY, SESSION_KEY, get_user_model
+from django.contrib.sessions.backends.db import SessionStore
+from django.core.management import call_command
+from boocode.chat.models import Conversation
+
+call_command("migrate", interactive=False, verbosity=0)
+out = []
+for index in range(3):
+    user = get_user_model().objects.create_user(f"hub{index}", is_staff=True, is_superuser=True)
+    session = SessionStore()
+    session[SESSION_KEY] = str(user.pk)
+    session[BACKEND_SESSION_KEY] = "django.contrib.auth.backends.ModelBackend"
+    session[HASH_SESSION_KEY] = user.get_session_auth_hash()
+    session.create()
+    conversation = Conversation.objects.create(owner=user)
+    out.append({"cookie": session.session_key, "conversation": conversation.pk})
+print(json.dumps(out))
+"""
+
+
+def respond(body: dict[str, Any]) -> Any:
+    """The model: ``tool NAME {json}`` calls that tool; after a tool result it says what came back."""
+    last = body["messages"][-1]
+    if last["role"] == "tool":
+        return Text(f"got: {last['content'][:200]}")
+    match = re.fullmatch(r"tool (\S+) (.*)", last["content"])
+    if match is None:
+        return Text("no tool asked for")
+    return ToolCalls([Call(match[1], json.loads(match[2]))])
+
+
+class Deployment:
+    """The processes of one worker-mode deployment and how to reach them."""
+
+    def __init__(
+        self, env: dict[str, str], tag: str, accounts: list[dict[str, Any]], llm: ScriptedLLM
+    ) -> None:
+        self.env, self.tag, self.accounts, self.llm = env, tag, accounts, llm
+        self.worker: subprocess.Popen[bytes] | None = None
+        self.ports: list[int] = []
+
+    def start_worker(self) -> None:
+        """Start ``manage.py hub_worker``; return once it listens (its first line on stdout)."""
+        self.worker = subprocess.Popen(
+            with_default_sigint([PYTHON, "manage.py", "hub_worker"]),
+            cwd=ROOT,
+            env=self.env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+        )
+        assert self.worker.stdout is not None
+        with selectors.DefaultSelector() as selector:
+            selector.register(self.worker.stdout, selectors.EVENT_READ)
+            assert selector.select(60), "the hub worker did not start within 60 s"
+        assert b"listening" in self.worker.stdout.readline()
+
+    def children(self) -> list[tuple[int, int]]:
+        """``(pid, parent pid)`` of every live toolbox process of this deployment."""
+        found = []
+        for entry in Path("/proc").iterdir():
+            if not entry.name.isdigit():
+                continue
+            try:
+                argv = (entry / "cmdline").read_bytes().split(b"\0")
+                stat = (entry / "stat").read_text()
+            except OSError:
+                continue
+            state = stat.rsplit(")", 1)[1].split()
+            if str(TOOLBOX).encode() in argv and self.tag.encode() in argv and state[0] != "Z":
+                found.append((int(entry.name), int(state[1])))
+        return found
+
+
+def wait_for(predicate: Any, timeout: float, what: str) -> None:
+    """Block until ``predicate()`` holds (checked every 50 ms: other processes give no event)."""
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, f"{what}: not within {timeout} s"
+        time.sleep(0.05)
+
+
+@pytest.fixture(scope="module")
+def deployment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployment]:
+    data = tmp_path_factory.mktemp("hubworker")
+    tag = f"hubworker-{uuid.uuid4().hex[:8]}"
+    entry = {
+        "command": PYTHON,
+        "args": [str(TOOLBOX), "--feature", "progress", "--feature", "questions", "--tag", tag],
+        "timeout": TIMEOUT_S * 1000,
+    }
+    (data / "mcp.json").write_text(json.dumps({"mcpServers": {"toolbox": entry}}))
+    with ScriptedLLM(models=(MODEL,), responder=respond) as llm:
+        env = {
+            **os.environ,
+            "BOOCODE_DATA_DIR": str(data),
+            "BOOCODE_LLM_BASE_URL": llm.base_url,
+            "BOOCODE_LLM_MODEL": MODEL,
+            "BOOCODE_ALLOWED_HOSTS": "127.0.0.1",
+            "BOOCODE_REDIS_URL": REDIS_URL,
+            "BOOCODE_HUB": "worker",
+            "BOOCODE_HUB_CHANNEL": f"hubtest-{uuid.uuid4().hex[:12]}",
+            "BOOCODE_MCP_STDIO_COMMANDS": PYTHON,
+            "BOOCODE_MCP_AUTOSTART": "1",
+        }
+        env.pop("BOOCODE_DATABASE_URL", None)
+        done = subprocess.run([PYTHON, "-c", _SETUP], cwd=ROOT, env=env, check=True, capture_output=True)
+        accounts = json.loads(done.stdout)
+        deployment = Deployment(env, tag, accounts, llm)
+        deployment.start_worker()
+        try:
+            with live_daphne(env) as (_, port_a), live_daphne(env) as (_, port_b):
+                deployment.ports = [port_a, port_b]
+                yield deployment
+        finally:
+            if deployment.worker is not None and deployment.worker.poll() is None:
+                deployment.worker.send_signal(signal.SIGTERM)
+                deployment.worker.wait(20)
+
+
+class Tab:
+    """A chat websocket on one web process."""
+
+    def __init__(self, port: int, account: dict[str, Any]) -> None:
+        self.port, self.account = port, account
+        self.frames: list[dict[str, Any]] = []
+
+    @contextlib.asynccontextmanager
+    async def open(self) -> Any:
+        url = f"ws://127.0.0.1:{self.port}/ws/conversations/{self.account['conversation']}/"
+        headers = {"Cookie": f"sessionid={self.account['cookie']}", "Origin": f"http://127.0.0.1:{self.port}"}
+        async with aiohttp.ClientSession() as session, session.ws_connect(url, headers=headers) as socket:
+            self.socket = socket
+            yield self
+
+    async def send(self, frame: dict[str, Any]) -> None:
+        await self.socket.send_json(frame)
+
+    async def next(self, kind: str, timeout: float = 30.0, **match: Any) -> dict[str, Any]:
+        """The next frame of ``kind`` (whose keys equal ``match``), keeping every frame seen."""
+        try:
+            async with asyncio.timeout(timeout):
+                while True:
+                    frame = await self.socket.receive_json()
+                    self.frames.append(frame)
+                    if frame["type"] == kind and all(frame.get(k) == v for k, v in match.items()):
+                        return frame
+        except TimeoutError:
+            seen = [json.dumps(frame)[:300] for frame in self.frames[-8:]]
+            raise AssertionError(f"no {kind} frame {match} within {timeout} s; last frames: {seen}") from None
+
+    async def next_of(self, kinds: tuple[str, ...], timeout: float = 30.0) -> dict[str, Any]:
+        """The next frame of any of ``kinds``."""
+        async with asyncio.timeout(timeout):
+            while True:
+                frame = await self.socket.receive_json()
+                self.frames.append(frame)
+                if frame["type"] in kinds:
+                    return frame
+
+    async def turn(self, text: str, timeout: float = 30.0) -> tuple[dict[str, Any], dict[str, Any]]:
+        """Send ``text``; the ``tool_result`` frame's call and the ``turn_end`` frame."""
+        await self.send({"type": "user_message", "text": text})
+        result = await self.next("tool_result", timeout)
+        return result["call"], await self.next("turn_end", timeout)
+
+
+def server_status(frame: dict[str, Any]) -> str:
+    return next((s["status"] for s in frame["servers"] if s["name"] == "toolbox"), "absent")
+
+
+async def _ready_status(tab: Tab) -> None:
+    """Wait until the page's status line says the toolbox is ready (the worker connected it)."""
+    frame = await tab.next("status")
+    while server_status(frame) != "ready":
+        frame = await tab.next("status")
+
+
+def test_a_call_from_each_web_process_reaches_the_one_child(deployment: Deployment) -> None:
+    async def run() -> list[str]:
+        outputs = []
+        for port, account in zip(deployment.ports, deployment.accounts, strict=False):
+            async with Tab(port, account).open() as tab:
+                await _ready_status(tab)
+                call, end = await tab.turn(f'tool toolbox_echo {{"text": "from {port}"}}')
+                assert end["status"] == "complete"
+                outputs.append(call["output"])
+        return outputs
+
+    assert asyncio.run(run()) == [f"from {port}" for port in deployment.ports]
+    assert deployment.worker is not None
+    # One stdio child for one stdio server, whatever the number of web processes: the worker's.
+    assert [parent for _, parent in deployment.children()] == [deployment.worker.pid]
+
+
+def test_progress_and_a_form_reach_the_tab_that_made_the_call(deployment: Deployment, tmp_path: Path) -> None:
+    gate = tmp_path
+
+    async def run() -> None:
+        port_a, port_b = deployment.ports
+        async with (
+            Tab(port_a, deployment.accounts[0]).open() as a,
+            Tab(port_b, deployment.accounts[1]).open() as b,
+        ):
+            await _ready_status(a)
+            await _ready_status(b)
+            arguments = json.dumps({"steps": 3, "gate": str(gate)})
+            await a.send({"type": "user_message", "text": f"tool toolbox_count_steps {arguments}"})
+            call = (await a.next("tool_call"))["call"]
+            for step in (1, 2):  # the server reports step N once the test lets it (no timing)
+                (gate / f"go-{step}").touch()
+                update = await a.next("tool_progress", call_id=call["id"], progress=step)
+                assert (update["total"], update["message"]) == (3, f"step {step} of 3")
+            # The last step comes with the result: the page's throttle may fold it into the result.
+            (gate / "go-3").touch()
+            assert (await a.next("tool_result"))["call"]["output"] == "counted 3 steps"
+            await a.next("turn_end")
+
+            await b.send({"type": "user_message", "text": "tool toolbox_ask_form {}"})
+            form = (await b.next("elicitation"))["elicitation"]
+            await b.send({"type": "elicitation_answer", "id": form["id"], "action": "decline"})
+            assert (await b.next("tool_result"))["call"]["output"] == "decline"
+            await b.next("turn_end")
+            # Neither the other process's tab saw a thing of it.
+            assert not [f for f in a.frames if f["type"] == "elicitation"]
+            assert not [f for f in b.frames if f["type"] == "tool_progress"]
+
+    asyncio.run(run())
+
+
+def _admin_toggle(port: int, account: dict[str, Any], enabled: bool) -> None:
+    """POST the admin list's enable/disable button of the toolbox on one web process."""
+
+    async def post() -> None:
+        cookies = {"sessionid": account["cookie"]}
+        # unsafe: keep the cookies of an IP address (127.0.0.1), as a browser does.
+        jar = aiohttp.CookieJar(unsafe=True)
+        async with aiohttp.ClientSession(cookies=cookies, cookie_jar=jar) as session:
+            base = f"http://127.0.0.1:{port}/admin/mcpclient/mcpserver/"
+            async with session.get(base) as page:
+                html = await page.text()
+                assert page.status == 200, html[:500]
+            pk = re.search(r"/admin/mcpclient/mcpserver/(\d+)/toggle/", html)
+            assert pk is not None, html[:2000]
+            token = session.cookie_jar.filter_cookies(URL(base))["csrftoken"].value
+            async with session.post(
+                f"{base}{pk[1]}/toggle/",
+                data={"enabled": "1" if enabled else "0", "csrfmiddlewaretoken": token},
+                headers={"Referer": base},
+                allow_redirects=False,
+            ) as response:
+                assert response.status == 302, await response.text()
+
+    asyncio.run(post())
+
+
+def _offered(deployment: Deployment, since: int) -> set[str]:
+    """The tool names the model was offered in the requests after the first ``since``."""
+    names: set[str] = set()
+    for body in deployment.llm.requests[since:]:
+        names.update(tool["function"]["name"] for tool in body.get("tools") or [])
+    return names
+
+
+def test_an_admin_toggle_on_one_web_process_changes_the_tools_of_the_other(deployment: Deployment) -> None:
+    port_a, port_b = deployment.ports
+    account = deployment.accounts[2]
+
+    async def watch(until: str) -> None:
+        async with Tab(port_b, account).open() as b:
+            frame = await b.next("status")
+            while server_status(frame) != until:
+                frame = await b.next("status")
+            since = len(deployment.llm.requests)
+            await b.send({"type": "user_message", "text": "hello"})
+            await b.next("turn_end")
+            offered = _offered(deployment, since)
+            assert ("toolbox_echo" in offered) is (until == "ready"), offered
+
+    _admin_toggle(port_a, account, enabled=False)
+    asyncio.run(watch("disabled"))
+    wait_for(lambda: not deployment.children(), 20, "the disabled server's child to end")
+    _admin_toggle(port_a, account, enabled=True)
+    asyncio.run(watch("ready"))
+    assert len(deployment.children()) == 1
+
+
+def test_a_stopped_turn_ends_at_once_and_the_next_call_works(deployment: Deployment) -> None:
+    async def run() -> None:
+        async with Tab(deployment.ports[1], deployment.accounts[1]).open() as b:
+            await _ready_status(b)
+            await b.send({"type": "user_message", "text": 'tool toolbox_slow {"seconds": 60}'})
+            await b.next("tool_call")
+            await b.send({"type": "cancel"})
+            assert (await b.next("turn_end", timeout=TIMEOUT_S))["status"] == "stopped"
+            # The conversation's turn lock may be released a moment after turn_end (it says
+            # turn_in_progress then): send again until the turn starts, within a deadline.
+            deadline = time.monotonic() + 10
+            while True:
+                await b.send({"type": "user_message", "text": 'tool toolbox_echo {"text": "next"}'})
+                frame = await b.next_of(("tool_call", "error"))
+                if frame["type"] == "tool_call":
+                    break
+                assert frame["code"] == "turn_in_progress" and time.monotonic() < deadline, frame
+                await asyncio.sleep(0.1)
+            call = (await b.next("tool_result"))["call"]
+            assert (call["output"], (await b.next("turn_end"))["status"]) == ("next", "complete")
+
+    asyncio.run(run())
+
+
+def test_a_killed_worker_fails_the_call_readably_and_the_restarted_one_serves(deployment: Deployment) -> None:
+    assert deployment.worker is not None
+    port_a, _ = deployment.ports
+
+    async def run() -> None:
+        async with Tab(port_a, deployment.accounts[0]).open() as a:
+            await _ready_status(a)
+            await a.send({"type": "user_message", "text": 'tool toolbox_slow {"seconds": 60}'})
+            await a.next("tool_call")
+            started = time.monotonic()
+            assert deployment.worker is not None
+            deployment.worker.send_signal(signal.SIGKILL)
+            deployment.worker.wait(10)
+            # The worker's silence is noticed well before the call's own time limit.
+            result = (await a.next("tool_result", timeout=TIMEOUT_S + 10))["call"]
+            assert time.monotonic() - started < worker_wire.SILENT_AFTER + worker_wire.HEARTBEAT + 1.5
+            assert result["status"] == "error"
+            assert "the MCP hub worker stopped answering during the call" in result["output"]
+            assert (await a.next("turn_end"))["status"] == "complete"
+
+            # While no worker runs, a call is refused at once, saying why.
+            started = time.monotonic()
+            call, end = await a.turn('tool toolbox_echo {"text": "nobody there"}')
+            assert time.monotonic() - started < 5
+            assert (call["status"], end["status"]) == ("error", "complete")
+            assert "the MCP hub worker is not running (nothing heard for" in call["output"]
+
+            # The process manager's part: start it again. Its child reconnects; the next call works.
+            wait_for(lambda: not deployment.children(), 20, "the killed worker's child to end")
+            deployment.start_worker()
+            await _ready_status(a)
+            call, end = await a.turn('tool toolbox_echo {"text": "after the restart"}')
+            assert (call["output"], end["status"]) == ("after the restart", "complete")
+
+    asyncio.run(run())
+    assert deployment.worker is not None
+    assert [parent for _, parent in deployment.children()] == [deployment.worker.pid]
