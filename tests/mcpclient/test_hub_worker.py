@@ -207,6 +207,22 @@ class Tab:
         return result["call"], await self.next("turn_end", timeout)
 
 
+async def _start_turn(tab: Tab, text: str) -> None:
+    """Send ``text`` until its turn starts (its tool_call frame), within 10 s.
+
+    The conversation's turn lock may be released a moment after the last turn_end (the server
+    says turn_in_progress then): the message is sent again.
+    """
+    deadline = time.monotonic() + 10
+    while True:
+        await tab.send({"type": "user_message", "text": text})
+        frame = await tab.next_of(("tool_call", "error"))
+        if frame["type"] == "tool_call":
+            return
+        assert frame["code"] == "turn_in_progress" and time.monotonic() < deadline, frame
+        await asyncio.sleep(0.1)
+
+
 def server_status(frame: dict[str, Any]) -> str:
     return next((s["status"] for s in frame["servers"] if s["name"] == "toolbox"), "absent")
 
@@ -335,16 +351,7 @@ def test_a_stopped_turn_ends_at_once_and_the_next_call_works(deployment: Deploym
             await b.next("tool_call")
             await b.send({"type": "cancel"})
             assert (await b.next("turn_end", timeout=TIMEOUT_S))["status"] == "stopped"
-            # The conversation's turn lock may be released a moment after turn_end (it says
-            # turn_in_progress then): send again until the turn starts, within a deadline.
-            deadline = time.monotonic() + 10
-            while True:
-                await b.send({"type": "user_message", "text": 'tool toolbox_echo {"text": "next"}'})
-                frame = await b.next_of(("tool_call", "error"))
-                if frame["type"] == "tool_call":
-                    break
-                assert frame["code"] == "turn_in_progress" and time.monotonic() < deadline, frame
-                await asyncio.sleep(0.1)
+            await _start_turn(b, 'tool toolbox_echo {"text": "next"}')
             call = (await b.next("tool_result"))["call"]
             assert (call["output"], (await b.next("turn_end"))["status"]) == ("next", "complete")
 
@@ -372,10 +379,11 @@ def test_a_killed_worker_fails_the_call_readably_and_the_restarted_one_serves(de
             assert (await a.next("turn_end"))["status"] == "complete"
 
             # While no worker runs, a call is refused at once, saying why.
+            await _start_turn(a, 'tool toolbox_echo {"text": "nobody there"}')
             started = time.monotonic()
-            call, end = await a.turn('tool toolbox_echo {"text": "nobody there"}')
+            call = (await a.next("tool_result"))["call"]
             assert time.monotonic() - started < 5
-            assert (call["status"], end["status"]) == ("error", "complete")
+            assert (call["status"], (await a.next("turn_end"))["status"]) == ("error", "complete")
             assert "the MCP hub worker is not running (nothing heard for" in call["output"]
 
             # The process manager's part: start it again. Its child reconnects; the next call works.
