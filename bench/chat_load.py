@@ -385,7 +385,7 @@ def main() -> None:
         "DJANGO_SETTINGS_MODULE": "boocode.settings",
         "BOOCODE_DATA_DIR": str(data),
         "BOOCODE_MCP_CONFIG": str(data / "mcp.json"),
-        "BOOCODE_MCP_STDIO_COMMANDS": f"npx,uvx,node,{Path(PYTHON).name}",
+        "BOOCODE_MCP_STDIO_COMMANDS": f"npx,uvx,node,{PYTHON}",
         "BOOCODE_MCP_AUTOSTART": "1",
         "BOOCODE_LLM_BASE_URL": base_url,
         "BOOCODE_LLM_MODEL": "bench-model",

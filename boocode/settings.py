@@ -11,6 +11,7 @@ import os
 import secrets
 from datetime import timedelta
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
@@ -132,27 +133,27 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 _redis_url = env_str("BOOCODE_REDIS_URL")
 if _redis_url:
-    CHANNEL_LAYERS = {
-        "default": {
-            "BACKEND": "channels_redis.core.RedisChannelLayer",
-            # redis-py 8 reads with a 5 s socket timeout by default, exactly as long as
-            # channels_redis blocks in BZPOPMIN waiting for a message: every idle socket
-            # failed with a TimeoutError after 5 s. The read may wait longer than the pop.
-            # redis-py's pool holds at most 100 connections by default and then fails the command
-            # ("Too many connections"): 100 busy tabs on one process reached it under load.
-            "CONFIG": {
-                "hosts": [{"address": _redis_url, "socket_timeout": 30, "max_connections": 1000}],
-                "capacity": 1000,
-            },
-        },
-        # The hop between web processes and the hub worker (BOOCODE_HUB=worker): Redis pub/sub,
-        # a fifth of the core layer's round trip (docs/benchmarks.md). Pub/sub keeps nothing: a
-        # message nobody listens to is gone, which suits calls that have their own time limit.
-        "hub": {
-            "BACKEND": "channels_redis.pubsub.RedisPubSubChannelLayer",
-            "CONFIG": {"hosts": [{"address": _redis_url, "socket_timeout": 30}]},
+    # Redis pub/sub for both aliases: a message goes to whoever listens now, in one PUBLISH
+    # per group whatever its size, and arrives without a blocking pop per message. The core
+    # layer (sorted sets, BZPOPMIN, a Lua script per group send) relayed 100 streaming tabs per
+    # process with seconds of delay (docs/benchmarks.md, chat under load with several web
+    # processes). Pub/sub keeps nothing: every listener (a tab, a process's control channel, a
+    # reply channel) subscribes before anything is sent to it, and each call and request has
+    # its own time limit. The read may wait longer than redis-py's 5 s default socket timeout.
+    # Pub/sub channels belong to the Redis server, not to one of its databases: the database's
+    # number is part of every channel's name, so deployments on one server stay apart as they
+    # do with keys (and a tab never hears another deployment's conversation of the same id).
+    _redis_db = urlsplit(_redis_url).path.strip("/") or "0"
+    _layer = {
+        "BACKEND": "channels_redis.pubsub.RedisPubSubChannelLayer",
+        "CONFIG": {
+            "hosts": [{"address": _redis_url, "socket_timeout": 30}],
+            "prefix": f"boocode-db{_redis_db}",
         },
     }
+    # "hub": the hop between web processes and the hub worker (BOOCODE_HUB=worker), a layer of
+    # its own so that its traffic never queues behind the chat's.
+    CHANNEL_LAYERS = {"default": _layer, "hub": _layer}
 else:
     # Capacity: a tab that falls behind a fast stream must not lose frames (the default is 100).
     # ChatChannelLayer is Channels' in-memory layer without its per-message expiry sweep.

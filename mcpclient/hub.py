@@ -93,7 +93,7 @@ from mcp.client import InputRequiredRoundsExceededError
 from mcp_types import CONNECTION_CLOSED, REQUEST_TIMEOUT
 
 import boocode
-from mcpclient import prompts, protocol
+from mcpclient import prompts, protocol, resources
 from mcpclient.approval import approval_reason
 from mcpclient.authorization import (
     AuthFailure,
@@ -120,7 +120,7 @@ from mcpclient.healing import Healer, HealPolicy, RetryState, ping_loop
 from mcpclient.naming import assign_names
 from mcpclient.patterns import glob_match
 from mcpclient.redaction import redact_text
-from mcpclient.resources import ResourceCatalog, keep_listed
+from mcpclient.resources import Completions, ReadResult, ResourceCatalog, keep_listed
 from mcpclient.resources import refresh_now as resources_refresh_now
 from mcpclient.results import ToolResult, extract_result
 from mcpclient.secret_store import SecretStoreError
@@ -963,7 +963,10 @@ class Hub:
     _tools: list[HubTool] = field(default_factory=list)
     _names: dict[tuple[str, str], tuple[str, str]] = field(default_factory=dict)
     _listeners: list[Listener] = field(default_factory=list)
-    _pending: set[asyncio.Task[Any]] = field(default_factory=set)
+    _pending: set[asyncio.Task[Any]] = field(default_factory=set)  # listener calls (drain_listeners)
+    # Sessions started by a sign-in: each waits for the person's callback, so it is no listener
+    # call to drain (a drain would hold back the very reply that sends the person to sign in).
+    _signins: set[asyncio.Task[Any]] = field(default_factory=set)
     _lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     # "perUser" servers: one session per (server, person), opened when that person needs it.
     _user_connections: dict[tuple[str, int], ServerConnection] = field(default_factory=dict)
@@ -1073,8 +1076,8 @@ class Hub:
                 *(self._stop_user(key) for key in list(self._user_connections)),
             )
             self._rebuild()
-        if self._pending:
-            await asyncio.gather(*self._pending, return_exceptions=True)
+        if self._pending or self._signins:
+            await asyncio.gather(*self._pending, *self._signins, return_exceptions=True)
 
     async def _start_one(self, config: ServerConfig) -> None:
         await self._new_connection(config, None).start()
@@ -1119,8 +1122,8 @@ class Hub:
                 await self._stop_one(name)
                 connection = self._new_connection(config, consent)
         task = asyncio.create_task(connection.start(), name=f"mcp-authorize:{name}")
-        self._pending.add(task)
-        task.add_done_callback(self._pending.discard)
+        self._signins.add(task)
+        task.add_done_callback(self._signins.discard)
         return connection, consent
 
     async def open_user_sessions(self, user_id: int, names: Iterable[str]) -> None:
@@ -1167,6 +1170,33 @@ class Hub:
     def per_user_servers(self) -> list[ServerConfig]:
         """The enabled "perUser" servers, in config order."""
         return [c for name in self._order if (c := self._configs.get(name)) and c.enabled and per_user(c)]
+
+    # -- resources, completions and prompts as a person sees them -------------------------
+    # One interface with the hub worker's stand-in (mcpclient.worker_client.RemoteHub), which
+    # forwards these to the worker: callers never reach a session's client themselves.
+    async def load_catalogs(self, user_id: int | None, *, wait: float = 0.0) -> None:
+        """Nothing to load: the catalogs of a hub held here are live (the worker's stand-in fetches)."""
+
+    async def read_resource(self, server: str, uri: str, user_id: int | None) -> ReadResult:
+        """``resources/read`` of ``uri`` through the session ``user_id`` may use (capped)."""
+        return await resources.read(self, server, uri, user_id)
+
+    async def complete(
+        self,
+        server: str,
+        ref: types.ResourceTemplateReference | types.PromptReference,
+        argument: dict[str, str],
+        context: dict[str, str] | None,
+        user_id: int | None,
+    ) -> Completions:
+        """``completion/complete`` for one argument of a prompt or resource template."""
+        return await resources.complete(self, server, ref, argument, context, user_id)
+
+    async def get_prompt(
+        self, server: str, name: str, arguments: dict[str, str], user_id: int | None
+    ) -> tuple[prompts.HubPrompt, list[prompts.PromptMessage]]:
+        """``prompts/get`` on ``user_id``'s session with ``server``: the prompt and its messages."""
+        return await prompts.get(self, server, name, arguments, user_id)
 
     def _new_user_connection(
         self, config: ServerConfig, user_id: int, consent: Consent | None

@@ -273,7 +273,7 @@ def _hub_prompt(server: str, prompt: types.Prompt, completions: bool) -> HubProm
 
 
 # -- queries ----------------------------------------------------------------------------------
-def _connection(hub: Hub, server: str, user_id: int | None) -> ServerConnection | None:
+def session_of(hub: Hub, server: str, user_id: int | None) -> ServerConnection | None:
     """The session ``user_id`` uses for ``server``: the shared one, or their own ("perUser")."""
     from mcpclient.hub import per_user
 
@@ -291,7 +291,7 @@ def prompts_for(hub: Hub, user_id: int | None) -> list[HubPrompt]:
 
     result: list[HubPrompt] = []
     for snapshot in hub.snapshots():
-        connection = _connection(hub, snapshot.name, user_id)
+        connection = session_of(hub, snapshot.name, user_id)
         current = catalog(connection) if connection is not None else None
         if connection is not None and connection.status is Status.READY and current is not None:
             result.extend(current.prompts)
@@ -328,7 +328,7 @@ async def get(
     """
     from mcpclient.hub import Status
 
-    connection = _connection(hub, server, user_id)
+    connection = session_of(hub, server, user_id)
     if connection is None or connection.status is not Status.READY or connection.client is None:
         why = connection.reason if connection is not None and connection.reason else "it is not connected"
         raise PromptError(f'MCP server "{server}" unreachable: {why}')
@@ -411,3 +411,8 @@ def content_text(content: Any) -> str:
         size = _decoded_size(content.data)
         return f"[{kind} from the prompt: {content.mime_type}, {size} bytes, not included]"
     return f"[{getattr(content, 'type', 'unknown')} content from the prompt, not included]"
+
+
+def attach(connection: Any, current: Catalog) -> None:
+    """Make ``current`` the prompts of ``connection`` (the hub worker's stand-in mirrors them)."""
+    _catalogs[connection] = current

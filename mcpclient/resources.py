@@ -337,17 +337,12 @@ def live_connection(hub: Hub, server: str, user_id: int | None) -> ServerConnect
 
 def visible_servers(hub: Hub, user_id: int | None) -> list[str]:
     """The servers whose resources ``user_id`` may see now: ready shared ones and their own sessions."""
-    from mcpclient.hub import Status, per_user
+    from mcpclient.hub import Status
+    from mcpclient.prompts import session_of
 
     names = []
     for snapshot in hub.snapshots():
-        config = hub.config(snapshot.name)
-        if config is None:
-            continue
-        if per_user(config):
-            connection = hub.user_connection(snapshot.name, user_id) if user_id is not None else None
-        else:
-            connection = hub.connection(snapshot.name)
+        connection = session_of(hub, snapshot.name, user_id)
         if connection is not None and connection.status is Status.READY:
             names.append(snapshot.name)
     return names

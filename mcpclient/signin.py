@@ -29,7 +29,7 @@ from channels.db import database_sync_to_async
 
 from mcpclient import authorization
 from mcpclient.hub import Hub, ServerConnection, Status, per_user
-from mcpclient.runtime import ensure_hub, get_hub, remote
+from mcpclient.runtime import TURN_CHECK_INTERVAL, ensure_hub, get_hub, remote
 
 
 @dataclass(frozen=True)
@@ -58,11 +58,11 @@ async def connect(name: str, user_id: int, *, staff: bool, return_to: str = "/")
         return Outcome(message=f'"{name}" is not an enabled MCP server that signs in with OAuth.')
     if not per_user(config) and not staff:
         return Outcome(message=f'MCP server "{name}" is shared: an administrator connects it for everybody.')
-    if remote():  # the flow needs the live session, which the hub worker holds (docs/deployment.md)
-        return Outcome(
-            message=f'Signing in to "{name}" is not available with BOOCODE_HUB=worker yet; '
-            "an administrator can sign in with BOOCODE_HUB=inprocess."
+    if remote():  # the flow needs the session it opens: it runs where the sessions live
+        outcome, _ = await _in_worker(
+            hub, "connect", config.init_timeout, name=name, user_id=user_id, staff=staff, return_to=return_to
         )
+        return outcome
     connection, consent = await hub.authorize(name, user_id=user_id)
     consent.return_to = return_to
     settled = asyncio.ensure_future(connection.wait_settled())
@@ -84,6 +84,9 @@ async def finish(state: str, user_id: int, query: dict[str, str]) -> tuple[Outco
 
     Returns the outcome and where the person started the sign-in ("/" for an unknown link).
     """
+    if remote():  # the consent waits in the hub worker, with the session it belongs to
+        hub = await ensure_hub(max_age=TURN_CHECK_INTERVAL)
+        return await _in_worker(hub, "finish", FINISH_WAIT, state=state, user_id=user_id, query=query)
     try:
         consent = authorization.complete(state, user_id, query)
     except authorization.UnknownConsent as exc:
@@ -118,6 +121,9 @@ async def disconnect(name: str, user_id: int, *, staff: bool) -> Outcome:
     owner = user_id if per_user(config) else None
     if owner is None and not staff:
         return Outcome(message=f'MCP server "{name}" is shared: an administrator disconnects it.')
+    if remote():  # the session and its token store live in the hub worker
+        outcome, _ = await _in_worker(hub, "disconnect", 0.0, name=name, user_id=user_id, staff=staff)
+        return outcome
     url = config.url or ""
     connection = hub.user_connection(name, user_id) if owner is not None else hub.connection(name)
     if connection is not None and connection.auth is not None:
@@ -126,6 +132,22 @@ async def disconnect(name: str, user_id: int, *, staff: bool) -> Outcome:
     done = await authorization.revoke(store)
     await hub.close_user_session(name, owner)
     return Outcome(message=f'MCP server "{name}" disconnected: {done}.', ok=True)
+
+
+# How long a callback waits for the hub worker: its session settles within the server's
+# ``initTimeout`` (the default 60 s), which the web process does not look up for a callback.
+FINISH_WAIT = 90.0
+
+
+async def _in_worker(hub: Any, step: str, wait: float, **args: Any) -> tuple[Outcome, str]:
+    """Run a sign-in step in the hub worker (``BOOCODE_HUB=worker``): its outcome and where to go back."""
+    from mcpclient.worker_client import REQUEST_TIMEOUT, WorkerUnavailable
+
+    try:
+        done = await hub.request("signin", timeout=wait + REQUEST_TIMEOUT, step=step, **args)
+    except (WorkerUnavailable, RuntimeError) as exc:
+        return Outcome(message=f"Signing in could not go on: {exc}."), "/"
+    return Outcome(**done["outcome"]), done["back"] or "/"
 
 
 async def open_sessions(hub: Hub, user_id: int | None) -> None:
@@ -137,6 +159,18 @@ async def open_sessions(hub: Hub, user_id: int | None) -> None:
         return
     connected = await database_sync_to_async(authorization.signed_in_servers)(user_id)
     await hub.open_user_sessions(user_id, [config.name for config in servers if config.name in connected])
+
+
+async def person_hub(user_id: int | None, *, max_age: float = 0.0, wait: float = 0.0) -> Hub:
+    """The running hub with ``user_id``'s sessions open and their resource and prompt catalogs at hand.
+
+    ``max_age`` as for :func:`~mcpclient.runtime.ensure_hub`; ``wait``: how long a session's
+    first listing may be waited for (through the hub worker the catalogs are fetched here).
+    """
+    hub = await ensure_hub(max_age=max_age)
+    await open_sessions(hub, user_id)
+    await hub.load_catalogs(user_id, wait=wait)
+    return hub
 
 
 def account_states(user_id: int) -> list[dict[str, Any]]:

@@ -12,9 +12,12 @@ Lifecycle and cancellation
 --------------------------
 Every call and request runs as a task of its own (the consumer handles one message at a time).
 A call runs inside :func:`~mcpclient.progress.reporting` and :func:`~mcpclient.elicitation.asking`
-whose callbacks forward progress and forms to the caller's reply channel with the call's id;
-``hub.cancel`` cancels the task (the SDK tells the server), and a form still open when the call
-ends is withdrawn on the caller's side (``hub.ask_end``). Every ``HEARTBEAT`` seconds a
+whose callbacks forward progress, forms and links to the caller's reply channel with the
+call's id; ``hub.cancel`` cancels the task (the SDK tells the server), and a form still open when
+the call ends is withdrawn on the caller's side (``hub.ask_end``). A link the person opened is
+followed until it ends on either side (``hub.link_end`` both ways). Requests that only read
+(:data:`QUERIES`: catalogs, reads, completions, prompts, sign-in steps) answer without waiting
+for the hub's listeners. Every ``HEARTBEAT`` seconds a
 ``hub.alive`` tells the web processes the worker still runs. SIGTERM
 or SIGINT stops the worker: calls in flight are answered with an error, then the hub closes
 every session (stdio children end with it). A worker killed outright goes silent: its callers
@@ -27,22 +30,30 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import uuid
 from typing import Any
 
 from channels.consumer import AsyncConsumer
 
-from mcpclient import runtime, worker_wire
+from mcpclient import resources, runtime, signin, worker_wire
 from mcpclient.elicitation import Answer, Link, asking
 from mcpclient.elicitation_schema import Form
-from mcpclient.hub import Hub
+from mcpclient.hub import Hub, Status, per_user
 from mcpclient.progress import Progress, reporting
+from mcpclient.prompts import PromptError, session_of
+from mcpclient.prompts import catalog as prompt_catalog
+from mcpclient.resources import ResourceError
 from mcpclient.results import ToolResult
 
 logger = logging.getLogger(__name__)
 
 BOOT = uuid.uuid4().hex  # this worker process's id, in every state it sends
+# Requests answered without waiting for the hub's listeners and without the state: they change
+# no server's state the caller must see first (a sign-in's session announces itself when it
+# settles, like every change, on the state group).
+QUERIES = frozenset({"view", "read_resource", "complete", "get_prompt", "signin"})
 
 
 def state_of(hub: Hub) -> dict[str, Any]:
@@ -72,6 +83,62 @@ async def heartbeat() -> None:
         await asyncio.sleep(worker_wire.HEARTBEAT)
 
 
+async def view_of(hub: Hub, user_id: int | None, wait: float) -> list[dict[str, Any]]:
+    """The sessions ``user_id`` uses (shared ones, their own "perUser" ones), with their catalogs.
+
+    A ready session's first listings are waited for, up to ``wait`` seconds (all at once).
+    """
+    found = []
+    for snapshot in hub.snapshots():
+        connection = session_of(hub, snapshot.name, user_id)
+        if connection is not None:
+            found.append((per_user(connection.config), connection))
+    if wait > 0:
+        listings = []
+        for _, connection in found:
+            if connection.status is not Status.READY:
+                continue
+            listings.append(connection.resources.wait_listed(wait))
+            prompts = prompt_catalog(connection)
+            if prompts is not None:
+                listings.append(_wait_listed(prompts.listed, wait))
+        await asyncio.gather(*listings)
+    return [
+        {
+            "name": connection.name,
+            "own": own,
+            "status": connection.status.value,
+            "reason": connection.reason,
+            "tools": [dataclasses.asdict(tool) for tool in connection.tools] if own else [],
+            "resources": worker_wire.resources_out(connection.resources),
+            "prompts": worker_wire.prompts_out(prompt_catalog(connection)),
+        }
+        for own, connection in found
+    ]
+
+
+async def _wait_listed(listed: asyncio.Event, wait: float) -> None:
+    with contextlib.suppress(TimeoutError):
+        async with asyncio.timeout(wait):
+            await listed.wait()
+
+
+async def _signin(args: dict[str, Any]) -> dict[str, Any]:
+    """A sign-in step a web process forwarded: the flow lives here, with the session it opens."""
+    step, back = args["step"], ""
+    if step == "connect":
+        outcome = await signin.connect(
+            args["name"], args["user_id"], staff=args["staff"], return_to=args["return_to"]
+        )
+    elif step == "finish":
+        outcome, back = await signin.finish(args["state"], args["user_id"], args["query"])
+    elif step == "disconnect":
+        outcome = await signin.disconnect(args["name"], args["user_id"], staff=args["staff"])
+    else:
+        raise ValueError(f"unknown sign-in step {step!r}")
+    return {"outcome": dataclasses.asdict(outcome), "back": back}
+
+
 class HubConsumer(AsyncConsumer):
     """Routes the hub channel's messages to the process's hub (one instance per worker)."""
 
@@ -81,6 +148,8 @@ class HubConsumer(AsyncConsumer):
         self.tasks: dict[str, asyncio.Task[Any]] = {}
         self.replies: dict[str, str] = {}  # call id -> its caller's reply channel
         self.answers: dict[tuple[str, str], asyncio.Future[Answer]] = {}
+        self.links: dict[tuple[str, str], Link] = {}  # consented links, by (call id, ask id)
+        self.following: set[asyncio.Task[None]] = set()
         _consumers.add(self)
         try:
             await super().__call__(scope, receive, send)
@@ -88,7 +157,9 @@ class HubConsumer(AsyncConsumer):
             _consumers.discard(self)
 
     def _spawn(self, key: str, coroutine: Any) -> None:
-        task = asyncio.ensure_future(coroutine)
+        # Started at once, up to its first real wait: a call reaches its server one loop
+        # iteration sooner (bench/hub_hop.py).
+        task = asyncio.eager_task_factory(asyncio.get_running_loop(), coroutine)
         self.tasks[key] = task
         task.add_done_callback(lambda _: self.tasks.pop(key, None))
 
@@ -118,17 +189,42 @@ class HubConsumer(AsyncConsumer):
             elif op == "close_user":
                 await hub.close_user_session(args["name"], args["user_id"])
                 result = None
+            elif op == "view":
+                result = await view_of(hub, args["user_id"], args["wait"])
+            elif op == "read_resource":
+                found = await hub.read_resource(args["server"], args["uri"], args["user_id"])
+                result = worker_wire.read_out(found)
+            elif op == "complete":
+                ref = resources.make_ref(args["ref"], args["name"])
+                completions = await hub.complete(
+                    args["server"], ref, args["argument"], args["context"], args["user_id"]
+                )
+                result = dataclasses.asdict(completions)
+            elif op == "get_prompt":
+                prompt, messages = await hub.get_prompt(
+                    args["server"], args["name"], args["arguments"], args["user_id"]
+                )
+                result = {
+                    "prompt": worker_wire.prompt_out(prompt),
+                    "messages": [dataclasses.asdict(message) for message in messages],
+                }
+            elif op == "signin":
+                result = await _signin(args)
             else:
                 raise ValueError(f"unknown hub request {op!r}")
-            await hub.drain_listeners()
-            reply = {"result": result, "state": state_of(hub)}
+            reply = {"result": result}
+            if op not in QUERIES:
+                await hub.drain_listeners()
+                reply["state"] = state_of(hub)
+        except (ResourceError, PromptError) as exc:  # a refusal the person reads, not a failure
+            reply = {"refused": worker_wire.refusal_out(exc)}
         except Exception as exc:  # the web process gets the error as text, the worker goes on
             logger.exception("hub request %s failed", op)
             reply = {"error": f"{type(exc).__name__}: {exc}"}
         await self.channel_layer.send(message["reply"], {"type": "hub.reply", "id": message["id"], **reply})
 
     async def hub_call(self, message: dict[str, Any]) -> None:
-        """A tool call: progress and forms go back to the caller while it runs, then the result."""
+        """A tool call: progress, forms and links go back to the caller while it runs, then the result."""
         self.replies[message["id"]] = message["reply"]
         self._spawn(message["id"], self._call(message))
 
@@ -143,6 +239,26 @@ class HubConsumer(AsyncConsumer):
         waiting = self.answers.get((message["id"], message["ask"]))
         if waiting is not None and not waiting.done():
             waiting.set_result(Answer(message["action"], message.get("content")))
+
+    async def hub_link_end(self, message: dict[str, Any]) -> None:
+        """The person's side ended a consented link (done, expired, stopped)."""
+        link = self.links.pop((message["id"], message["ask"]), None)
+        if link is not None:
+            link.finish(message["outcome"])
+
+    def _follow(self, call_id: str, ask_id: str, reply: str, link: Link) -> None:
+        """Tell the caller how a consented link ends here (the server completed it, the call ended)."""
+        self.links[(call_id, ask_id)] = link
+
+        async def follow() -> None:
+            outcome = await link.finished
+            if self.links.pop((call_id, ask_id), None) is not None:  # not ended by the caller
+                end = {"type": "hub.link_end", "id": call_id, "ask": ask_id, "outcome": outcome}
+                await self.channel_layer.send(reply, end)
+
+        task = asyncio.ensure_future(follow())
+        self.following.add(task)
+        task.add_done_callback(self.following.discard)
 
     async def _call(self, message: dict[str, Any]) -> None:
         call_id, reply = message["id"], message["reply"]
@@ -161,19 +277,19 @@ class HubConsumer(AsyncConsumer):
             )
 
         async def ask(form: Form | Link) -> Answer:
-            if isinstance(form, Link):
-                # A link's life (consent, then completion) is not forwarded to web processes yet.
-                logger.info('tool "%s": declined a URL-mode elicitation (not forwarded)', form.tool)
-                return Answer("decline")
             ask_id = uuid.uuid4().hex
             waiting: asyncio.Future[Answer] = asyncio.get_running_loop().create_future()
             self.answers[(call_id, ask_id)] = waiting
+            if isinstance(form, Link):
+                shown = {"link": worker_wire.link_out(form)}
+            else:
+                shown = {"form": worker_wire.form_out(form)}
             try:
-                await layer.send(
-                    reply,
-                    {"type": "hub.ask", "id": call_id, "ask": ask_id, "form": worker_wire.form_out(form)},
-                )
-                return await waiting
+                await layer.send(reply, {"type": "hub.ask", "id": call_id, "ask": ask_id, **shown})
+                answer = await waiting
+                if isinstance(form, Link) and answer.action == "accept":
+                    self._follow(call_id, ask_id, reply, form)
+                return answer
             finally:
                 del self.answers[(call_id, ask_id)]
                 if not waiting.done():

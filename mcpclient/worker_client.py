@@ -18,17 +18,26 @@ Calls and cancellation
 ----------------------
 A call is a ``hub.call`` message with a fresh id; the reply channel's reader resolves the call's
 future with ``hub.reply``, hands ``hub.progress`` to the progress callback of the calling context
-(:func:`mcpclient.progress.tool_call`) and ``hub.ask`` to its asker (with the registry's time
-budget paused while the person answers). The caller's time budget (the registry's) bounds the
-wait: a cancelled or abandoned call sends ``hub.cancel`` so the worker cancels it too. When a
-state with a new ``boot`` id arrives (the worker was restarted), calls sent to the old worker
-are answered at once with an error saying so. The worker sends ``hub.alive`` every
+(:func:`mcpclient.progress.tool_call`) and ``hub.ask`` (a form, or a URL-mode link) to its asker,
+with the registry's time budget paused while the person answers and, for a link they opened, until
+it ends: ``hub.link_end`` travels both ways (the server completed it or the call ended; the person
+said done, their time ran out, the turn stopped). The caller's time budget (the registry's) bounds
+the wait: a cancelled or abandoned call sends ``hub.cancel`` so the worker cancels it too. When a
+state with a new ``boot`` id arrives (the worker was restarted), calls sent to the old worker are
+answered at once with an error saying so. The worker sends ``hub.alive`` every
 ``worker_wire.HEARTBEAT`` seconds: after ``SILENT_AFTER`` seconds without a word from it (killed,
 Redis gone) calls in flight fail and new ones are refused at once, each with a message saying so.
 
-Resources, prompts, completions and OAuth sign-in
-need the live session object and are not forwarded (see docs/deployment.md): the connections
-handed out here have no client, so those features say the server is unreachable.
+Resources, prompts, completions and sign-in
+-------------------------------------------
+The catalogs a person sees (resources, templates, prompts of their shared and own sessions)
+are fetched from the worker by :meth:`RemoteHub.load_catalogs` where a page or a turn needs
+them (:func:`mcpclient.signin.person_hub`); the connections handed out then carry them, and
+their ``client`` is :data:`IN_WORKER`. Reads, completions and ``prompts/get`` are requests the
+worker runs on its live session (:meth:`RemoteHub.read_resource`, :meth:`~RemoteHub.complete`,
+:meth:`~RemoteHub.get_prompt`); what it refuses comes back as the same
+:class:`~mcpclient.resources.ResourceError` or :class:`~mcpclient.prompts.PromptError`. OAuth
+sign-in steps are run there too (:func:`mcpclient.signin.connect` and its siblings).
 """
 
 from __future__ import annotations
@@ -41,20 +50,21 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
+import mcp.types as types
 from channels.db import database_sync_to_async
 from django.conf import settings
 
-from mcpclient import worker_wire
+from mcpclient import prompts, worker_wire
 from mcpclient.config import ServerConfig
-from mcpclient.elicitation import Answer, current_asker, current_budget
+from mcpclient.elicitation import Answer, Link, current_asker, current_budget
 from mcpclient.hub import HubTool, ServerSnapshot, Status, per_user
 from mcpclient.progress import tool_call
+from mcpclient.resources import Completions, ReadResult, ResourceCatalog, ResourceError
 from mcpclient.results import ToolResult
 
 logger = logging.getLogger(__name__)
 
 REQUEST_TIMEOUT = 30.0  # seconds an admin action or a query waits for the worker
-NOT_FORWARDED = "resources, prompts and sign-in are not served through the hub worker"
 
 
 class WorkerUnavailable(RuntimeError):
@@ -66,17 +76,38 @@ class _Logs:
     note: str = ""
 
 
+class InWorker:
+    """A session's client as seen from a web process: it lives in the hub worker.
+
+    Reads, completions and prompts go through :class:`RemoteHub`'s methods of the same names,
+    never through this object; it only says that the session is live there.
+    """
+
+
+IN_WORKER = InWorker()
+
+
 @dataclass(eq=False)  # hashable by identity, as a ServerConnection is (catalogs are keyed by it)
 class RemoteConnection:
-    """What the web process knows of one server's session in the worker (no live client)."""
+    """What the web process knows of one server's session in the worker.
+
+    Its resource and prompt catalogs are those of the person's last :meth:`RemoteHub.load_catalogs`
+    (empty before one); ``client`` is :data:`IN_WORKER` while the session is ready there.
+    """
 
     name: str
     config: ServerConfig
     status: Status
     reason: str
     tools: tuple[Any, ...] = ()
-    client: None = None
+    client: InWorker | None = None
     logs: _Logs = field(default_factory=_Logs)
+    resources: ResourceCatalog = field(default_factory=ResourceCatalog)
+    last_used: float = 0.0
+
+    def _mark_unavailable_if_closed(self, exc: Exception) -> bool:
+        """The worker marks its own session (this is only its picture)."""
+        return False
 
 
 @dataclass
@@ -87,6 +118,15 @@ class _Call:
     asker: Any
     budget: Any
     asks: dict[str, asyncio.Task[None]] = field(default_factory=dict)
+    links: dict[str, Link] = field(default_factory=dict)  # consented links the worker still follows
+    returned: bool = False  # the worker's answer came (links still open end "completed")
+
+
+def _resource_unreachable(server: str) -> Any:
+    def unreachable(exc: Exception) -> ResourceError:
+        return ResourceError(f'MCP server "{server}" is unreachable: {exc}', 502)
+
+    return unreachable
 
 
 class RemoteHub:
@@ -102,6 +142,9 @@ class RemoteHub:
         self._snapshots: list[ServerSnapshot] = []
         self._configs: dict[str, ServerConfig] = {}
         self._user_tools: dict[int, tuple[str, int, list[HubTool]]] = {}
+        # The sessions as people last loaded them (load_catalogs): (server, None) for a shared
+        # session, (server, user id) for a person's own.
+        self._views: dict[tuple[str, int | None], RemoteConnection] = {}
         self._calls: dict[str, _Call] = {}
         self._requests: dict[str, asyncio.Future[dict[str, Any]]] = {}
         self._reader: asyncio.Task[None] | None = None
@@ -133,6 +176,10 @@ class RemoteHub:
         """Seconds since the worker was last heard from (its heartbeat, a reply, a state)."""
         return time.monotonic() - self.heard
 
+    def _heard(self) -> str:
+        silent = self.silence()
+        return "not heard from yet" if silent == float("inf") else f"nothing heard for {silent:.0f} s"
+
     async def _watch(self) -> None:
         """Fail the calls in flight once the worker has been silent too long (killed, Redis gone)."""
         while True:
@@ -156,7 +203,13 @@ class RemoteHub:
             logger.warning("the MCP hub worker does not answer yet; its tools appear when it starts")
 
     async def request(self, op: str, *, timeout: float = REQUEST_TIMEOUT, **args: Any) -> Any:
-        """Send ``op`` to the worker and wait for its reply (mirroring the state it carries)."""
+        """Send ``op`` to the worker and wait for its reply (mirroring the state it carries).
+
+        A worker that has been silent too long is not waited for (only the ``state`` a starting
+        process asks for is): :class:`WorkerUnavailable` at once, saying so.
+        """
+        if op != "state" and self.silence() > worker_wire.SILENT_AFTER:
+            raise WorkerUnavailable(f"the MCP hub worker is not running ({self._heard()})")
         request_id = uuid.uuid4().hex
         waiting: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
         self._requests[request_id] = waiting
@@ -173,7 +226,10 @@ class RemoteHub:
             self._requests.pop(request_id, None)
         if "error" in reply:
             raise RuntimeError(f"the MCP hub worker could not {op}: {reply['error']}")
-        await self._mirror(reply["state"])
+        if "state" in reply:  # not for queries (worker.QUERIES): the state group brings changes
+            await self._mirror(reply["state"])
+        if "refused" in reply:
+            raise worker_wire.refusal_in(reply["refused"])
         return reply.get("result")
 
     # -- the reply channel -----------------------------------------------------------------
@@ -212,30 +268,51 @@ class RemoteHub:
             return  # a call given up on
         if kind == "hub.reply":
             if not call.future.done():
+                call.returned = True
                 call.future.set_result(worker_wire.result_in(message["result"]))
         elif kind == "hub.progress":
             await call.reply_progress(message["progress"], message["total"], message["message"])
         elif kind == "hub.ask":
-            task = asyncio.ensure_future(self._ask(message["id"], call, message["ask"], message["form"]))
+            task = asyncio.ensure_future(self._ask(message["id"], call, message))
             call.asks[message["ask"]] = task
             task.add_done_callback(lambda _: call.asks.pop(message["ask"], None))
         elif kind == "hub.ask_end":
             task = call.asks.get(message["ask"])
             if task is not None:
                 task.cancel()
+        elif kind == "hub.link_end":
+            link = call.links.pop(message["ask"], None)
+            if link is not None:
+                link.finish(message["outcome"])
 
-    async def _ask(self, call_id: str, call: _Call, ask_id: str, form: dict[str, Any]) -> None:
-        """Show a forwarded form to the person behind the call, off the clock; send the answer."""
+    async def _ask(self, call_id: str, call: _Call, message: dict[str, Any]) -> None:
+        """Show a forwarded form or link to the person behind the call, off the clock; send the answer.
+
+        A link the person consented to stays off the clock until it ends: the worker says when
+        the server finished it (``hub.link_end``), and this side tells the worker when the person
+        did, its time ran out or the turn stopped.
+        """
+        ask_id = message["ask"]
+        link = worker_wire.link_in(message["link"]) if "link" in message else None
         answer = Answer("cancel")
         if call.budget is not None:
             call.budget.pause()
         try:
-            answer = await call.asker(worker_wire.form_in(form))
+            try:
+                answer = await call.asker(link if link is not None else worker_wire.form_in(message["form"]))
+            finally:
+                if link is not None and answer.action == "accept":
+                    call.links[ask_id] = link  # before the answer: the worker may end it at once
+                reply = {"type": "hub.answer", "id": call_id, "ask": ask_id, "action": answer.action}
+                self._send_soon({**reply, "content": answer.content})
+            if link is not None and answer.action == "accept":
+                outcome = await asyncio.shield(link.finished)
+                if call.links.pop(ask_id, None) is not None:  # ended here, not by the worker
+                    end = {"type": "hub.link_end", "id": call_id, "ask": ask_id, "outcome": outcome}
+                    self._send_soon(end)
         finally:
             if call.budget is not None:
                 call.budget.resume()
-            message = {"type": "hub.answer", "id": call_id, "ask": ask_id, "action": answer.action}
-            self._send_soon({**message, "content": answer.content})
 
     def _send_soon(self, message: dict[str, Any]) -> None:
         """Send to the worker without waiting (also from a task being cancelled)."""
@@ -293,21 +370,113 @@ class RemoteHub:
         return [config for config in self._configs.values() if config.enabled and per_user(config)]
 
     def connection(self, name: str) -> RemoteConnection | None:
-        """What is known of a server's shared session (no client: see the module docstring)."""
+        """A server's shared session as the worker last reported it (catalogs: see load_catalogs)."""
         config = self._configs.get(name)
         snapshot = next((s for s in self._snapshots if s.name == name), None)
         if config is None or snapshot is None or snapshot.status is Status.DISABLED:
             return None
-        reason = snapshot.last_error if snapshot.status is not Status.READY else NOT_FORWARDED
-        return RemoteConnection(name, config, snapshot.status, reason, snapshot.tools)
+        seen = self._views.get((name, None))
+        if seen is None:
+            seen = self._views[(name, None)] = RemoteConnection(name, config, snapshot.status, "")
+        seen.config, seen.status, seen.tools = config, snapshot.status, snapshot.tools
+        seen.reason = "" if snapshot.status is Status.READY else snapshot.last_error
+        seen.client = IN_WORKER if snapshot.status is Status.READY else None
+        return seen
 
-    def user_connection(self, name: str, user_id: int) -> None:
-        """Per-person sessions live in the worker only."""
-        return None
+    def user_connection(self, name: str, user_id: int) -> RemoteConnection | None:
+        """``user_id``'s own session of ``name`` as their last :meth:`load_catalogs` found it."""
+        return self._views.get((name, user_id))
+
+    async def load_catalogs(self, user_id: int | None, *, wait: float = 0.0) -> None:
+        """Fetch the resources and prompts of the sessions ``user_id`` uses from the worker.
+
+        The worker waits up to ``wait`` seconds for a ready session's first listings. A worker
+        that does not answer leaves the last picture (its calls then say why they fail).
+        """
+        try:
+            views = await self.request("view", timeout=wait + REQUEST_TIMEOUT, user_id=user_id, wait=wait)
+        except WorkerUnavailable as exc:
+            logger.warning("could not load the resources and prompts of the MCP servers: %s", exc)
+            return
+        own = set()
+        for view in views:
+            config = self._configs.get(view["name"])
+            if config is None:
+                continue
+            key = (view["name"], user_id if view["own"] else None)
+            own.add(key)
+            status = Status(view["status"])
+            seen = self._views.get(key) or RemoteConnection(view["name"], config, status, "")
+            seen.config, seen.status, seen.reason = config, status, view["reason"]
+            seen.client = IN_WORKER if status is Status.READY else None
+            if view["own"]:
+                seen.tools = tuple(worker_wire.discovered_in(tool) for tool in view["tools"])
+            seen.resources = worker_wire.resources_in(view["resources"])
+            listed = worker_wire.prompts_in(view["prompts"])
+            if listed is not None:
+                prompts.attach(seen, listed)
+            self._views[key] = seen
+        for key in [key for key in self._views if key[1] == user_id and user_id is not None]:
+            if key not in own:  # closed in the worker since
+                del self._views[key]
+
+    async def _query(self, op: str, server: str, unreachable: Any, **args: Any) -> Any:
+        """Ask the worker to run ``op`` on a session of ``server`` (its ``timeout``, then some).
+
+        A worker that does not answer (or fails) raises ``unreachable(reason)``.
+        """
+        config = self._configs.get(server)
+        timeout = (config.timeout if config is not None else 0.0) + REQUEST_TIMEOUT
+        try:
+            return await self.request(op, timeout=timeout, server=server, **args)
+        except (WorkerUnavailable, RuntimeError) as exc:
+            raise unreachable(exc) from None
+
+    async def read_resource(self, server: str, uri: str, user_id: int | None) -> ReadResult:
+        """``resources/read`` in the worker (capped there); a :class:`ResourceError` when it cannot."""
+        found = await self._query(
+            "read_resource", server, _resource_unreachable(server), uri=uri, user_id=user_id
+        )
+        return worker_wire.read_in(found)
+
+    async def complete(
+        self,
+        server: str,
+        ref: types.ResourceTemplateReference | types.PromptReference,
+        argument: dict[str, str],
+        context: dict[str, str] | None,
+        user_id: int | None,
+    ) -> Completions:
+        """``completion/complete`` in the worker; a :class:`ResourceError` when it cannot."""
+        kind, name = ("prompt", ref.name) if isinstance(ref, types.PromptReference) else ("resource", ref.uri)
+        asked = {"ref": kind, "name": name, "argument": argument, "context": context, "user_id": user_id}
+        found = await self._query("complete", server, _resource_unreachable(server), **asked)
+        return Completions(values=tuple(found["values"]), total=found["total"], has_more=found["has_more"])
+
+    async def get_prompt(
+        self, server: str, name: str, arguments: dict[str, str], user_id: int | None
+    ) -> tuple[prompts.HubPrompt, list[prompts.PromptMessage]]:
+        """``prompts/get`` in the worker; a :class:`~mcpclient.prompts.PromptError` when it cannot."""
+        def unreachable(exc: Exception) -> prompts.PromptError:
+            return prompts.PromptError(f'MCP server "{server}" unreachable: {exc}')
+
+        found = await self._query(
+            "get_prompt", server, unreachable, name=name, arguments=arguments, user_id=user_id
+        )
+        messages = [prompts.PromptMessage(**message) for message in found["messages"]]
+        return worker_wire.prompt_in(found["prompt"]), messages
 
     async def open_user_sessions(self, user_id: int, names: list[str]) -> None:
-        """Open ``user_id``'s "perUser" sessions in the worker and keep the tools they see."""
-        tools = await self.request("open_user", user_id=user_id, names=list(names))
+        """Open ``user_id``'s "perUser" sessions in the worker and keep the tools they see.
+
+        A worker that does not answer leaves the tools as they were: the turn goes on, and a
+        call of a tool then says why it fails.
+        """
+        try:
+            tools = await self.request("open_user", user_id=user_id, names=list(names))
+        except WorkerUnavailable as exc:
+            logger.warning("could not open the sessions of user %s: %s", user_id, exc)
+            return
         self._user_tools[user_id] = (self.boot, self.version, [worker_wire.tool_in(tool) for tool in tools])
 
     async def close_user_session(self, name: str, user_id: int | None) -> None:
@@ -315,10 +484,6 @@ class RemoteHub:
         await self.request("close_user", name=name, user_id=user_id)
         if user_id is not None:
             self._user_tools.pop(user_id, None)
-
-    async def authorize(self, name: str, *, user_id: int) -> Any:
-        """OAuth sign-in needs the live session: not through the hub worker."""
-        raise RuntimeError(f'Signing in to "{name}": {NOT_FORWARDED}; run BOOCODE_HUB=inprocess to sign in')
 
     async def reconnect(self, name: str) -> None:
         """Close and reopen a server's session in the worker."""
@@ -340,10 +505,8 @@ class RemoteHub:
     ) -> ToolResult:
         """Call a tool in the worker; progress and forms come back to this context while it runs."""
         if self.silence() > worker_wire.SILENT_AFTER:
-            silent = self.silence()
-            heard = "not heard from yet" if silent == float("inf") else f"nothing heard for {silent:.0f} s"
             return ToolResult.error(
-                f'MCP tool "{prefixed_name}" failed: the MCP hub worker is not running ({heard}); '
+                f'MCP tool "{prefixed_name}" failed: the MCP hub worker is not running ({self._heard()}); '
                 "try again once it is back."
             )
         call_id = uuid.uuid4().hex
@@ -373,5 +536,8 @@ class RemoteHub:
                 raise
             finally:
                 del self._calls[call_id]
+                for link in call.links.values():  # as the worker's own links end with the call
+                    link.finish("completed" if call.returned else "withdrawn")
+                call.links.clear()
                 for task in call.asks.values():
                     task.cancel()

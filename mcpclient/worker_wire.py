@@ -7,14 +7,21 @@ both sides agree on one shape. Message types (``type`` keys) and who sends them:
 web -> worker, to the group named after the hub channel (``settings.MCP_HUB_CHANNEL``), which
 the worker joins with a channel of its own before it announces itself:
     ``hub.request`` ``{id, reply, op, args}``: ``state``, ``apply``, ``reconnect``,
-    ``rediscover``, ``set_log_level``, ``open_user``, ``close_user``; answered by ``hub.reply``.
+    ``rediscover``, ``set_log_level``, ``open_user``, ``close_user``; a person's ``view`` (the
+    sessions they use with their resource and prompt catalogs), ``read_resource``, ``complete``,
+    ``get_prompt``; ``signin`` (a step of OAuth sign-in). Answered by ``hub.reply`` with
+    ``result`` (or ``refused``: a read or prompt the person is told is not possible, or ``error``)
+    and, for the requests that change something, the worker's ``state`` after the change.
     ``hub.call`` ``{id, reply, name, arguments, user_id, ask}``: a tool call.
     ``hub.cancel`` ``{id}``: the caller stopped waiting (turn stopped, time budget spent).
-    ``hub.answer`` ``{id, ask, action, content}``: the person's answer to a forwarded form.
+    ``hub.answer`` ``{id, ask, action, content}``: the person's answer to a forwarded form or link.
+    ``hub.link_end`` ``{id, ask, outcome}``: a link the person opened ended on their side
+    (``done``, ``expired``, ``stopped``).
 
 worker -> one web process, on its reply channel:
     ``hub.reply`` ``{id, result}``, ``hub.progress`` ``{id, progress, total, message}``,
-    ``hub.ask`` ``{id, ask, form}``, ``hub.ask_end`` ``{id, ask}`` (the call ended first).
+    ``hub.ask`` ``{id, ask, form | link}``, ``hub.ask_end`` ``{id, ask}`` (the call ended first),
+    ``hub.link_end`` ``{id, ask, outcome}`` (the server completed the link, or the call ended).
 
 worker -> every web process, on the group :func:`state_group` (the hub channel's name + ``-state``):
     ``hub.state`` ``{state}``: the tools and server states after every change, with the
@@ -24,8 +31,8 @@ worker -> every web process, on the group :func:`state_group` (the hub channel's
     ones at once with a message saying the worker is not running.
 
 The layer is the ``hub`` alias (:func:`hub_layer`): Redis pub/sub, which delivers to whoever
-listens now and keeps nothing. Pub/sub channels are global to a Redis server (not per database):
-two deployments on one Redis server need different ``BOOCODE_HUB_CHANNEL`` names.
+listens now and keeps nothing. Its channel names carry the Redis database's number (settings):
+two deployments on one Redis database need different ``BOOCODE_HUB_CHANNEL`` names.
 """
 
 from __future__ import annotations
@@ -34,8 +41,19 @@ import dataclasses
 import datetime as dt
 from typing import Any
 
+from mcpclient.elicitation import Link
 from mcpclient.elicitation_schema import Field, Form, Option
 from mcpclient.hub import DiscoveredTool, HubTool, ServerSnapshot, Status
+from mcpclient.prompts import Catalog as PromptCatalog
+from mcpclient.prompts import HubPrompt, PromptArgument, PromptError
+from mcpclient.resources import (
+    ReadResult,
+    ResourceCatalog,
+    ResourceContent,
+    ResourceEntry,
+    ResourceError,
+    TemplateEntry,
+)
 from mcpclient.results import ToolResult
 
 LAYER = "hub"  # the channel layer alias of the hop (Redis pub/sub, see settings.CHANNEL_LAYERS)
@@ -82,9 +100,7 @@ def snapshot_out(snapshot: ServerSnapshot) -> dict[str, Any]:
 
 def snapshot_in(data: dict[str, Any]) -> ServerSnapshot:
     """A server snapshot from :func:`snapshot_out`."""
-    tools = tuple(
-        DiscoveredTool(**{**tool, "icons": tuple(tool.get("icons") or ())}) for tool in data["tools"]
-    )
+    tools = tuple(discovered_in(tool) for tool in data["tools"])
     moments = {
         key: dt.datetime.fromisoformat(value[_MOMENT])
         for key, value in data.items()
@@ -123,3 +139,115 @@ def form_in(data: dict[str, Any]) -> Form:
         for field in data["fields"]
     )
     return Form(**{**data, "fields": fields})
+
+
+# --- what a person's view of the sessions carries (``hub.request`` ``view``) ------------------
+def discovered_in(data: dict[str, Any]) -> DiscoveredTool:
+    """A server's listed tool from ``dataclasses.asdict``."""
+    return DiscoveredTool(**{**data, "icons": tuple(data.get("icons") or ())})
+
+
+def resources_out(catalog: ResourceCatalog) -> dict[str, Any]:
+    """A connection's resource catalog as a plain dict (what was listed, not the signals)."""
+    return {
+        "resources": [dataclasses.asdict(entry) for entry in catalog.resources],
+        "templates": [dataclasses.asdict(entry) for entry in catalog.templates],
+        "supported": catalog.supported,
+        "completions": catalog.completions,
+        "error": catalog.error,
+        "listings": catalog.listings,
+    }
+
+
+def resources_in(data: dict[str, Any]) -> ResourceCatalog:
+    """A resource catalog from :func:`resources_out` (first listing done: the worker waited for it)."""
+    catalog = ResourceCatalog(
+        resources=tuple(ResourceEntry(**entry) for entry in data["resources"]),
+        templates=tuple(
+            TemplateEntry(**{**entry, "arguments": tuple(entry["arguments"])}) for entry in data["templates"]
+        ),
+        supported=data["supported"],
+        completions=data["completions"],
+        error=data["error"],
+        listings=data["listings"],
+    )
+    catalog._listed.set()
+    return catalog
+
+
+def prompt_out(prompt: HubPrompt) -> dict[str, Any]:
+    """A prompt as a plain dict."""
+    return dataclasses.asdict(prompt)
+
+
+def prompt_in(data: dict[str, Any]) -> HubPrompt:
+    """A prompt from :func:`prompt_out`."""
+    arguments = tuple(PromptArgument(**argument) for argument in data["arguments"])
+    return HubPrompt(**{**data, "arguments": arguments})
+
+
+def prompts_out(catalog: PromptCatalog | None) -> dict[str, Any] | None:
+    """A connection's prompt catalog as a plain dict (``None``: not watched yet)."""
+    if catalog is None:
+        return None
+    return {
+        "supported": catalog.supported,
+        "error": catalog.error,
+        "listings": catalog.listings,
+        "prompts": [prompt_out(prompt) for prompt in catalog.prompts],
+    }
+
+
+def prompts_in(data: dict[str, Any] | None) -> PromptCatalog | None:
+    """A prompt catalog from :func:`prompts_out`."""
+    if data is None:
+        return None
+    catalog = PromptCatalog(
+        supported=data["supported"],
+        error=data["error"],
+        listings=data["listings"],
+        prompts=tuple(prompt_in(prompt) for prompt in data["prompts"]),
+    )
+    catalog.listed.set()
+    return catalog
+
+
+def read_out(result: ReadResult) -> dict[str, Any]:
+    """A capped ``resources/read`` result as a plain dict (bytes stay bytes: msgpack carries them)."""
+    return dataclasses.asdict(result)
+
+
+def read_in(data: dict[str, Any]) -> ReadResult:
+    """A read result from :func:`read_out`."""
+    contents = tuple(ResourceContent(**item) for item in data["contents"])
+    return ReadResult(server=data["server"], uri=data["uri"], contents=contents)
+
+
+def refusal_out(exc: ResourceError | PromptError) -> dict[str, Any]:
+    """A refusal the person reads (a read, completion or prompt that cannot be served)."""
+    if isinstance(exc, ResourceError):
+        return {"kind": "resource", "message": str(exc), "status": exc.status}
+    return {"kind": "prompt", "message": str(exc)}
+
+
+def refusal_in(data: dict[str, Any]) -> ResourceError | PromptError:
+    """The exception :func:`refusal_out` described, raised again on the caller's side."""
+    if data["kind"] == "resource":
+        return ResourceError(data["message"], data["status"])
+    return PromptError(data["message"])
+
+
+def link_out(link: Link) -> dict[str, Any]:
+    """A URL-mode elicitation as a plain dict (its outcome travels in ``hub.link_end``)."""
+    return {
+        "message": link.message,
+        "url": link.url,
+        "tool": link.tool,
+        "elicitation_id": link.elicitation_id,
+        "required": link.required,
+    }
+
+
+def link_in(data: dict[str, Any]) -> Link:
+    """A link from :func:`link_out` (on the running loop: it holds a future)."""
+    return Link(**data)

@@ -68,14 +68,16 @@ def create_accounts(env: dict[str, str], count: int) -> list[dict[str, Any]]:
 
 
 @contextmanager
-def live_daphne(env: dict[str, str]) -> Iterator[tuple[subprocess.Popen[bytes], int]]:
-    """Daphne serving the project on a free port of 127.0.0.1, stderr piped: ``(process, port)``.
+def live_daphne(env: dict[str, str], port: int = 0) -> Iterator[tuple[subprocess.Popen[bytes], int]]:
+    """Daphne serving the project on ``port`` (or a free one) of 127.0.0.1: ``(process, port)``.
+
+    Its stderr is piped.
 
     Ctrl-C (SIGINT) reaches it even when the tests themselves run with SIGINT ignored.
 
     Yields once it accepts connections; killed on exit if it is still running.
     """
-    port = free_port()
+    port = port or free_port()
     process = subprocess.Popen(
         with_default_sigint(
             [PYTHON, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), "boocode.asgi:application"]

@@ -190,7 +190,7 @@ async def _read_all(
             return None
         async with gate:
             try:
-                return await resources.read(hub, item["server"], item["uri"], user_id)
+                return await hub.read_resource(item["server"], item["uri"], user_id)
             except ResourceError as exc:
                 return exc
 
@@ -219,11 +219,10 @@ async def read_for_turn(
     earlier: list[dict[str, Any]] | None = None,
 ) -> list[dict[str, Any]]:
     """A turn's attachments read through the hub (started, the person's sessions open)."""
-    from mcpclient.runtime import TURN_CHECK_INTERVAL, ensure_hub
-    from mcpclient.signin import open_sessions
+    from mcpclient.runtime import TURN_CHECK_INTERVAL
+    from mcpclient.signin import person_hub
 
-    hub = await ensure_hub(max_age=TURN_CHECK_INTERVAL)
-    await open_sessions(hub, user_id)
+    hub = await person_hub(user_id, max_age=TURN_CHECK_INTERVAL)
     reachable = reachable_servers(hub, user_id, patterns)
     return await read_attachments(hub, attachments, user_id, reachable, earlier)
 

@@ -20,6 +20,7 @@ import json
 import logging
 from typing import Any
 
+from autobahn.exception import Disconnected
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from django.db import DatabaseError
@@ -59,7 +60,7 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
     user_id: int | None = None
     session_key: str | None = None
     session_task: asyncio.Task[None] | None = None
-    ended = False  # closed because the session ended: nothing more goes out
+    ended = False  # closed (the session ended, or the client went away): nothing more goes out
     watching = False  # counted by status.watch() (the background model checks)
 
     async def connect(self) -> None:
@@ -300,6 +301,17 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
             await self.websocket_receive(message)
         else:
             await super().dispatch(message)
+
+    async def send_json(self, content: Any, close: bool = False) -> None:
+        """Send a frame; a socket the client has just closed drops it quietly.
+
+        A frame relayed between the client closing and Daphne telling this consumer so would
+        raise (and log a traceback) for a page that is simply gone; its disconnect follows.
+        """
+        try:
+            await super().send_json(content, close)
+        except Disconnected:
+            self.ended = True
 
     async def chat_event(self, message: dict[str, Any]) -> None:
         """Relay a turn event from the group."""

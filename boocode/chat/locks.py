@@ -125,6 +125,7 @@ class SharedTurns:
         self._held: dict[int, tuple[str, str]] = {}  # conversation -> (lock value, turn id)
         self._on_lost: Callable[[int], None] | None = None
         self._tasks: list[asyncio.Task[None]] = []
+        self._replies: dict[str, asyncio.Future[dict[str, Any]]] = {}  # request id -> its answer
         self._acquire = self._client.register_script(_ACQUIRE)
         self._claim = self._client.register_script(_CLAIM_INTERRUPTED)
         self._release = self._client.register_script(_RELEASE)
@@ -204,20 +205,33 @@ class SharedTurns:
         await get_channel_layer().send(channel, message)
 
     async def request(self, channel: str, message: dict[str, Any], timeout: float) -> dict[str, Any] | None:
-        """Send ``message`` with a ``reply`` channel of its own and wait for the answer (None: none came)."""
-        layer = get_channel_layer()
-        reply = await layer.new_channel()
-        await layer.send(channel, {**message, "reply": reply})
+        """Send ``message`` and wait for the answer (None: none came).
+
+        The answer comes to this process's control channel as a ``turn.reply`` with the
+        request's id: no channel is opened per request (a pub/sub layer would keep each one).
+        """
+        request_id = uuid.uuid4().hex
+        waiting: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+        self._replies[request_id] = waiting
         try:
+            reply = {"reply": await self.channel(), "request": request_id}
+            await get_channel_layer().send(channel, {**message, **reply})
             async with asyncio.timeout(timeout):
-                return await layer.receive(reply)
+                return await waiting
         except TimeoutError:
             return None
+        finally:
+            self._replies.pop(request_id, None)
 
     async def _read(self, name: str) -> None:
         layer = get_channel_layer()
         while True:
             message = await layer.receive(name)
+            if message.get("type") == "turn.reply":
+                waiting = self._replies.get(message.get("request", ""))
+                if waiting is not None and not waiting.done():
+                    waiting.set_result(message)
+                continue
             try:
                 await self._handler(message)
             except Exception:  # one bad message must not stop this process hearing the next

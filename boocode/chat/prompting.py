@@ -139,14 +139,12 @@ async def running_hub(user_id: int | None) -> Hub | None:
     """
     from django.conf import settings
 
-    from mcpclient.runtime import TURN_CHECK_INTERVAL, ensure_hub, get_hub
-    from mcpclient.signin import open_sessions
+    from mcpclient.runtime import TURN_CHECK_INTERVAL, get_hub
+    from mcpclient.signin import person_hub
 
     if not settings.MCP_AUTOSTART:
         return get_hub()
-    hub = await ensure_hub(max_age=TURN_CHECK_INTERVAL)
-    await open_sessions(hub, user_id)
-    return hub
+    return await person_hub(user_id, max_age=TURN_CHECK_INTERVAL)
 
 
 def menu(hub: Hub | None, user_id: int | None) -> dict[str, Any]:
@@ -201,8 +199,8 @@ async def insert_prompt(turn: _Turn) -> str:
     try:
         if hub is None:
             raise hub_prompts.PromptError(f'MCP server "{request.server}" unreachable: no MCP hub runs here')
-        _, messages = await hub_prompts.get(
-            hub, request.server, request.name, request.argument_dict, turn.request.user_id
+        _, messages = await hub.get_prompt(
+            request.server, request.name, request.argument_dict, turn.request.user_id
         )
     except hub_prompts.PromptError as exc:
         error = str(exc)

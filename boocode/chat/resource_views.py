@@ -25,6 +25,7 @@ from boocode.chat.models import Conversation
 from boocode.chat.rendering import render_markdown
 from mcpclient import resources
 from mcpclient.resources import ResourceError
+from mcpclient.signin import person_hub
 
 MAX_RESULTS = 200  # resources (and as many templates) in one answer of the picker
 MAX_QUERY_CHARS = 200
@@ -36,16 +37,6 @@ MAX_MARKDOWN_CHARS = 200_000
 
 def _error(message: str, status: int) -> JsonResponse:
     return JsonResponse({"error": message}, status=status)
-
-
-async def _hub_for(user_id: int) -> Any:
-    """The running hub with the person's own sessions open (their "perUser" servers)."""
-    from mcpclient.runtime import ensure_hub
-    from mcpclient.signin import open_sessions
-
-    hub = await ensure_hub()
-    await open_sessions(hub, user_id)
-    return hub
 
 
 def _agent_patterns(user_id: int, raw_id: str) -> tuple[bool, Any]:
@@ -90,7 +81,7 @@ async def resources_api(request: HttpRequest) -> HttpResponse:
     user = await request.auser()
     query = request.GET.get("q", "")[:MAX_QUERY_CHARS]
     words = query.casefold().split()
-    hub = await _hub_for(user.pk)
+    hub = await person_hub(user.pk, wait=LISTING_WAIT)
     reachable = await _reachable(request, user.pk, hub)
     if isinstance(reachable, JsonResponse):
         return reachable
@@ -147,14 +138,14 @@ async def read_resource_api(request: HttpRequest) -> HttpResponse:
         if isinstance(value, JsonResponse):
             return value
     assert isinstance(server, str) and isinstance(uri, str)
-    hub = await _hub_for(user.pk)
+    hub = await person_hub(user.pk)
     reachable = await _reachable(request, user.pk, hub)
     if isinstance(reachable, JsonResponse):
         return reachable
     if server not in reachable:
         return _not_here(hub, server, user.pk)
     try:
-        result = await resources.read(hub, server, uri, user.pk)
+        result = await hub.read_resource(server, uri, user.pk)
     except ResourceError as exc:
         return _error(str(exc), exc.status)
     # Rendering is CPU work: in a thread, so the loop (the hub, every socket) never waits on it.
@@ -217,7 +208,7 @@ async def complete_api(request: HttpRequest) -> HttpResponse:
         ref = resources.make_ref(params["ref"], params["name"])
     except ResourceError as exc:
         return _error(str(exc), exc.status)
-    hub = await _hub_for(user.pk)
+    hub = await person_hub(user.pk)
     reachable = await _reachable(request, user.pk, hub)
     if isinstance(reachable, JsonResponse):
         return reachable
@@ -225,9 +216,8 @@ async def complete_api(request: HttpRequest) -> HttpResponse:
     if server not in reachable:
         return _not_here(hub, server, user.pk)
     try:
-        found = await resources.complete(
-            hub, server, ref, {"name": params["argument"], "value": value}, context, user.pk
-        )
+        argument = {"name": params["argument"], "value": value}
+        found = await hub.complete(server, ref, argument, context, user.pk)
     except ResourceError as exc:
         return _error(str(exc), exc.status)
     return JsonResponse(found.to_dict())

@@ -1026,7 +1026,8 @@ class TurnRegistry:
             self.cancel(conversation_id)
         elif kind == "turn.snapshot" and isinstance(message.get("reply"), str):
             state = self._local_state(conversation_id)
-            await get_channel_layer().send(message["reply"], {"type": "turn.snapshot", **state.wire()})
+            answer = {"type": "turn.reply", "request": message.get("request"), **state.wire()}
+            await get_channel_layer().send(message["reply"], answer)
         elif kind == "turn.answer" and isinstance(message.get("frame"), dict):
             error = answer_here(conversation_id, message["frame"], message.get("user_id"))
             if error is not None and isinstance(message.get("reply_to"), str):

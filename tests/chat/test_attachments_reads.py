@@ -23,6 +23,9 @@ class NoCatalogs:
     def config(self, name: str) -> None:
         return None
 
+    async def read_resource(self, server: str, uri: str, user_id: int | None) -> ReadResult:
+        return await resources.read(self, server, uri, user_id)  # as the hub does (patched below)
+
 
 class HeldReads:
     """Stands in for :func:`mcpclient.resources.read`: each read waits until released."""

@@ -266,3 +266,23 @@ async def test_status_line_follows_server_changes_at_once(
     finally:
         runtime.set_hub(None)
         await tab.close()
+
+
+async def test_a_frame_for_a_socket_the_client_just_closed_is_dropped_quietly() -> None:
+    # Daphne raises Disconnected for a send between the client closing and the consumer
+    # hearing of it; a relayed frame then must neither raise nor be followed by more.
+    from autobahn.exception import Disconnected
+
+    from boocode.chat.consumers import ChatConsumer
+
+    sent: list[dict[str, Any]] = []
+
+    async def closed_socket(message: dict[str, Any]) -> None:
+        sent.append(message)
+        raise Disconnected("Attempt to send on a closed protocol")
+
+    consumer = ChatConsumer()
+    consumer.base_send = closed_socket
+    await consumer.dispatch({"type": "chat.event", "event": {"type": "text_delta", "text": "a"}})
+    await consumer.dispatch({"type": "chat.event", "event": {"type": "text_delta", "text": "b"}})
+    assert [json.loads(message["text"])["text"] for message in sent] == ["a"]

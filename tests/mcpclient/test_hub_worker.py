@@ -1,9 +1,11 @@
 """BOOCODE_HUB=worker with real processes: one hub worker, two Daphne web processes, Redis.
 
-Everything is real: ``manage.py hub_worker`` holds the toolbox over stdio, two Daphne processes
-serve the chat and the admin, the Redis channel layer (database 13, a channel name of this
-module's own) carries the calls, the scripted model asks for the tools. The tests run in file
-order on one deployment; the last one kills the worker with SIGKILL and starts it again.
+Everything is real: ``manage.py hub_worker`` holds the toolbox over stdio (with its resources,
+prompts and questions) and a "perUser" OAuth server over HTTP (tests/servers/oauth_server.py),
+two Daphne processes serve the chat and the admin, the Redis channel layer (database 13, a
+channel name of this module's own) carries the calls, the scripted model asks for the tools.
+The tests run in file order on one deployment; the last one kills the worker with SIGKILL and
+starts it again.
 """
 
 from __future__ import annotations
@@ -27,14 +29,16 @@ import pytest
 from yarl import URL
 
 from mcpclient import worker_wire
-from tests.conftest import PYTHON, ROOT, TOOLBOX
+from tests.conftest import PYTHON, ROOT, TOOLBOX, HttpServer, free_port
 from tests.live import live_daphne, with_default_sigint
 from tests.llm_server import Call, ScriptedLLM, Text, ToolCalls
+from tests.oauth.conftest import OAUTH_SERVER, OAuthServer
 
 pytestmark = [pytest.mark.redis]
 
 MODEL = "test-model"
 REDIS_URL = "redis://127.0.0.1:6379/13"
+FEATURES = ("progress", "questions", "resources", "prompts")  # of the toolbox
 TIMEOUT_S = 8  # the toolbox's "timeout" in mcp.json: a call never waits longer (plus the grace)
 
 _SETUP = """
@@ -76,9 +80,14 @@ class Deployment:
     """The processes of one worker-mode deployment and how to reach them."""
 
     def __init__(
-        self, env: dict[str, str], tag: str, accounts: list[dict[str, Any]], llm: ScriptedLLM
+        self,
+        env: dict[str, str],
+        tag: str,
+        accounts: list[dict[str, Any]],
+        llm: ScriptedLLM,
+        oauth: OAuthServer,
     ) -> None:
-        self.env, self.tag, self.accounts, self.llm = env, tag, accounts, llm
+        self.env, self.tag, self.accounts, self.llm, self.oauth = env, tag, accounts, llm, oauth
         self.worker: subprocess.Popen[bytes] | None = None
         self.ports: list[int] = []
 
@@ -128,11 +137,22 @@ def deployment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployment]
     tag = f"hubworker-{uuid.uuid4().hex[:8]}"
     entry = {
         "command": PYTHON,
-        "args": [str(TOOLBOX), "--feature", "progress", "--feature", "questions", "--tag", tag],
+        "args": [str(TOOLBOX), "--tag", tag]
+        + [
+            arg
+            for feature in ("progress", "questions", "resources", "prompts")
+            for arg in ("--feature", feature)
+        ],
         "timeout": TIMEOUT_S * 1000,
     }
-    (data / "mcp.json").write_text(json.dumps({"mcpServers": {"toolbox": entry}}))
-    with ScriptedLLM(models=(MODEL,), responder=respond) as llm:
+    oauth_port, port_b = free_port(), free_port()
+    process = HttpServer([PYTHON, str(OAUTH_SERVER), "--port", str(oauth_port)], oauth_port, "/mcp")
+    base = f"http://127.0.0.1:{oauth_port}"
+    oauth = OAuthServer(process=process, base=base, url=process.url, issuer=f"{base}/auth")
+    secure = {"type": "http", "url": oauth.url, "oauth": {"mode": "perUser"}}
+    (data / "mcp.json").write_text(json.dumps({"mcpServers": {"toolbox": entry, "secure": secure}}))
+    with contextlib.ExitStack() as stack, ScriptedLLM(models=(MODEL,), responder=respond) as llm:
+        stack.callback(process.stop)
         env = {
             **os.environ,
             "BOOCODE_DATA_DIR": str(data),
@@ -144,14 +164,15 @@ def deployment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployment]
             "BOOCODE_HUB_CHANNEL": f"hubtest-{uuid.uuid4().hex[:12]}",
             "BOOCODE_MCP_STDIO_COMMANDS": PYTHON,
             "BOOCODE_MCP_AUTOSTART": "1",
+            "BOOCODE_PUBLIC_URL": f"http://127.0.0.1:{port_b}",  # sign-ins come back to B
         }
         env.pop("BOOCODE_DATABASE_URL", None)
         done = subprocess.run([PYTHON, "-c", _SETUP], cwd=ROOT, env=env, check=True, capture_output=True)
         accounts = json.loads(done.stdout)
-        deployment = Deployment(env, tag, accounts, llm)
+        deployment = Deployment(env, tag, accounts, llm, oauth)
         deployment.start_worker()
         try:
-            with live_daphne(env) as (_, port_a), live_daphne(env) as (_, port_b):
+            with live_daphne(env) as (_, port_a), live_daphne(env, port_b):
                 deployment.ports = [port_a, port_b]
                 yield deployment
         finally:
@@ -207,19 +228,20 @@ class Tab:
         return result["call"], await self.next("turn_end", timeout)
 
 
-async def _start_turn(tab: Tab, text: str) -> None:
-    """Send ``text`` until its turn starts (its tool_call frame), within 10 s.
+async def _start_turn(tab: Tab, text: str | dict[str, Any], started: str = "tool_call") -> None:
+    """Send ``text`` (or a frame) until its turn starts (a ``started`` frame), within 10 s.
 
     The conversation's turn lock may be released a moment after the last turn_end (the server
     says turn_in_progress then): the message is sent again.
     """
     deadline = time.monotonic() + 10
+    frame = {"type": "user_message", "text": text} if isinstance(text, str) else text
     while True:
-        await tab.send({"type": "user_message", "text": text})
-        frame = await tab.next_of(("tool_call", "error"))
-        if frame["type"] == "tool_call":
+        await tab.send(frame)
+        got = await tab.next_of((started, "error"))
+        if got["type"] == started:
             return
-        assert frame["code"] == "turn_in_progress" and time.monotonic() < deadline, frame
+        assert got["code"] == "turn_in_progress" and time.monotonic() < deadline, got
         await asyncio.sleep(0.1)
 
 
@@ -284,6 +306,152 @@ def test_progress_and_a_form_reach_the_tab_that_made_the_call(deployment: Deploy
             assert not [f for f in b.frames if f["type"] == "tool_progress"]
 
     asyncio.run(run())
+
+
+@contextlib.asynccontextmanager
+async def signed_in(account: dict[str, Any]) -> Any:
+    """An HTTP client with ``account``'s session (cookies of 127.0.0.1 go to both web processes)."""
+    # unsafe: keep the cookies of an IP address (127.0.0.1), as a browser does.
+    jar = aiohttp.CookieJar(unsafe=True)
+    async with aiohttp.ClientSession(cookies={"sessionid": account["cookie"]}, cookie_jar=jar) as session:
+        yield session
+
+
+async def _json(session: aiohttp.ClientSession, url: str, status: int = 200) -> Any:
+    async with session.get(url) as response:
+        body = await response.json()
+        assert response.status == status, body
+        return body
+
+
+def test_resources_completions_and_prompts_are_served_by_the_worker(deployment: Deployment) -> None:
+    port_a, port_b = deployment.ports
+
+    async def run() -> None:
+        async with signed_in(deployment.accounts[0]) as session:
+            base = f"http://127.0.0.1:{port_b}/api"
+            listed = await _json(session, f"{base}/resources/?q=read")
+            assert [(r["server"], r["uri"]) for r in listed["resources"]] == [
+                ("toolbox", "toolbox://notes/readme.txt")
+            ]
+            assert [s["name"] for s in listed["servers"]] == ["toolbox"]
+            read = await _json(
+                session, f"{base}/resources/read/?server=toolbox&uri=toolbox://notes/readme.txt"
+            )
+            assert read["contents"][0]["text"] == "The toolbox reads you this note."
+            dot = await _json(session, f"{base}/resources/read/?server=toolbox&uri=toolbox://images/dot.png")
+            assert dot["contents"][0]["size"] == 70  # bytes over the hop, as bytes
+            # Capped in the worker: 6 MB of text never crosses whole.
+            large = await _json(
+                session, f"{base}/resources/read/?server=toolbox&uri=toolbox://data/large.txt"
+            )
+            assert large["contents"][0]["text"].endswith(
+                "[output truncated: 1048576 of 6291456 bytes cut; the limit is 5242880 bytes]"
+            )
+            missing = await _json(session, f"{base}/resources/read/?server=toolbox&uri=toolbox://nope", 404)
+            assert missing["error"].startswith('MCP server "toolbox" has no resource toolbox://nope')
+            city = "toolbox://cities/{city}"
+            found = await _json(
+                session, f"{base}/complete/?server=toolbox&ref=resource&name={city}&argument=city&value=Be"
+            )
+            assert found["values"] == ["Berlin", "Bern"]
+            menu = await _json(session, f"{base}/prompts/")
+            assert {"greeting", "code_review", "briefing"} <= {p["name"] for p in menu["prompts"]}
+
+        async with Tab(port_a, deployment.accounts[0]).open() as a:
+            await _ready_status(a)
+            arguments = {"language": "python", "code": "print(1)"}
+            await _start_turn(
+                a,
+                {"type": "prompt", "server": "toolbox", "name": "code_review", "arguments": arguments},
+                "message",
+            )
+            end = await a.next("turn_end")
+            assert end["status"] == "complete"
+            inserted = [f["message"]["content"] for f in a.frames if f["type"] == "message"]
+            assert "Please review this python code:\nprint(1)" in inserted
+            since = len(deployment.llm.requests)
+            attached = [{"server": "toolbox", "uri": "toolbox://notes/readme.txt"}]
+            asked = {"type": "user_message", "text": "What does it say?", "attachments": attached}
+            await _start_turn(a, asked, "message")
+            assert (await a.next("turn_end"))["status"] == "complete"
+            sent = deployment.llm.requests[since]["messages"][-1]["content"]
+            assert "The toolbox reads you this note." in sent and 'server="toolbox"' in sent
+
+    asyncio.run(run())
+
+
+def test_a_link_reaches_the_tab_and_ends_as_the_server_or_the_person_says(deployment: Deployment) -> None:
+    async def run() -> None:
+        async with (
+            Tab(deployment.ports[1], deployment.accounts[1]).open() as b,
+            aiohttp.ClientSession() as browser,
+        ):
+            await _ready_status(b)
+            # The server completes it: the person opened the page and submitted it.
+            await _start_turn(b, "tool toolbox_ask_link {}")
+            link = (await b.next("elicitation"))["elicitation"]
+            assert link["mode"] == "url" and link["message"] == "Connect your Example account"
+            await b.send({"type": "elicitation_answer", "id": link["id"], "action": "accept"})
+            await b.next("elicitation_waiting", id=link["id"])
+            async with browser.post(link["url"], data={"value": "v1"}) as page:
+                assert page.status == 200
+            assert (await b.next("elicitation_end", id=link["id"]))["outcome"] == "completed"
+            assert (await b.next("tool_result"))["call"]["output"] == "connected: v1"
+            await b.next("turn_end")
+
+            # The person says they are done (the server never reported): the worker hears of it.
+            await _start_turn(b, "tool toolbox_ask_link {}")
+            link = (await b.next("elicitation"))["elicitation"]
+            await b.send({"type": "elicitation_answer", "id": link["id"], "action": "accept"})
+            await b.next("elicitation_waiting", id=link["id"])
+            await b.send({"type": "elicitation_answer", "id": link["id"], "action": "done"})
+            assert (await b.next("elicitation_end", id=link["id"]))["outcome"] == "done"
+            # Back on the clock: the call ends by its time limit, not by the page's (minutes).
+            result = (await b.next("tool_result", timeout=TIMEOUT_S + 10))["call"]
+            assert result["status"] == "error" and "timed out" in result["output"], result
+            await b.next("turn_end")
+
+    asyncio.run(run())
+
+
+def test_a_person_signs_in_through_one_web_process_and_back_through_the_other(
+    deployment: Deployment,
+) -> None:
+    port_a, port_b = deployment.ports
+
+    async def run() -> None:
+        async with signed_in(deployment.accounts[0]) as session:
+            async with session.get(f"http://127.0.0.1:{port_a}/") as page:
+                assert page.status == 200
+            token = session.cookie_jar.filter_cookies(URL(f"http://127.0.0.1:{port_a}/"))["csrftoken"].value
+            async with session.post(
+                f"http://127.0.0.1:{port_a}/oauth/connect/secure/",
+                data={"csrfmiddlewaretoken": token, "next": "/"},
+                headers={"Referer": f"http://127.0.0.1:{port_a}/"},
+                allow_redirects=False,
+            ) as started:
+                html = await started.text()
+                assert started.status == 200, started.cookies.get("messages")  # the outcome, if any
+            found = re.search(r'id="oauth-continue" class="button" href="([^"]+)"', html)
+            assert found is not None, html[:2000]
+            provider = found[1].replace("&amp;", "&")
+            async with session.get(provider, allow_redirects=False) as consent:
+                callback = consent.headers["Location"]  # the provider consents at once
+            assert callback.startswith(f"http://127.0.0.1:{port_b}/oauth/callback/?")
+            async with session.get(callback, allow_redirects=False) as back:
+                assert back.status == 302, await back.text()
+
+        async with Tab(port_a, deployment.accounts[0]).open() as a:
+            call, _ = await a.turn("tool secure_whoami {}")
+            assert call["status"] == "done" and "alice" in call["output"], call
+        async with Tab(port_b, deployment.accounts[1]).open() as other:  # not their account
+            call, _ = await other.turn("tool secure_whoami {}")
+            assert 'Unknown tool "secure_whoami"' in call["output"]
+
+    asyncio.run(run())
+    whoami = [r for r in deployment.oauth.state()["mcp_requests"] if r.get("tool") == "whoami"]
+    assert len(whoami) == 1  # the other person's call never reached the server
 
 
 def _admin_toggle(port: int, account: dict[str, Any], enabled: bool) -> None:
