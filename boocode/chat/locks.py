@@ -150,8 +150,8 @@ class SharedTurns:
         async with self._channel_ready:
             if self._channel is None:
                 layer = get_channel_layer()
-                # The default prefix: channels_redis has one reader per process, popping the
-                # queue of one prefix; a channel of another prefix would starve the consumers'.
+                # Subscribed here, before its name is published in any lock: over Redis pub/sub
+                # a message sent to a channel nobody listens to yet is lost.
                 name = await layer.new_channel()
                 self._tasks = [
                     asyncio.create_task(self._read(name), name="turn-control"),
