@@ -51,6 +51,7 @@ from mcp.client import InputRequiredRoundsExceededError
 from mcp_types import CONNECTION_CLOSED, REQUEST_TIMEOUT
 
 from mcpclient import tool_metadata
+from mcpclient.protocol import all_pages
 from mcpclient.results import MAX_OUTPUT_BYTES, cap_output
 
 if TYPE_CHECKING:
@@ -231,19 +232,13 @@ async def _relist(connection: ServerConnection, client: Client, current: Catalog
 
 async def list_all_prompts(client: Client) -> list[types.Prompt]:
     """Every page of ``prompts/list``, fresh (a repeated cursor or too many pages is an error)."""
-    prompts: list[types.Prompt] = []
-    cursor: str | None = None
-    seen: set[str] = set()
-    for _ in range(MAX_PAGES):
-        page = await client.list_prompts(cursor=cursor, cache_mode="refresh")
-        prompts.extend(page.prompts)
-        cursor = page.next_cursor
-        if not cursor or len(prompts) > MAX_PROMPTS:
-            return prompts
-        if cursor in seen:
-            raise MCPError(code=-32603, message=f"prompts/list repeated cursor {cursor!r}")
-        seen.add(cursor)
-    raise MCPError(code=-32603, message=f"prompts/list returned more than {MAX_PAGES} pages")
+    return await all_pages(
+        lambda cursor: client.list_prompts(cursor=cursor, cache_mode="refresh"),
+        "prompts",
+        "prompts/list",
+        MAX_PAGES,
+        enough=MAX_PROMPTS,
+    )
 
 
 def _short(text: str | None, limit: int = MAX_TEXT_CHARS) -> str:

@@ -221,19 +221,41 @@ async def list_all_tools(client: Client, *, fresh: bool = False) -> list[types.T
     ``fresh`` skips the response cache; otherwise a first page the server allowed to be cached
     (``ttlMs``) may be served from it, and a change event has already evicted it.
     """
-    tools: list[types.Tool] = []
+    mode = "refresh" if fresh else "use"
+    fetch = lambda cursor: client.list_tools(cursor=cursor, cache_mode=mode)  # noqa: E731
+    return await all_pages(fetch, "tools", "tools/list", MAX_TOOL_PAGES)
+
+
+async def all_pages(
+    fetch: Callable[[str | None], Any],
+    items: str,
+    method: str,
+    max_pages: int,
+    *,
+    enough: int | None = None,
+    at_most: int | None = None,
+) -> list[Any]:
+    """Every page of a paginated listing: ``fetch(cursor)`` gives a page whose ``items`` it collects.
+
+    A repeated cursor or more than ``max_pages`` pages is an :class:`MCPError` naming ``method``;
+    so are more than ``at_most`` entries. With ``enough``, the listing stops (no error) once it
+    holds more than that many entries.
+    """
+    collected: list[Any] = []
     cursor: str | None = None
     seen: set[str] = set()
-    for _ in range(MAX_TOOL_PAGES):
-        page = await client.list_tools(cursor=cursor, cache_mode="refresh" if fresh else "use")
-        tools.extend(page.tools)
+    for _ in range(max_pages):
+        page = await fetch(cursor)
+        collected.extend(getattr(page, items))
+        if at_most is not None and len(collected) > at_most:
+            raise MCPError(code=-32603, message=f"{method} returned more than {at_most} entries")
         cursor = page.next_cursor
-        if not cursor:
-            return tools
+        if not cursor or (enough is not None and len(collected) > enough):
+            return collected
         if cursor in seen:
-            raise MCPError(code=-32603, message=f"tools/list repeated cursor {cursor!r}")
+            raise MCPError(code=-32603, message=f"{method} repeated cursor {cursor!r}")
         seen.add(cursor)
-    raise MCPError(code=-32603, message=f"tools/list returned more than {MAX_TOOL_PAGES} pages")
+    raise MCPError(code=-32603, message=f"{method} returned more than {max_pages} pages")
 
 
 # Which list a ``subscriptions/listen`` event says has changed (the SDK's typed events).

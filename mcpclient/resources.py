@@ -33,7 +33,6 @@ import base64
 import binascii
 import logging
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -43,6 +42,7 @@ import mcp.types as types
 from mcp import Client, MCPError
 from mcp_types import CONNECTION_CLOSED, INVALID_PARAMS, REQUEST_TIMEOUT
 
+from mcpclient.protocol import all_pages
 from mcpclient.results import MAX_OUTPUT_BYTES, cap_output
 from mcpclient.tool_metadata import MAX_TITLE_CHARS
 
@@ -205,37 +205,24 @@ def _template(server: str, template: types.ResourceTemplate) -> TemplateEntry:
     )
 
 
-async def _all_pages(fetch: Callable[[str | None], Any], items: str, method: str) -> list[Any]:
-    """Every page of a paginated listing (a repeated cursor or too many pages is an error)."""
-    collected: list[Any] = []
-    cursor: str | None = None
-    seen: set[str] = set()
-    for _ in range(MAX_PAGES):
-        page = await fetch(cursor)
-        collected.extend(getattr(page, items))
-        if len(collected) > MAX_ENTRIES:
-            raise MCPError(code=-32603, message=f"{method} returned more than {MAX_ENTRIES} entries")
-        cursor = page.next_cursor
-        if not cursor:
-            return collected
-        if cursor in seen:
-            raise MCPError(code=-32603, message=f"{method} repeated cursor {cursor!r}")
-        seen.add(cursor)
-    raise MCPError(code=-32603, message=f"{method} returned more than {MAX_PAGES} pages")
-
-
 async def list_everything(
     client: Client, server: str, *, fresh: bool = True
 ) -> tuple[list[ResourceEntry], list[TemplateEntry]]:
     """Every page of ``resources/list`` and ``resources/templates/list``."""
     mode = "refresh" if fresh else "use"
-    resources = await _all_pages(
-        lambda cursor: client.list_resources(cursor=cursor, cache_mode=mode), "resources", "resources/list"
+    resources = await all_pages(
+        lambda cursor: client.list_resources(cursor=cursor, cache_mode=mode),
+        "resources",
+        "resources/list",
+        MAX_PAGES,
+        at_most=MAX_ENTRIES,
     )
-    templates = await _all_pages(
+    templates = await all_pages(
         lambda cursor: client.list_resource_templates(cursor=cursor, cache_mode=mode),
         "resource_templates",
         "resources/templates/list",
+        MAX_PAGES,
+        at_most=MAX_ENTRIES,
     )
     kept = [r for r in resources if len(str(r.uri)) <= MAX_URI_CHARS]
     kept_templates = [t for t in templates if len(t.uri_template) <= MAX_URI_CHARS]
