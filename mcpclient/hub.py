@@ -228,6 +228,7 @@ class ServerSnapshot:
     attempts: int = 0
     next_retry_at: dt.datetime | None = None
     circuit_open: bool = False
+    log_note: str = ""  # what became of the log level on the live session (ServerLogs.note)
 
     @classmethod
     def disabled(cls, name: str, status: Status = Status.DISABLED) -> ServerSnapshot:
@@ -560,6 +561,7 @@ class ServerConnection:
             attempts=self.retry.attempts,
             next_retry_at=self.retry.next_retry_at,
             circuit_open=self.retry.circuit_open,
+            log_note=self.logs.note,
         )
 
     def _discover(self, tools: Iterable[types.Tool]) -> list[DiscoveredTool]:

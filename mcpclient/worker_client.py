@@ -381,6 +381,7 @@ class RemoteHub:
         seen.config, seen.status, seen.tools = config, snapshot.status, snapshot.tools
         seen.reason = "" if snapshot.status is Status.READY else snapshot.last_error
         seen.client = IN_WORKER if snapshot.status is Status.READY else None
+        seen.logs.note = snapshot.log_note
         return seen
 
     def user_connection(self, name: str, user_id: int) -> RemoteConnection | None:

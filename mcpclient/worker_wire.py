@@ -118,8 +118,8 @@ def snapshot_in(data: dict[str, Any]) -> ServerSnapshot:
 
 
 def result_out(result: ToolResult) -> dict[str, Any]:
-    """A tool result as a plain dict (structured content included)."""
-    return dataclasses.asdict(result)
+    """A tool result as a plain dict (structured content included; its parts are not copied)."""
+    return {field.name: getattr(result, field.name) for field in dataclasses.fields(result)}
 
 
 def result_in(data: dict[str, Any]) -> ToolResult:

@@ -1,6 +1,7 @@
 """``manage.py hub_worker``: run the one process that holds every MCP session (BOOCODE_HUB=worker).
 
-Channels' own worker (what ``manage.py runworker`` runs) listens on the hub channel; see
+Channels' worker (what ``manage.py runworker`` runs; :class:`mcpclient.worker.HubWorker`)
+listens on the hub channel; see
 :mod:`mcpclient.worker` for what it does and docs/deployment.md for how to run it.
 """
 
@@ -13,12 +14,18 @@ import signal
 from typing import Any
 
 from channels.routing import ChannelNameRouter
-from channels.worker import Worker
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
 from mcpclient import runtime, worker_wire
-from mcpclient.worker import HubConsumer, broadcast_state, heartbeat, poll_changes, stop_all_calls
+from mcpclient.worker import (
+    HubConsumer,
+    HubWorker,
+    broadcast_state,
+    heartbeat,
+    poll_changes,
+    stop_all_calls,
+)
 
 logger = logging.getLogger("mcpclient.worker")
 
@@ -42,7 +49,7 @@ class Command(BaseCommand):
         await layer.group_add(channel, name)
         runtime.serve_for_web_processes()
         hub = await runtime.ensure_hub()
-        worker = Worker(
+        worker = HubWorker(
             application=ChannelNameRouter({name: HubConsumer.as_asgi()}),
             channels=[name],
             channel_layer=layer,
