@@ -265,15 +265,14 @@ def start_hub_worker(env: dict[str, str]) -> subprocess.Popen[bytes]:
     return worker
 
 
-def stop(process: subprocess.Popen[bytes]) -> bytes:
-    """Terminate ``process`` (killed after 15 s); its stderr if piped."""
+def stop(process: subprocess.Popen[bytes]) -> None:
+    """Terminate ``process`` (killed after 15 s)."""
     process.terminate()
     try:
-        _, stderr = process.communicate(timeout=15)
+        process.wait(timeout=15)
     except subprocess.TimeoutExpired:
         process.kill()
-        _, stderr = process.communicate()
-    return stderr or b""
+        process.wait()
 
 
 def check_persistence(
@@ -404,16 +403,18 @@ def main() -> None:
     accounts = create_accounts(env, options.sessions + 1)
     worker = start_hub_worker(env) if options.hub == "worker" else None
     ports = [port] + [free_port() for _ in range(options.web - 1)]
+    # Daphne's stderr goes to files: a pipe read only at the end would stop it at 64 KB of log.
+    logs = [tempfile.TemporaryFile() for _ in ports]
     webs = [
         subprocess.Popen(
             [PYTHON, "-m", "daphne", "-b", "127.0.0.1", "-p", str(web_port), "boocode.asgi:application"],
             cwd=ROOT,
             env=env,
             stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
+            stderr=log,
             start_new_session=True,
         )
-        for web_port in ports
+        for web_port, log in zip(ports, logs, strict=True)
     ]
     stderr = b""
     try:
@@ -423,8 +424,11 @@ def main() -> None:
         results, elapsed = asyncio.run(load(ports, accounts, options.turns, options.think))
         cpu_after = cpu_times()
     finally:
-        for daphne in webs:
-            stderr += stop(daphne)
+        for daphne, log in zip(webs, logs, strict=True):
+            stop(daphne)
+            log.seek(0)
+            stderr += log.read()
+            log.close()
         if worker is not None:
             stop(worker)
         model_conn.send("stop")

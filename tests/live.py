@@ -7,9 +7,11 @@ from __future__ import annotations
 
 import json
 import subprocess
+import tempfile
+import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import IO, Any
 
 from tests.conftest import PYTHON, ROOT, free_port, wait_for_port
 
@@ -43,8 +45,9 @@ from boocode.chat.models import Conversation
 
 call_command("migrate", interactive=False, verbosity=0)
 out = []
+staff = sys.argv[2] == "staff"
 for index in range(int(sys.argv[1])):
-    user = get_user_model().objects.create_user(f"live{index}")
+    user = get_user_model().objects.create_user(f"live{index}", is_staff=staff, is_superuser=staff)
     session = SessionStore()
     session[SESSION_KEY] = str(user.pk)
     session[BACKEND_SESSION_KEY] = "django.contrib.auth.backends.ModelBackend"
@@ -56,13 +59,18 @@ print(json.dumps(out))
 """
 
 
-def create_accounts(env: dict[str, str], count: int) -> list[dict[str, Any]]:
+def create_accounts(env: dict[str, str], count: int, *, staff: bool = False) -> list[dict[str, Any]]:
     """Migrate the database ``env`` points at; ``count`` users, each logged in with a conversation.
 
-    Returns ``[{"cookie": session key, "conversation": id}, ...]``.
+    ``staff``: the users are administrators (staff and superuser). Returns
+    ``[{"cookie": session key, "conversation": id}, ...]``.
     """
     done = subprocess.run(
-        [PYTHON, "-c", _SETUP, str(count)], cwd=ROOT, env=env, check=True, capture_output=True
+        [PYTHON, "-c", _SETUP, str(count), "staff" if staff else "user"],
+        cwd=ROOT,
+        env=env,
+        check=True,
+        capture_output=True,
     )
     return json.loads(done.stdout)
 
@@ -71,19 +79,22 @@ def create_accounts(env: dict[str, str], count: int) -> list[dict[str, Any]]:
 def live_daphne(env: dict[str, str], port: int = 0) -> Iterator[tuple[subprocess.Popen[bytes], int]]:
     """Daphne serving the project on ``port`` (or a free one) of 127.0.0.1: ``(process, port)``.
 
-    Its stderr is piped.
+    Its stderr goes to a temporary file (a pipe nobody reads while the test runs would stop
+    Daphne once it logged 64 KB): :func:`server_log` reads it, also after the block.
 
     Ctrl-C (SIGINT) reaches it even when the tests themselves run with SIGINT ignored.
 
     Yields once it accepts connections; killed on exit if it is still running.
     """
     port = port or free_port()
+    log = tempfile.TemporaryFile()  # removed when the process object is collected
     process = subprocess.Popen(
         with_default_sigint(
             [PYTHON, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), "boocode.asgi:application"]
         ),
-        cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+        cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=log,
     )
+    _logs[process] = log
     try:
         wait_for_port(port, process)
         yield process, port
@@ -91,3 +102,13 @@ def live_daphne(env: dict[str, str], port: int = 0) -> Iterator[tuple[subprocess
         if process.poll() is None:
             process.kill()
             process.wait()
+
+
+_logs: weakref.WeakKeyDictionary[subprocess.Popen[bytes], IO[bytes]] = weakref.WeakKeyDictionary()
+
+
+def server_log(process: subprocess.Popen[bytes]) -> str:
+    """What a :func:`live_daphne` process has written to stderr so far."""
+    log = _logs[process]
+    log.seek(0)
+    return log.read().decode(errors="replace")

@@ -11,7 +11,7 @@ from typing import Any
 
 import aiohttp
 
-from tests.live import create_accounts, live_daphne
+from tests.live import create_accounts, live_daphne, server_log
 from tests.llm_server import ScriptedLLM, Text
 
 MODEL = "test-model"
@@ -47,7 +47,7 @@ def test_ctrl_c_after_a_turn_closes_the_model_session(tmp_path: Path) -> None:
             assert len(llm.requests) == 1
             daphne.send_signal(signal.SIGINT)
             daphne.wait(20)
-        log = daphne.stderr.read().decode(errors="replace")
+        log = server_log(daphne)
     # Without the shutdown hook asyncio logs "Unclosed client session" / "Unclosed connector".
     assert "Unclosed" not in log, log
     assert "Traceback" not in log, log

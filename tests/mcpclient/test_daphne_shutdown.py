@@ -12,7 +12,7 @@ import uuid
 from pathlib import Path
 
 from tests.conftest import PYTHON, ROOT, toolbox_entry
-from tests.live import live_daphne
+from tests.live import live_daphne, server_log
 from tests.mcpclient.test_hub import _pids_with
 
 
@@ -47,6 +47,6 @@ def test_ctrl_c_stops_stdio_children(tmp_path: Path):
         finally:
             for pid in _pids_with(tag):
                 os.kill(pid, signal.SIGKILL)
-    log = daphne.stderr.read()
-    assert b"stopping MCP servers" in log
-    assert b"Traceback" not in log
+    log = server_log(daphne)
+    assert "stopping MCP servers" in log
+    assert "Traceback" not in log

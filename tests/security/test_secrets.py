@@ -33,7 +33,7 @@ from mcpclient.models import McpServer
 from tests.chat.conftest import MODEL, close_model_session, fresh_state, llm, toolbox_hub  # noqa: F401
 from tests.chat.test_consumer import Tab, conversation_of, login
 from tests.conftest import PYTHON, ROOT, TEST_COMMANDS, TOOLBOX, free_port
-from tests.live import create_accounts, live_daphne
+from tests.live import create_accounts, live_daphne, server_log
 from tests.llm_server import Call, ScriptedLLM, Text, ToolCalls
 from tests.mcpclient.test_admin import form_fields
 
@@ -107,7 +107,7 @@ def test_credentials_in_urls_never_leave_the_server(tmp_path: Path) -> None:
         frames = asyncio.run(_turn_frames(port, account))
         daphne.send_signal(signal.SIGINT)
         daphne.wait(20)
-        log = daphne.stderr.read().decode(errors="replace")
+        log = server_log(daphne)
     end = json.loads(frames[-1])
     assert end["status"] == "failed" and "Cannot connect to the model server" in end["error"]
     with sqlite3.connect(tmp_path / "boocode.sqlite3") as db:

@@ -30,7 +30,7 @@ from boocode.tools.native import NATIVE_TOOLS
 from boocode.tools.registry import Tool, execute_tool, validate_arguments
 from mcpclient.results import ToolResult
 from tests.conftest import PYTHON, ROOT, make_config, toolbox_entry
-from tests.live import create_accounts, live_daphne
+from tests.live import create_accounts, live_daphne, server_log
 from tests.llm_server import Call, ScriptedLLM, Text, ToolCalls
 
 MODEL = "test-model"
@@ -196,7 +196,7 @@ def test_sigterm_during_a_running_tool_stops_daphne(tmp_path: Path) -> None:
                     assert time.monotonic() - started < 5
 
             asyncio.run(grep_running())
-            log = daphne.stderr.read().decode(errors="replace")
+            log = server_log(daphne)
     assert "Traceback" not in log, log
 
 
