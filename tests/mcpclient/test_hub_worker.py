@@ -1,9 +1,10 @@
-"""BOOCODE_HUB=worker with real processes: one hub worker, two Daphne web processes, Redis.
+"""BOOCODE_HUB=worker with real processes: one hub worker, two Daphne web processes, Redis, PostgreSQL.
 
 Everything is real: ``manage.py hub_worker`` holds the toolbox over stdio (with its resources,
-prompts and questions) and a "perUser" OAuth server over HTTP (tests/servers/oauth_server.py),
+prompts, questions and logs) and a "perUser" OAuth server over HTTP (tests/servers/oauth_server.py),
 two Daphne processes serve the chat and the admin, the Redis channel layer (database 13, a
-channel name of this module's own) carries the calls, the scripted model asks for the tools.
+channel name of this module's own) carries the calls, all three processes share a PostgreSQL
+database of this module's own, and the scripted model asks for the tools.
 The tests run in file order on one deployment; the last one kills the worker with SIGKILL and
 starts it again.
 """
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 import os
 import re
@@ -25,45 +27,23 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
+import psycopg
 import pytest
 from yarl import URL
 
 from mcpclient import worker_wire
 from tests.conftest import PYTHON, ROOT, TOOLBOX, HttpServer, free_port
-from tests.live import live_daphne, with_default_sigint
+from tests.live import create_accounts, live_daphne, with_default_sigint
 from tests.llm_server import Call, ScriptedLLM, Text, ToolCalls
 from tests.oauth.conftest import OAUTH_SERVER, OAuthServer
 
-pytestmark = [pytest.mark.redis]
+pytestmark = [pytest.mark.redis, pytest.mark.postgres]
 
 MODEL = "test-model"
 REDIS_URL = "redis://127.0.0.1:6379/13"
-FEATURES = ("progress", "questions", "resources", "prompts")  # of the toolbox
+FEATURES = ("progress", "questions", "resources", "prompts", "logs")  # of the toolbox
+POSTGRES = "postgresql://postgres@127.0.0.1:5432"
 TIMEOUT_S = 8  # the toolbox's "timeout" in mcp.json: a call never waits longer (plus the grace)
-
-_SETUP = """
-import json, sys
-import django
-django.setup()
-from django.contrib.auth import BACKEND_SESSION_KEY, HASH_SESSION_KEY, SESSION_KEY, get_user_model
-from django.contrib.sessions.backends.db import SessionStore
-from django.core.management import call_command
-from boocode.chat.models import Conversation
-
-call_command("migrate", interactive=False, verbosity=0)
-out = []
-for index in range(3):
-    user = get_user_model().objects.create_user(f"hub{index}", is_staff=True, is_superuser=True)
-    session = SessionStore()
-    session[SESSION_KEY] = str(user.pk)
-    session[BACKEND_SESSION_KEY] = "django.contrib.auth.backends.ModelBackend"
-    session[HASH_SESSION_KEY] = user.get_session_auth_hash()
-    session.create()
-    conversation = Conversation.objects.create(owner=user)
-    out.append({"cookie": session.session_key, "conversation": conversation.pk})
-print(json.dumps(out))
-"""
-
 
 def respond(body: dict[str, Any]) -> Any:
     """The model: ``tool NAME {json}`` calls that tool; after a tool result it says what came back."""
@@ -91,15 +71,21 @@ class Deployment:
         self.worker: subprocess.Popen[bytes] | None = None
         self.ports: list[int] = []
 
+    @property
+    def worker_log(self) -> Path:
+        """What every hub worker of this deployment wrote to stderr (its log)."""
+        return Path(self.env["BOOCODE_DATA_DIR"]) / "worker.log"
+
     def start_worker(self) -> None:
         """Start ``manage.py hub_worker``; return once it listens (its first line on stdout)."""
-        self.worker = subprocess.Popen(
-            with_default_sigint([PYTHON, "manage.py", "hub_worker"]),
-            cwd=ROOT,
-            env=self.env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-        )
+        with self.worker_log.open("ab") as log:
+            self.worker = subprocess.Popen(
+                with_default_sigint([PYTHON, "manage.py", "hub_worker"]),
+                cwd=ROOT,
+                env=self.env,
+                stdout=subprocess.PIPE,
+                stderr=log,
+            )
         assert self.worker.stdout is not None
         with selectors.DefaultSelector() as selector:
             selector.register(self.worker.stdout, selectors.EVENT_READ)
@@ -140,7 +126,7 @@ def deployment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployment]
         "args": [str(TOOLBOX), "--tag", tag]
         + [
             arg
-            for feature in ("progress", "questions", "resources", "prompts")
+            for feature in FEATURES
             for arg in ("--feature", feature)
         ],
         "timeout": TIMEOUT_S * 1000,
@@ -166,9 +152,9 @@ def deployment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployment]
             "BOOCODE_MCP_AUTOSTART": "1",
             "BOOCODE_PUBLIC_URL": f"http://127.0.0.1:{port_b}",  # sign-ins come back to B
         }
-        env.pop("BOOCODE_DATABASE_URL", None)
-        done = subprocess.run([PYTHON, "-c", _SETUP], cwd=ROOT, env=env, check=True, capture_output=True)
-        accounts = json.loads(done.stdout)
+        env.pop("BOOCODE_TEST_DB_NAME", None)
+        env["BOOCODE_DATABASE_URL"] = stack.enter_context(_fresh_database())
+        accounts = create_accounts(env, 3, staff=True)  # administrators: the admin tests need them
         deployment = Deployment(env, tag, accounts, llm, oauth)
         deployment.start_worker()
         try:
@@ -179,6 +165,19 @@ def deployment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployment]
             if deployment.worker is not None and deployment.worker.poll() is None:
                 deployment.worker.send_signal(signal.SIGTERM)
                 deployment.worker.wait(20)
+
+
+@contextlib.contextmanager
+def _fresh_database() -> Iterator[str]:
+    """A PostgreSQL database of this module's own (a name per run), dropped afterwards: its URL."""
+    name = f"boocode_hubworker_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(f"{POSTGRES}/postgres", autocommit=True) as admin:
+        admin.execute(f"CREATE DATABASE {name}")
+    try:
+        yield f"{POSTGRES}/{name}"
+    finally:
+        with psycopg.connect(f"{POSTGRES}/postgres", autocommit=True) as admin:
+            admin.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
 
 
 class Tab:
@@ -271,6 +270,43 @@ def test_a_call_from_each_web_process_reaches_the_one_child(deployment: Deployme
     assert deployment.worker is not None
     # One stdio child for one stdio server, whatever the number of web processes: the worker's.
     assert [parent for _, parent in deployment.children()] == [deployment.worker.pid]
+
+
+def test_a_message_the_worker_cannot_handle_is_logged_and_calls_go_on(deployment: Deployment) -> None:
+    from channels_redis.pubsub import RedisPubSubChannelLayer
+    from redis.asyncio import Redis
+
+    bad = [
+        {"type": "hub.nonsense"},  # no handler
+        {"type": "dispatch", "id": "x"},  # not a hub message: never one of the consumer's methods
+        {"type": "hub.call", "id": "x"},  # a call without its reply channel, name or arguments
+    ]
+
+    async def run() -> dict[str, Any]:
+        group = deployment.env["BOOCODE_HUB_CHANNEL"]
+        layer = RedisPubSubChannelLayer(hosts=[REDIS_URL], prefix="boocode-db13")
+        try:
+            for message in [{"id": "x"}, *bad]:  # the first has no type: Channels' listener stops on it
+                await layer.group_send(group, message)
+            # Not msgpack at all (0xc1 is never used by the format), on the group's Redis channel.
+            redis = Redis.from_url(REDIS_URL)
+            await redis.publish(f"boocode-db13__group__{group}", b"\xc1 not a message")
+            await redis.aclose()
+        finally:
+            await layer.flush()
+        async with Tab(deployment.ports[0], deployment.accounts[0]).open() as tab:
+            await _ready_status(tab)
+            call, end = await tab.turn('tool toolbox_echo {"text": "still here"}')
+            assert end["status"] == "complete"
+            return call
+
+    assert asyncio.run(run())["output"] == "still here"
+    assert deployment.worker is not None and deployment.worker.poll() is None  # the same worker
+    log = deployment.worker_log.read_text()
+    assert "dropped a message without a type" in log and "could not read a message" in log
+    assert "could not handle a 'hub.nonsense' message" in log
+    assert "not a hub message: 'dispatch'" in log
+    assert "could not handle a 'hub.call' message" in log and "KeyError: 'reply'" in log
 
 
 def test_progress_and_a_form_reach_the_tab_that_made_the_call(deployment: Deployment, tmp_path: Path) -> None:
@@ -454,30 +490,42 @@ def test_a_person_signs_in_through_one_web_process_and_back_through_the_other(
     assert len(whoami) == 1  # the other person's call never reached the server
 
 
+async def _admin(
+    port: int, account: dict[str, Any], action: str = "", data: dict[str, str] | None = None
+) -> str:
+    """The toolbox's admin page on one web process, or (``action``) a POST to one of its buttons.
+
+    Returns the page, or the message the admin shows after the POST's redirect.
+    """
+    cookies = {"sessionid": account["cookie"]}
+    # unsafe: keep the cookies of an IP address (127.0.0.1), as a browser does.
+    jar = aiohttp.CookieJar(unsafe=True)
+    async with aiohttp.ClientSession(cookies=cookies, cookie_jar=jar) as session:
+        base = f"http://127.0.0.1:{port}/admin/mcpclient/mcpserver/"
+        async with session.get(base) as page:
+            html = await page.text()
+            assert page.status == 200, html[:500]
+        pk = re.search(r"/admin/mcpclient/mcpserver/(\d+)/toggle/", html)
+        assert pk is not None, html[:2000]
+        if not action:
+            async with session.get(f"{base}{pk[1]}/change/") as page:
+                assert page.status == 200
+                return await page.text()
+        token = session.cookie_jar.filter_cookies(URL(base))["csrftoken"].value
+        async with session.post(
+            f"{base}{pk[1]}/{action}/",
+            data={**(data or {}), "csrfmiddlewaretoken": token},
+            headers={"Referer": base},
+        ) as response:
+            assert response.status == 200 and len(response.history) == 1, await response.text()
+            messages = re.findall(r'<li class="(?:success|warning|error)">(.*?)</li>', await response.text())
+            assert messages, "no admin message after the POST"
+            return messages[-1]
+
+
 def _admin_toggle(port: int, account: dict[str, Any], enabled: bool) -> None:
     """POST the admin list's enable/disable button of the toolbox on one web process."""
-
-    async def post() -> None:
-        cookies = {"sessionid": account["cookie"]}
-        # unsafe: keep the cookies of an IP address (127.0.0.1), as a browser does.
-        jar = aiohttp.CookieJar(unsafe=True)
-        async with aiohttp.ClientSession(cookies=cookies, cookie_jar=jar) as session:
-            base = f"http://127.0.0.1:{port}/admin/mcpclient/mcpserver/"
-            async with session.get(base) as page:
-                html = await page.text()
-                assert page.status == 200, html[:500]
-            pk = re.search(r"/admin/mcpclient/mcpserver/(\d+)/toggle/", html)
-            assert pk is not None, html[:2000]
-            token = session.cookie_jar.filter_cookies(URL(base))["csrftoken"].value
-            async with session.post(
-                f"{base}{pk[1]}/toggle/",
-                data={"enabled": "1" if enabled else "0", "csrfmiddlewaretoken": token},
-                headers={"Referer": base},
-                allow_redirects=False,
-            ) as response:
-                assert response.status == 302, await response.text()
-
-    asyncio.run(post())
+    asyncio.run(_admin(port, account, "toggle", {"enabled": "1" if enabled else "0"}))
 
 
 def _offered(deployment: Deployment, since: int) -> set[str]:
@@ -509,6 +557,25 @@ def test_an_admin_toggle_on_one_web_process_changes_the_tools_of_the_other(deplo
     _admin_toggle(port_a, account, enabled=True)
     asyncio.run(watch("ready"))
     assert len(deployment.children()) == 1
+
+
+def test_what_became_of_a_log_level_is_shown_by_every_web_process_admin(deployment: Deployment) -> None:
+    port_a, port_b = deployment.ports
+    account = deployment.accounts[2]
+    what = "protocol 2026-07-28: each tool call asks for messages at warning and above"
+
+    async def ready() -> None:
+        async with Tab(port_a, account).open() as tab:
+            await _ready_status(tab)
+
+    asyncio.run(ready())
+    said = asyncio.run(_admin(port_a, account, "log-level", {"mcp_log_level": "warning"}))
+    assert said == f"Log level of toolbox: warning. {what[0].upper()}{what[1:]}."
+    def shows_note(port: int) -> bool:
+        return f"Now: {what}." in asyncio.run(_admin(port, account))
+
+    for port in (port_a, port_b):  # B heard the worker's state broadcast
+        wait_for(functools.partial(shows_note, port), 10, f"the note on {port}")
 
 
 def test_a_stopped_turn_ends_at_once_and_the_next_call_works(deployment: Deployment) -> None:
