@@ -310,7 +310,11 @@ def screenshot(page: Any, name: str) -> None:
 
 # Visible elements sticking out of the viewport sideways (those inside a box that scrolls or
 # clips are that box's business), and the page's own columns scrolling sideways.
-_OVERFLOW = """() => {
+_OVERFLOW = """async () => {
+  // A box sliding in or out (the sidebar's transition) is measured where it comes to rest.
+  const ending = document.getAnimations().filter(
+    (motion) => motion.effect && motion.effect.getComputedTiming().endTime !== Infinity);
+  await Promise.all(ending.map((motion) => motion.finished.catch(() => null)));
   const width = document.documentElement.clientWidth;
   const out = [];
   const page = document.documentElement.scrollWidth;
