@@ -8,12 +8,17 @@ from __future__ import annotations
 import json
 import subprocess
 import tempfile
+import uuid
 import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import IO, Any
 
+import psycopg
+
 from tests.conftest import PYTHON, ROOT, free_port, wait_for_port
+
+POSTGRES = "postgresql://postgres@127.0.0.1:5432"  # this machine's and CI's server (trust auth)
 
 # A background job (``nohup make test &``) starts with SIGINT ignored, and an ignored signal
 # stays ignored across fork and exec (Popen's restore_signals covers SIGPIPE and SIGXFSZ only):
@@ -57,6 +62,19 @@ for index in range(int(sys.argv[1])):
     out.append({"cookie": session.session_key, "conversation": conversation.pk})
 print(json.dumps(out))
 """
+
+
+@contextmanager
+def fresh_database(prefix: str) -> Iterator[str]:
+    """A PostgreSQL database of its own (``prefix`` and a name per run), dropped afterwards: its URL."""
+    name = f"{prefix}_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(f"{POSTGRES}/postgres", autocommit=True) as admin:
+        admin.execute(f"CREATE DATABASE {name}")
+    try:
+        yield f"{POSTGRES}/{name}"
+    finally:
+        with psycopg.connect(f"{POSTGRES}/postgres", autocommit=True) as admin:
+            admin.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
 
 
 def create_accounts(env: dict[str, str], count: int, *, staff: bool = False) -> list[dict[str, Any]]:

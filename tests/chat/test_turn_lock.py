@@ -16,19 +16,17 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import aiohttp
-import psycopg
 import pytest
 import redis
 
 from boocode.chat.services import INTERRUPTED
 from tests.conftest import PYTHON, ROOT, toolbox_entry
-from tests.live import create_accounts, live_daphne
+from tests.live import create_accounts, fresh_database, live_daphne
 from tests.llm_server import Call, ScriptedLLM, Stall, Text, ToolCalls
 
 pytestmark = [pytest.mark.postgres, pytest.mark.redis]
 
 MODEL = "test-model"
-DATABASE = "boocode_lock"
 REDIS_URL = "redis://127.0.0.1:6379/12"
 WAIT = 30.0  # seconds any awaited frame may take before the test fails
 
@@ -105,11 +103,8 @@ def llm() -> Iterator[ScriptedLLM]:
 
 
 @pytest.fixture(scope="module")
-def env(tmp_path_factory: pytest.TempPathFactory, llm: ScriptedLLM) -> dict[str, str]:
+def env(tmp_path_factory: pytest.TempPathFactory, llm: ScriptedLLM) -> Iterator[dict[str, str]]:
     """The environment of every web process: a fresh database, Redis DB 12, approval-gated writes."""
-    with psycopg.connect("postgresql://postgres@127.0.0.1:5432/postgres", autocommit=True) as admin:
-        admin.execute(f"DROP DATABASE IF EXISTS {DATABASE} WITH (FORCE)")
-        admin.execute(f"CREATE DATABASE {DATABASE}")
     redis.Redis.from_url(REDIS_URL).flushdb()
     data = tmp_path_factory.mktemp("lock")
     writes = toolbox_entry(
@@ -121,7 +116,6 @@ def env(tmp_path_factory: pytest.TempPathFactory, llm: ScriptedLLM) -> dict[str,
     values = {
         **os.environ,
         "BOOCODE_DATA_DIR": str(data),
-        "BOOCODE_DATABASE_URL": f"postgres://postgres@127.0.0.1:5432/{DATABASE}",
         "BOOCODE_REDIS_URL": REDIS_URL,
         "BOOCODE_TURN_LOCK_TTL": "2",
         "BOOCODE_MCP_AUTOSTART": "1",
@@ -132,7 +126,8 @@ def env(tmp_path_factory: pytest.TempPathFactory, llm: ScriptedLLM) -> dict[str,
         "BOOCODE_ALLOWED_HOSTS": "127.0.0.1",
     }
     values.pop("BOOCODE_TEST_DB_NAME", None)
-    return values
+    with fresh_database("boocode_lock") as values["BOOCODE_DATABASE_URL"]:
+        yield values
 
 
 @pytest.fixture(scope="module")

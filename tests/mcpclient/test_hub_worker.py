@@ -27,13 +27,12 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
-import psycopg
 import pytest
 from yarl import URL
 
 from mcpclient import worker_wire
 from tests.conftest import PYTHON, ROOT, TOOLBOX, HttpServer, free_port
-from tests.live import create_accounts, live_daphne, with_default_sigint
+from tests.live import create_accounts, fresh_database, live_daphne, with_default_sigint
 from tests.llm_server import Call, ScriptedLLM, Text, ToolCalls
 from tests.oauth.conftest import OAUTH_SERVER, OAuthServer
 
@@ -42,8 +41,8 @@ pytestmark = [pytest.mark.redis, pytest.mark.postgres]
 MODEL = "test-model"
 REDIS_URL = "redis://127.0.0.1:6379/13"
 FEATURES = ("progress", "questions", "resources", "prompts", "logs")  # of the toolbox
-POSTGRES = "postgresql://postgres@127.0.0.1:5432"
 TIMEOUT_S = 8  # the toolbox's "timeout" in mcp.json: a call never waits longer (plus the grace)
+
 
 def respond(body: dict[str, Any]) -> Any:
     """The model: ``tool NAME {json}`` calls that tool; after a tool result it says what came back."""
@@ -153,7 +152,7 @@ def deployment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployment]
             "BOOCODE_PUBLIC_URL": f"http://127.0.0.1:{port_b}",  # sign-ins come back to B
         }
         env.pop("BOOCODE_TEST_DB_NAME", None)
-        env["BOOCODE_DATABASE_URL"] = stack.enter_context(_fresh_database())
+        env["BOOCODE_DATABASE_URL"] = stack.enter_context(fresh_database("boocode_hubworker"))
         accounts = create_accounts(env, 3, staff=True)  # administrators: the admin tests need them
         deployment = Deployment(env, tag, accounts, llm, oauth)
         deployment.start_worker()
@@ -165,19 +164,6 @@ def deployment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployment]
             if deployment.worker is not None and deployment.worker.poll() is None:
                 deployment.worker.send_signal(signal.SIGTERM)
                 deployment.worker.wait(20)
-
-
-@contextlib.contextmanager
-def _fresh_database() -> Iterator[str]:
-    """A PostgreSQL database of this module's own (a name per run), dropped afterwards: its URL."""
-    name = f"boocode_hubworker_{uuid.uuid4().hex[:8]}"
-    with psycopg.connect(f"{POSTGRES}/postgres", autocommit=True) as admin:
-        admin.execute(f"CREATE DATABASE {name}")
-    try:
-        yield f"{POSTGRES}/{name}"
-    finally:
-        with psycopg.connect(f"{POSTGRES}/postgres", autocommit=True) as admin:
-            admin.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
 
 
 class Tab:
@@ -571,6 +557,7 @@ def test_what_became_of_a_log_level_is_shown_by_every_web_process_admin(deployme
     asyncio.run(ready())
     said = asyncio.run(_admin(port_a, account, "log-level", {"mcp_log_level": "warning"}))
     assert said == f"Log level of toolbox: warning. {what[0].upper()}{what[1:]}."
+
     def shows_note(port: int) -> bool:
         return f"Now: {what}." in asyncio.run(_admin(port, account))
 
