@@ -3,22 +3,31 @@ VENV    := .venv
 PY      := $(VENV)/bin/python
 HOST    ?= 127.0.0.1
 PORT    ?= 8000
+# pytest-xdist workers: one per core (each with its own data folder, ports and databases).
+JOBS    ?= auto
+PYTEST  := PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(PY) -m pytest
+POSTGRES_URL ?= postgres://postgres@127.0.0.1:5432/boocode
 
-.PHONY: run test install test-deps lint bench conformance clean
+.PHONY: run test test-fast test-browser test-postgres install install-dev test-deps lint bench conformance clean
 
+# What BooCode needs to run (requirements.txt), and nothing else.
 $(VENV)/.installed: requirements.txt
 	@test -x $(PY) || "$$(scripts/find-python)" -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -r requirements.txt
 	@touch $@
 
+# The test, lint and benchmark tools on top (requirements-dev.txt).
+$(VENV)/.installed-dev: $(VENV)/.installed requirements-dev.txt
+	$(PY) -m pip install --quiet -r requirements-dev.txt
+	@touch $@
+
 install: $(VENV)/.installed
+install-dev: $(VENV)/.installed-dev
 
 ## Create the virtualenv, install, migrate, sync data/ files, then serve on $(HOST):$(PORT).
 run: install
-	$(PY) manage.py migrate --noinput
-	$(PY) manage.py boocode_sync
-	$(PY) manage.py ensure_admin
+	$(PY) manage.py boocode_prepare
 	@echo "BooCode: http://$(HOST):$(PORT)/ (Ctrl-C stops)"
 	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" exec $(VENV)/bin/daphne -b $(HOST) -p $(PORT) boocode.asgi:application
 
@@ -27,17 +36,34 @@ tests/node/node_modules/.installed: tests/node/package.json
 	cd tests/node && npm install --no-audit --no-fund --loglevel=error
 	@touch $@
 
-test-deps: install tests/node/node_modules/.installed
+test-deps: install-dev tests/node/node_modules/.installed
 	@test -x /usr/bin/chromium || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null)
 
-## Install what the tests need, then run the whole suite (SQLite, then the database tests on
-## PostgreSQL), then the official MCP conformance suite's client scenarios.
+## Install what the tests need, then run the whole suite: everything but the page on SQLite, the
+## page in Chromium, the database tests again on PostgreSQL, and the official MCP conformance
+## suite's client scenarios (docs/testing.md).
 test: test-deps tests/conformance/node_modules/.installed
-	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(PY) -m pytest
-	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" BOOCODE_DATABASE_URL=postgres://postgres@127.0.0.1:5432/boocode $(PY) -m pytest -m postgres
-	$(PY) tests/conformance/run.py
+	@start=$$(date +%s); \
+	$(PYTEST) -n $(JOBS) --dist loadfile --durations=20 -m "not browser" && \
+	$(PYTEST) -n $(JOBS) --dist loadfile --durations=20 -m browser && \
+	BOOCODE_DATABASE_URL=$(POSTGRES_URL) $(PYTEST) -n $(JOBS) --dist loadfile -m "postgres and not postgres_only" && \
+	echo "pytest: all three parts in $$(( $$(date +%s) - start )) s" && \
+	$(PY) tests/conformance/run.py && \
+	echo "make test: $$(( $$(date +%s) - start )) s after the installs"
 
-lint: install
+## The tests that start no process (no MCP server, Daphne, Chromium): under a minute.
+test-fast: install-dev
+	$(PYTEST) -n $(JOBS) --dist loadfile -m "not processes and not browser"
+
+## The page in Chromium only.
+test-browser: test-deps
+	$(PYTEST) -n $(JOBS) --dist loadfile -m browser
+
+## The database tests on PostgreSQL only.
+test-postgres: install-dev
+	BOOCODE_DATABASE_URL=$(POSTGRES_URL) $(PYTEST) -n $(JOBS) --dist loadfile -m "postgres and not postgres_only"
+
+lint: install-dev
 	$(VENV)/bin/ruff check .
 
 bench: test-deps
@@ -49,9 +75,9 @@ tests/conformance/node_modules/.installed: tests/conformance/package.json tests/
 	cd tests/conformance && npm ci --no-audit --no-fund --loglevel=error
 	@touch $@
 
-## Run every client scenario of both suite versions, one at a time; results in tests/conformance/results/.
+## Run every client scenario of both suite versions; results in tests/conformance/results/.
 conformance: install tests/conformance/node_modules/.installed
 	$(PY) tests/conformance/run.py
 
 clean:
-	rm -rf $(VENV) tests/node/node_modules
+	rm -rf $(VENV) tests/node/node_modules tests/conformance/node_modules

@@ -51,7 +51,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-# tests.conftest imports the hub, whose modules need Django's settings: a throwaway data directory.
+# Django is set up below on a throwaway data directory.
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "boocode.settings")
 os.environ.setdefault("BOOCODE_DATA_DIR", tempfile.mkdtemp(prefix="boocode-bench-client-"))
 os.environ.setdefault("BOOCODE_LOG_LEVEL", "ERROR")  # the clients' own closing-handshake warnings
@@ -69,9 +69,9 @@ txaio.use_asyncio()
 
 from autobahn.asyncio.websocket import WebSocketClientFactory, WebSocketClientProtocol  # noqa: E402
 
-from tests.conftest import PYTHON, TOOLBOX, free_port, wait_for_port  # noqa: E402
-from tests.live import create_accounts  # noqa: E402
-from tests.llm_server import Call, Reply, ScriptedLLM, Text, ToolCalls  # noqa: E402
+from tests.support.live import create_accounts  # noqa: E402
+from tests.support.llm import Call, Reply, ScriptedLLM, Text, ToolCalls  # noqa: E402
+from tests.support.processes import PYTHON, TOOLBOX, free_port, wait_for_port  # noqa: E402
 
 FIRST_TEXT = "Let me check that."
 FINAL_TEXT = "The echo came back, so the round trip works. " * 3

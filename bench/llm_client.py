@@ -30,7 +30,7 @@ sys.path.insert(0, str(ROOT))
 import aiohttp  # noqa: E402
 import httpx2  # noqa: E402
 
-from tests.llm_server import ScriptedLLM, Text  # noqa: E402
+from tests.support.llm import ScriptedLLM, Text  # noqa: E402
 
 BODY = {"model": "bench-model", "messages": [{"role": "user", "content": "hi"}], "stream": True}
 ANSWER = "The echo came back, so the round trip works. " * 2

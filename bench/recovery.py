@@ -39,7 +39,7 @@ django.setup()
 from mcpclient.config import parse_server  # noqa: E402
 from mcpclient.healing import HealPolicy  # noqa: E402
 from mcpclient.hub import Hub, Status  # noqa: E402
-from tests.conftest import PYTHON, TEST_COMMANDS, TOOLBOX  # noqa: E402
+from tests.support.processes import PYTHON, TEST_COMMANDS, TOOLBOX  # noqa: E402
 
 
 def summary(values: list[float]) -> str:

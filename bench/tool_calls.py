@@ -51,7 +51,7 @@ from boocode.tools.registry import available_tools, execute_tool  # noqa: E402
 from mcpclient import runtime  # noqa: E402
 from mcpclient.config import parse_server  # noqa: E402
 from mcpclient.hub import Hub  # noqa: E402
-from tests.conftest import PYTHON, TEST_COMMANDS, TOOLBOX, HttpServer, free_port  # noqa: E402
+from tests.support.processes import PYTHON, TEST_COMMANDS, TOOLBOX, HttpServer, free_port  # noqa: E402
 
 ARGS = {"text": "ping"}
 

@@ -1,20 +1,26 @@
-"""Root pytest configuration: every test run gets its own data directory.
+"""Root pytest configuration: every test process gets its own data directory and databases.
 
-This runs before pytest-django loads the settings, so BOOCODE_DATA_DIR (SQLite file,
-secret key, workspace) never points at the developer's data/ folder, and a PostgreSQL test
-database gets a name of its own (BOOCODE_TEST_DB_NAME): two checkouts, or two runs, testing on
-one server at once would otherwise share "test_boocode", one dropping it under the other.
+This runs before pytest-django loads the settings, so BOOCODE_DATA_DIR (SQLite file, secret
+key, workspace) never points at the developer's data/ folder, and a PostgreSQL test database
+gets a name of its own (BOOCODE_TEST_DB_NAME): two checkouts, or two runs, testing on one
+server at once would otherwise share "test_boocode", one dropping it under the other.
 pytest-django drops it at the end (unless --reuse-db; set BOOCODE_TEST_DB_NAME yourself then).
+
+Under pytest-xdist each worker is a process of its own that inherits the controller's
+environment, so a worker replaces what the controller set: its own data folder (and with it
+its own SQLite file) and its own PostgreSQL database name (pytest-django adds the worker's id).
 """
 
 import os
 import secrets
 import tempfile
 
-os.environ.setdefault("BOOCODE_DATA_DIR", tempfile.mkdtemp(prefix="boocode-test-"))
+_worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+_set = os.environ.__setitem__ if _worker else os.environ.setdefault
+_set("BOOCODE_DATA_DIR", tempfile.mkdtemp(prefix=f"boocode-test-{_worker}-" if _worker else "boocode-test-"))
 os.environ.setdefault("BOOCODE_MCP_AUTOSTART", "0")
 os.environ.setdefault("BOOCODE_DB_CONN_MAX_AGE", "0")
 # A file rather than SQLite's in-memory test database, so a subprocess started by a test
 # (tests/mcpclient/test_second_process.py) can open it.
-os.environ.setdefault("BOOCODE_TEST_DB_FILE", os.path.join(os.environ["BOOCODE_DATA_DIR"], "test.sqlite3"))
+_set("BOOCODE_TEST_DB_FILE", os.path.join(os.environ["BOOCODE_DATA_DIR"], "test.sqlite3"))
 os.environ.setdefault("BOOCODE_TEST_DB_NAME", f"test_boocode_{os.getpid()}_{secrets.token_hex(4)}")

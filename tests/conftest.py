@@ -1,60 +1,52 @@
-"""Shared fixtures: real MCP test servers over stdio and HTTP, and hubs that use them."""
+"""Fixtures shared by the whole suite: MCP test servers and hubs, the scripted model, chat state.
+
+Helpers (functions, classes, constants) live in tests/support/; only fixtures live here. The
+chat state fixtures are not autouse: tests/chat/conftest.py turns them on for the chat tests,
+and another module that drives the chat names them (``pytest.mark.usefixtures``).
+"""
 
 from __future__ import annotations
 
-import contextlib
-import os
-import signal
-import socket
-import subprocess
-import sys
-import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from channels.layers import channel_layers
 
-from mcpclient.config import ServerConfig, parse_server
+from agents.services import reset_sync_state
+from boocode.chat import llm as llm_client
+from mcpclient.config import ServerConfig
 from mcpclient.hub import Hub
-
-ROOT = Path(__file__).resolve().parent.parent
-TOOLBOX = ROOT / "tests" / "servers" / "toolbox.py"
-NODE_DIR = ROOT / "tests" / "node"
-PYTHON = sys.executable
-# The test servers run with this interpreter, listed by its path (a path runs only when listed).
-TEST_COMMANDS = ["npx", "uvx", "node", PYTHON]
+from mcpclient.runtime import set_hub
+from tests.support.browser import CHROMIUM, CHROMIUM_ARGS
+from tests.support.hubs import make_config
+from tests.support.llm import MODEL, ScriptedLLM
+from tests.support.processes import PYTHON, ROOT, TEST_COMMANDS, TOOLBOX, HttpServer, free_port, toolbox_entry
 
 
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that nothing listens on right now."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The browser tests run last, in their files' order (so also last on each xdist worker).
+
+    Playwright's sync API runs an event loop in the thread while the session's Chromium is
+    open; a test needing the thread without one (pytest-asyncio, Django's ORM) must not come
+    after the first browser test. ``make test`` runs the two kinds in separate runs anyway.
+    """
+    items.sort(key=lambda item: item.get_closest_marker("browser") is not None)  # stable
 
 
-def wait_for_port(port: int, process: subprocess.Popen[Any], timeout: float = 30.0) -> None:
-    """Block until ``port`` accepts connections (or the process died / time ran out)."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise RuntimeError(f"server exited with {process.returncode} before listening on {port}")
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
-                return
-        except OSError:
-            time.sleep(0.05)
-    raise TimeoutError(f"nothing listens on 127.0.0.1:{port} after {timeout} s")
+@pytest.fixture(scope="session")
+def browser() -> Iterator[Any]:
+    """Chromium for the whole session (each xdist worker has its own); a test opens contexts."""
+    from playwright.sync_api import expect, sync_playwright  # a test run without Chromium never loads it
 
-
-def toolbox_entry(*extra: str, **keys: Any) -> dict[str, Any]:
-    """An mcp.json entry that runs the toolbox test server over stdio."""
-    return {"command": PYTHON, "args": [str(TOOLBOX), *extra], **keys}
-
-
-def make_config(name: str, entry: dict[str, Any]) -> ServerConfig:
-    """Parse an mcp.json entry (validated like the file)."""
-    return parse_server(name, entry)
+    if not Path(CHROMIUM).exists():
+        pytest.skip("Chromium is not installed (make test-deps)")
+    expect.set_options(timeout=20_000)
+    with sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        yield chromium
+        chromium.close()
 
 
 @pytest.fixture
@@ -65,45 +57,6 @@ def toolbox_config() -> Callable[..., ServerConfig]:
         return make_config(name, toolbox_entry(*extra, **keys))
 
     return factory
-
-
-class HttpServer:
-    """A server process listening on 127.0.0.1 (stopped by the fixture)."""
-
-    def __init__(
-        self,
-        args: list[str],
-        port: int,
-        path: str,
-        env: dict[str, str] | None = None,
-        cwd: Path | None = None,
-    ) -> None:
-        self.port = port
-        self.url = f"http://127.0.0.1:{port}{path}"
-        self.process = subprocess.Popen(
-            args,
-            env={**os.environ, **(env or {})},
-            cwd=cwd,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            start_new_session=True,
-        )
-        wait_for_port(port, self.process)
-
-    def stop(self) -> None:
-        """Terminate the process and everything it started (SIGKILL after 5 s).
-
-        The whole process group: ``npx`` runs the real server as a child that outlives a
-        signal sent to ``npx`` alone.
-        """
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(self.process.pid, signal.SIGTERM)  # start_new_session: pgid == pid
-        try:
-            self.process.wait(5)
-        except subprocess.TimeoutExpired:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(self.process.pid, signal.SIGKILL)
-            self.process.wait()
 
 
 @pytest.fixture
@@ -123,6 +76,27 @@ def http_toolbox() -> Iterator[Callable[..., HttpServer]]:
         server.stop()
 
 
+@pytest.fixture(scope="session")
+def shared_http_toolbox() -> Iterator[Callable[..., HttpServer]]:
+    """Like ``http_toolbox``, but one server per set of arguments for the whole session.
+
+    Only for tests that read from the server: a test that stops it, crashes it or changes its
+    tools (``add_tool``, ``remove_tool``) takes ``http_toolbox`` and a server of its own.
+    """
+    running: dict[tuple[tuple[str, ...], bool], HttpServer] = {}
+
+    def start(*extra: str, sse: bool = False) -> HttpServer:
+        if (extra, sse) not in running:
+            port = free_port()
+            flag, path = ("--sse", "/sse") if sse else ("--http", "/mcp")
+            running[extra, sse] = HttpServer([PYTHON, str(TOOLBOX), flag, str(port), *extra], port, path)
+        return running[extra, sse]
+
+    yield start
+    for server in running.values():
+        server.stop()
+
+
 @pytest.fixture
 async def hub() -> AsyncIterator[Hub]:
     """A hub allowed to run the test servers; stopped (children closed) after the test."""
@@ -133,21 +107,62 @@ async def hub() -> AsyncIterator[Hub]:
         await instance.stop()
 
 
-async def stop_process_hub() -> None:
-    """Stop the process-wide hub a test installed, let its listeners finish, forget it.
+# --- the chat -------------------------------------------------------------------------------
 
-    Also closes the database connection of the async ORM's thread, which would otherwise
-    stay open and keep PostgreSQL from dropping the test database.
-    """
-    from channels.db import database_sync_to_async
-    from django.db import connection
 
-    from mcpclient import runtime
+@pytest.fixture
+def fresh_state(settings: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """A new channel layer (its queues belong to one loop), no agents file, fast retries."""
+    channel_layers.backends.clear()
+    settings.AGENTS_FILE = tmp_path / "AGENTS.md"
+    settings.LLM_BASE_URL = ""
+    settings.LLM_MODEL = ""
+    reset_sync_state()
+    llm_client.last_error = None
+    # Backoff is the client's own timing knob; tests keep its shape but not its seconds.
+    monkeypatch.setattr(llm_client, "RETRY_BASE_DELAY", 0.01)
+    yield
+    set_hub(None)
+    channel_layers.backends.clear()
+    reset_sync_state()
 
-    hub = runtime.get_hub()
-    if hub is not None:
-        await hub.stop()
-        await hub.drain_listeners()
-    runtime.set_hub(None)
-    await database_sync_to_async(lambda: connection.close())()
 
+@pytest.fixture
+async def close_model_session() -> AsyncIterator[None]:
+    """Close the model client's session of the test's loop (one loop per test)."""
+    yield
+    await llm_client.close_http_session()
+
+
+@pytest.fixture
+def llm(settings: Any) -> Iterator[ScriptedLLM]:
+    """A scripted OpenAI-compatible server the settings point at."""
+    with ScriptedLLM(models=(MODEL,)) as server:
+        settings.LLM_BASE_URL = server.base_url
+        settings.LLM_MODEL = MODEL
+        settings.LLM_API_KEY = ""
+        settings.LLM_TIMEOUT = 5.0
+        settings.LLM_MAX_RETRIES = 2
+        yield server
+        server.release()
+
+
+@pytest.fixture
+def agents_file(settings: Any) -> Callable[[str], Path]:
+    """Write AGENTS.md (the next turn re-reads it). tests/agents/ has its own ``agents_file``."""
+
+    def write(text: str) -> Path:
+        path = Path(settings.AGENTS_FILE)
+        path.write_text(text)
+        return path
+
+    return write
+
+
+@pytest.fixture
+async def toolbox_hub(hub: Hub, toolbox_config: Callable[..., Any]) -> AsyncIterator[Hub]:
+    """The process hub, running the toolbox test server over stdio (tools ``toolbox_*``)."""
+    await hub.start([toolbox_config("toolbox")])
+    set_hub(hub)
+    yield hub
+    set_hub(None)

@@ -16,7 +16,9 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import PYTHON, ROOT, TEST_COMMANDS, toolbox_entry
+from tests.support.processes import PYTHON, ROOT, TEST_COMMANDS, toolbox_entry
+
+pytestmark = pytest.mark.processes
 
 SERVER_KEYS = {
     "name", "status", "config", "tool_count", "rejected_count", "error", "protocol_version",
@@ -108,6 +110,31 @@ def test_mcp_discover_json_on_an_unmigrated_database_is_still_json(tmp_path: Pat
     [error] = data["errors"]
     assert error["server"] is None and "manage.py migrate" in error["error"]
     assert "manage.py migrate" in command_error(done)
+
+
+# --- boocode_prepare (what `make run` runs before Daphne) -----------------------------------
+
+
+def test_boocode_prepare_migrates_syncs_and_creates_the_admin_once(tmp_path: Path) -> None:
+    write_servers(tmp_path, {"tb": toolbox_entry()})
+    (tmp_path / "AGENTS.md").write_text("## Helper\n---\ndescription: helps\n---\nYou help.\n")
+    first = manage(tmp_path, "boocode_prepare")
+    assert first.returncode == 0, first.stderr
+    assert "Applying chat." in first.stdout  # migrated a fresh database
+    assert "Created superuser 'admin' with password: " in first.stdout
+    check = (
+        "from django.contrib.auth import get_user_model\n"
+        "from agents.models import Agent\n"
+        "from mcpclient.models import McpServer\n"
+        "print(sorted(McpServer.objects.values_list('name', flat=True)),"
+        " sorted(Agent.objects.values_list('name', flat=True)),"
+        " list(get_user_model().objects.values_list('username', flat=True)))"
+    )
+    rows = manage(tmp_path, "shell", "-c", check)
+    assert rows.stdout.strip().splitlines()[-1] == "['tb'] ['Helper'] ['admin']", rows.stderr
+    again = manage(tmp_path, "boocode_prepare")  # a restart: nothing to apply, nobody created
+    assert again.returncode == 0, again.stderr
+    assert "Applying" not in again.stdout and "Created superuser" not in again.stdout
 
 
 # --- mcp_discover ----------------------------------------------------------------------------

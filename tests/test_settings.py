@@ -10,7 +10,7 @@ from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 
 from boocode.env import env_bool, env_float, env_int, env_list
-from tests.conftest import PYTHON, ROOT
+from tests.support.processes import PYTHON, ROOT
 
 
 def test_tests_use_their_own_data_dir():
@@ -46,6 +46,7 @@ def test_bad_values_name_the_variable(monkeypatch):
     assert env_list("BOOCODE_X", []) == ["a", "b"]
 
 
+@pytest.mark.processes
 def test_a_bad_variable_stops_the_process_with_a_clear_message(tmp_path):
     env = {**os.environ, "BOOCODE_DATA_DIR": str(tmp_path), "BOOCODE_LLM_TIMEOUT": "soon"}
     result = subprocess.run([PYTHON, "manage.py", "check"], cwd=ROOT, env=env, capture_output=True, text=True)
@@ -53,6 +54,7 @@ def test_a_bad_variable_stops_the_process_with_a_clear_message(tmp_path):
     assert "BOOCODE_LLM_TIMEOUT='soon': expected a number" in result.stderr
 
 
+@pytest.mark.processes
 def test_secret_key_is_generated_once_and_private(tmp_path):
     env = {**os.environ, "BOOCODE_DATA_DIR": str(tmp_path)}
     env.pop("BOOCODE_SECRET_KEY", None)

@@ -8,11 +8,16 @@ in the page's preview and fetched whole on "Show all").
 from __future__ import annotations
 
 import json
+import sys
+from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "servers"))  # the servers' common.py
+
+import common
 import mcp.types as types
+from common import READ_ONLY
 from mcp.server.mcpserver import MCPServer
 
-READ_ONLY = types.ToolAnnotations(read_only_hint=True)
 HOSTILE = "<img src=x onerror=\"window.__pwned='rows'\"><script>window.__pwned='rows-script'</script>"
 
 
@@ -49,4 +54,4 @@ def build_server() -> MCPServer:
 
 
 if __name__ == "__main__":
-    build_server().run()
+    common.serve(build_server())

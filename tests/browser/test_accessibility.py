@@ -13,36 +13,20 @@ from typing import Any
 
 import pytest
 
-from tests.browser.conftest import (
-    NODE_MODULES,
+from tests.support.browser import (
+    AXE,
     WIDTHS,
     Site,
     landing,
     open_drawer,
     release,
     screenshot,
+    serious_violations,
     start_conversation,
 )
-from tests.llm_server import Call, Stall, Text, ToolCalls
+from tests.support.llm import Call, Stall, Text, ToolCalls
 
 pytestmark = pytest.mark.browser
-
-AXE = NODE_MODULES / "axe-core" / "axe.min.js"
-
-
-def serious_violations(page: Any) -> list[str]:
-    """axe's serious and critical violations on the page as it is now, one line per element."""
-    if not page.evaluate("typeof window.axe === 'object'"):
-        page.evaluate(AXE.read_text())
-    results = page.evaluate("axe.run(document, {resultTypes: ['violations']})")
-    found = []
-    for violation in results["violations"]:
-        if violation["impact"] in ("serious", "critical"):
-            for node in violation["nodes"]:
-                found.append(
-                    f"{violation['id']} ({violation['impact']}): {node['target']} {node['failureSummary']}"
-                )
-    return found
 
 
 @pytest.fixture(autouse=True)

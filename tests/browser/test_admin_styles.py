@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from tests.browser.conftest import Site, screenshot
+from tests.support.browser import Site, screenshot
 
 pytestmark = pytest.mark.browser
 

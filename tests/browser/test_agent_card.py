@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from tests.browser.conftest import AGENTS, CATALOG, WIDTHS, Site, landing, overflowing, screenshot
-from tests.conftest import PYTHON
+from tests.support.browser import AGENTS, CATALOG, WIDTHS, Site, landing, overflowing, screenshot
+from tests.support.processes import PYTHON
 
 pytestmark = pytest.mark.browser
 

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from tests.browser.conftest import (
+from tests.support.browser import (
     HEIGHTS,
     WIDTHS,
     Site,
@@ -21,7 +21,7 @@ from tests.browser.conftest import (
     screenshot,
     start_conversation,
 )
-from tests.llm_server import Stall, Text
+from tests.support.llm import Stall, Text
 
 pytestmark = pytest.mark.browser
 

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from tests.browser.conftest import (
+from tests.support.browser import (
     WIDTHS,
     XSS,
     Site,
@@ -20,7 +20,7 @@ from tests.browser.conftest import (
     screenshot,
     start_conversation,
 )
-from tests.llm_server import Text
+from tests.support.llm import Text
 
 pytestmark = pytest.mark.browser
 

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from tests.browser.conftest import WIDTHS, Site, landing, open_drawer, screenshot, start_conversation
-from tests.llm_server import ScriptedLLM, Text
+from tests.support.browser import WIDTHS, Site, landing, open_drawer, screenshot, start_conversation
+from tests.support.llm import ScriptedLLM, Text
 
 pytestmark = pytest.mark.browser
 

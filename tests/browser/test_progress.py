@@ -15,9 +15,9 @@ from typing import Any
 
 import pytest
 
-from tests.browser.conftest import WIDTHS, Site, landing, overflowing, screenshot, start_conversation
-from tests.conftest import PYTHON, TOOLBOX
-from tests.llm_server import Call, Text, ToolCalls
+from tests.support.browser import WIDTHS, Site, landing, overflowing, screenshot, start_conversation
+from tests.support.llm import Call, Text, ToolCalls
+from tests.support.processes import PYTHON, TOOLBOX
 
 pytestmark = pytest.mark.browser
 

@@ -9,19 +9,23 @@ the model answers them; the scripted model's request holds them.
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
-from tests.browser.conftest import _SETUP, PASSWORD, WIDTHS, Site, landing, overflowing, screenshot
-from tests.browser.test_accessibility import AXE, serious_violations
-from tests.chat.test_browser import CHROMIUM
-from tests.conftest import PYTHON, TOOLBOX, free_port, wait_for_port
-from tests.llm_server import ScriptedLLM, Text
+from tests.support.browser import (
+    AXE,
+    WIDTHS,
+    Site,
+    landing,
+    overflowing,
+    running_site,
+    screenshot,
+    serious_violations,
+)
+from tests.support.llm import Text
+from tests.support.processes import PYTHON, TOOLBOX
 
 pytestmark = pytest.mark.browser
 
@@ -29,61 +33,9 @@ pytestmark = pytest.mark.browser
 @pytest.fixture(scope="module")
 def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
     """A Daphne of this module's own, with the prompts server ``box``."""
-    from pathlib import Path
-
-    if not Path(CHROMIUM).exists():
-        pytest.skip("Chromium is not installed (make test-deps)")
-    data = tmp_path_factory.mktemp("browser-prompts")
     servers = {"box": {"command": PYTHON, "args": [str(TOOLBOX), "--feature", "prompts"]}}
-    (data / "mcp.json").write_text(json.dumps({"mcpServers": servers}))
-    (data / "AGENTS.md").write_text(
-        "## Assistant\n---\ndescription: Test assistant\n---\nYou are a test assistant.\n"
-    )
-    llm = ScriptedLLM(models=("test-model",), responder=lambda body: Text("(unscripted)")).start()
-    env = {
-        **os.environ,
-        "BOOCODE_DATA_DIR": str(data),
-        "BOOCODE_MCP_CONFIG": str(data / "mcp.json"),
-        "BOOCODE_AGENTS_FILE": str(data / "AGENTS.md"),
-        "BOOCODE_MCP_STDIO_COMMANDS": f"npx,uvx,node,{PYTHON}",
-        "BOOCODE_MCP_AUTOSTART": "1",
-        "BOOCODE_LLM_BASE_URL": llm.base_url,
-        "BOOCODE_LLM_MODEL": "test-model",
-        "BOOCODE_LLM_TIMEOUT": "30",
-        "BOOCODE_ADMIN_PASSWORD": PASSWORD,
-        "BOOCODE_ALLOWED_HOSTS": "127.0.0.1",
-    }
-    subprocess.run(
-        [PYTHON, "-c", _SETUP % PASSWORD],
-        cwd=Path(__file__).resolve().parents[2],
-        env={**env, "DJANGO_SETTINGS_MODULE": "boocode.settings"},
-        check=True,
-        capture_output=True,
-    )
-    port = free_port()
-    log = (data / "daphne.log").open("wb")
-    process = subprocess.Popen(
-        [PYTHON, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), "boocode.asgi:application"],
-        cwd=Path(__file__).resolve().parents[2],
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=log,
-        start_new_session=True,
-    )
-    running = Site(f"http://127.0.0.1:{port}", port, llm, env, data, process)
-    try:
-        wait_for_port(port, process)
-        yield running
-    finally:
-        llm.release()
-        process.terminate()
-        try:
-            process.wait(10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-        log.close()
-        llm.stop()
+    agents = "## Assistant\n---\ndescription: Test assistant\n---\nYou are a test assistant.\n"
+    yield from running_site(tmp_path_factory.mktemp("browser-prompts"), servers, agents)
 
 
 def _options(page: Any) -> Any:

@@ -4,7 +4,7 @@ URL shown as text, nothing opened before the click, Open opening a new tab witho
 and the turn resuming once the server reports the page completed.
 
 Daphne runs the toolbox's "questions" group at 2026-07-28 ("q26") and 2025-11-25 ("q25")
-(tests/browser/questions_site.py); the timed-out form is in test_questions_timeout.py.
+(``questions_site`` of tests/support/browser.py); the timed-out form is in test_questions_timeout.py.
 """
 
 from __future__ import annotations
@@ -16,33 +16,22 @@ from typing import Any
 
 import pytest
 
-from tests.browser.conftest import WIDTHS, Site, landing, overflowing, screenshot, start_conversation
-from tests.browser.questions_site import running_site
-from tests.llm_server import Call, Text, ToolCalls
+from tests.support.browser import (
+    WIDTHS,
+    Site,
+    ask,
+    overflowing,
+    questions_site,
+    screenshot,
+    tool_output,
+)
 
 pytestmark = pytest.mark.browser
 
 
 @pytest.fixture(scope="module")
 def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
-    yield from running_site(tmp_path_factory.mktemp("questions-page"), elicitation_timeout=600)
-
-
-def ask(page: Any, site: Site, tool: str, reply: str, arguments: dict[str, Any] | None = None) -> None:
-    """Start a conversation in which the model calls ``tool`` and then says ``reply``."""
-    from playwright.sync_api import expect
-
-    landing(page, site)
-    agent = page.get_by_role("region", name="Agent: Assistant")  # lists the tools of ready servers
-    expect(agent).to_contain_text(re.compile(r"\d+ from q25, \d+ from q26"))
-    site.llm.script(ToolCalls([Call(tool, arguments or {})]), Text(reply))
-    start_conversation(page, "ask me")
-
-
-def tool_output(site: Site) -> str:
-    """What the model was told the tool returned (the scripted model's last request)."""
-    messages = site.llm.requests[-1]["messages"]
-    return next(m["content"] for m in reversed(messages) if m["role"] == "tool")
+    yield from questions_site(tmp_path_factory.mktemp("questions-page"), elicitation_timeout=600)
 
 
 @pytest.mark.parametrize("width", WIDTHS)

@@ -1,6 +1,6 @@
 """A form nobody answers, at phone and laptop width: it expires and the server hears "decline".
 
-Its own Daphne (tests/browser/questions_site.py) with ``BOOCODE_ELICITATION_TIMEOUT`` of 3 s.
+Its own Daphne (``questions_site`` of tests/support/browser.py) with ``BOOCODE_ELICITATION_TIMEOUT`` of 3 s.
 """
 
 from __future__ import annotations
@@ -10,16 +10,14 @@ from typing import Any
 
 import pytest
 
-from tests.browser.conftest import WIDTHS, Site
-from tests.browser.questions_site import running_site
-from tests.browser.test_questions import ask, tool_output
+from tests.support.browser import WIDTHS, Site, ask, questions_site, tool_output
 
 pytestmark = pytest.mark.browser
 
 
 @pytest.fixture(scope="module")
 def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
-    yield from running_site(tmp_path_factory.mktemp("questions-timeout"), elicitation_timeout=3)
+    yield from questions_site(tmp_path_factory.mktemp("questions-timeout"), elicitation_timeout=3)
 
 
 @pytest.mark.parametrize("width", WIDTHS)

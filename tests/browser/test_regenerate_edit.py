@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from tests.browser.conftest import WIDTHS, Site, landing, overflowing, screenshot, start_conversation
-from tests.llm_server import Text
+from tests.support.browser import WIDTHS, Site, landing, overflowing, screenshot, start_conversation
+from tests.support.llm import Text
 
 pytestmark = pytest.mark.browser
 

@@ -9,23 +9,14 @@ The site's mcp.json gets the toolbox with its resources group as server ``box`` 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
-from tests.browser.conftest import WIDTHS, Site, landing, overflowing, screenshot, start_conversation
-from tests.conftest import PYTHON, TOOLBOX
-from tests.llm_server import Call, Text, ToolCalls
+from tests.support.browser import WIDTHS, Site, landing, overflowing, screenshot, start_conversation
+from tests.support.llm import Call, Text, ToolCalls
 
 pytestmark = pytest.mark.browser
-
-
-@pytest.fixture
-def box_server(site: Site) -> Iterator[None]:
-    """The site with a ``box`` server (the toolbox's resources group) for this test only."""
-    with site.with_servers({"box": {"command": PYTHON, "args": [str(TOOLBOX), "--feature", "resources"]}}):
-        yield
 
 
 def _last_user_content(site: Site) -> str:

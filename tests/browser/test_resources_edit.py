@@ -11,9 +11,8 @@ from typing import Any
 
 import pytest
 
-from tests.browser.conftest import WIDTHS, Site, landing, overflowing, screenshot, start_conversation
-from tests.browser.test_resources import box_server  # noqa: F401 (the fixture)
-from tests.llm_server import Text
+from tests.support.browser import WIDTHS, Site, landing, overflowing, screenshot, start_conversation
+from tests.support.llm import Text
 
 pytestmark = pytest.mark.browser
 
@@ -29,7 +28,7 @@ def test_edit_keeps_removes_and_adds_attachments(
     open_page: Any,
     site: Site,
     width: int,
-    box_server: None,  # noqa: F811
+    box_server: None,
 ) -> None:
     from playwright.sync_api import expect
 

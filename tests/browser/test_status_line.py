@@ -12,8 +12,9 @@ from typing import Any
 
 import pytest
 
-from tests.browser.conftest import (
+from tests.support.browser import (
     AGENTS,
+    AXE,
     WIDTHS,
     Site,
     landing,
@@ -21,10 +22,10 @@ from tests.browser.conftest import (
     overflowing,
     release,
     screenshot,
+    serious_violations,
     start_conversation,
 )
-from tests.browser.test_accessibility import AXE, serious_violations
-from tests.llm_server import Stall, Text
+from tests.support.llm import Stall, Text
 
 pytestmark = pytest.mark.browser
 

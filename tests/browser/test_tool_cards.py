@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from tests.browser.conftest import WIDTHS, XSS, Site, landing, overflowing, screenshot, start_conversation
-from tests.llm_server import Call, Text, ToolCalls
+from tests.support.browser import WIDTHS, XSS, Site, landing, overflowing, screenshot, start_conversation
+from tests.support.llm import Call, Text, ToolCalls
 
 pytestmark = pytest.mark.browser
 

@@ -1,77 +1,68 @@
-"""Fixtures for the chat tests: the scripted LLM, a hub with the toolbox server, agents, users."""
+"""The chat tests' fixtures: a fresh chat state for every test, the two-model server, the "box" hub.
+
+The chat fixtures themselves (``fresh_state``, ``close_model_session``, ``llm``,
+``toolbox_hub``, ``agents_file``) are in tests/conftest.py, shared with the security tests.
+"""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Iterator
-from pathlib import Path
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import pytest
-from channels.layers import channel_layers
 
 from boocode.chat import llm as llm_client
+from boocode.chat import status
+from mcpclient import resources
 from mcpclient.hub import Hub
 from mcpclient.runtime import set_hub
-from tests.llm_server import ScriptedLLM
+from tests.support.hubs import make_config
+from tests.support.llm import MODELS, ScriptedLLM
+from tests.support.processes import PYTHON, ROOT
 
-MODEL = "test-model"
+TOOLBOX_RESOURCES = ROOT / "tests" / "servers" / "toolbox_resources.py"
 
 
 @pytest.fixture(autouse=True)
-def fresh_state(settings: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    """A new channel layer (its queues belong to one loop), no agents file, fast retries."""
-    from agents.services import reset_sync_state
+def chat_state(request: pytest.FixtureRequest, fresh_state: None) -> None:
+    """Every chat test: a fresh channel layer and settings, the model client's session closed after.
 
-    channel_layers.backends.clear()
-    settings.AGENTS_FILE = tmp_path / "AGENTS.md"
-    settings.LLM_BASE_URL = ""
-    settings.LLM_MODEL = ""
-    reset_sync_state()
-    llm_client.last_error = None
-    # Backoff is the client's own timing knob; tests keep its shape but not its seconds.
-    monkeypatch.setattr(llm_client, "RETRY_BASE_DELAY", 0.01)
-    yield
-    set_hub(None)
-    channel_layers.backends.clear()
-    reset_sync_state()
+    Not the session's closing for a browser test: it runs in Playwright's event loop, where an
+    async fixture cannot run (and it opens no model session in this process).
+    """
+    if request.node.get_closest_marker("browser") is None:
+        request.getfixturevalue("close_model_session")
 
 
 @pytest.fixture
-def llm(settings: Any) -> Iterator[ScriptedLLM]:
-    """A scripted OpenAI-compatible server the settings point at."""
-    with ScriptedLLM(models=(MODEL,)) as server:
+def models_llm(settings: Any) -> Iterator[ScriptedLLM]:
+    """A scripted server offering two models (``MODELS``), the first the default."""
+    llm_client.forget_models()
+    with ScriptedLLM(models=MODELS) as server:
         settings.LLM_BASE_URL = server.base_url
-        settings.LLM_MODEL = MODEL
+        settings.LLM_MODEL = MODELS[0]
         settings.LLM_API_KEY = ""
         settings.LLM_TIMEOUT = 5.0
-        settings.LLM_MAX_RETRIES = 2
+        settings.LLM_MAX_RETRIES = 0
         yield server
         server.release()
+    llm_client.forget_models()
 
 
 @pytest.fixture
-def agents_file(settings: Any) -> Callable[[str], Path]:
-    """Write AGENTS.md (the next turn re-reads it)."""
-
-    def write(text: str) -> Path:
-        path = Path(settings.AGENTS_FILE)
-        path.write_text(text)
-        return path
-
-    return write
+def no_periodic_checks(settings: Any) -> Iterator[None]:
+    """The periodic model check only where a test turns it on; a connect checks at once anyway."""
+    settings.LLM_CHECK_INTERVAL = 0
+    status._last_check = float("-inf")
+    yield
+    status._last_check = float("-inf")
 
 
 @pytest.fixture
-async def toolbox_hub(hub: Hub, toolbox_config: Callable[..., Any]) -> AsyncIterator[Hub]:
-    """The process hub, running the toolbox test server over stdio (tools ``toolbox_*``)."""
-    await hub.start([toolbox_config("toolbox")])
+async def box_hub(hub: Hub) -> AsyncIterator[Hub]:
+    """The process hub with the toolbox's resources group as server "box" (tools ``box_*``)."""
+    await hub.start([make_config("box", {"command": PYTHON, "args": [str(TOOLBOX_RESOURCES)]})])
+    await resources.catalog_of(hub, "box", None, wait=10)
     set_hub(hub)
     yield hub
     set_hub(None)
-
-
-@pytest.fixture(autouse=True)
-async def close_model_session() -> AsyncIterator[None]:
-    """Close the model client's session of the test's loop (one loop per test)."""
-    yield
-    await llm_client.close_http_session()

@@ -14,10 +14,11 @@ from django.test import Client
 from django.urls import reverse
 
 from mcpclient.models import McpServer, McpTool
-from tests.conftest import PYTHON, ROOT, TOOLBOX
-from tests.live import live_daphne
+from tests.support.live import live_daphne
+from tests.support.processes import PYTHON, ROOT, TOOLBOX
 
-CHROMIUM = "/usr/bin/chromium"
+pytestmark = pytest.mark.processes
+
 PASSWORD = "admin-page-test-password"
 
 
@@ -58,11 +59,7 @@ def test_a_rejected_tool_reads_no_in_words(admin_client: Client) -> None:
 
 
 @pytest.mark.browser
-def test_the_server_list_fits_a_1280_pixel_screen(tmp_path: Path) -> None:
-    if not Path(CHROMIUM).exists():
-        pytest.skip("Chromium is not installed (make test-deps)")
-    from playwright.sync_api import sync_playwright
-
+def test_the_server_list_fits_a_1280_pixel_screen(browser: Any, tmp_path: Path) -> None:
     data = tmp_path / "data"
     data.mkdir()
     servers: dict[str, Any] = {
@@ -79,7 +76,7 @@ def test_the_server_list_fits_a_1280_pixel_screen(tmp_path: Path) -> None:
         "BOOCODE_MCP_STDIO_COMMANDS": f"npx,{PYTHON}",
         "BOOCODE_MCP_AUTOSTART": "1",
         "BOOCODE_ADMIN_PASSWORD": PASSWORD,
-        "DJANGO_SETTINGS_MODULE": "boocode.settings",
+        "DJANGO_SETTINGS_MODULE": "tests.settings",
     }
     setup = (
         "import django; django.setup(); from django.core.management import call_command; "
@@ -87,8 +84,7 @@ def test_the_server_list_fits_a_1280_pixel_screen(tmp_path: Path) -> None:
         "call_command('ensure_admin')"
     )
     subprocess.run([PYTHON, "-c", setup], cwd=ROOT, env=env, check=True, capture_output=True)
-    with live_daphne(env) as (_, port), sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=["--headless", "--no-sandbox"])
+    with live_daphne(env) as (_, port):
         page = browser.new_page(viewport={"width": 1280, "height": 800})
         page.set_default_timeout(15_000)
         base = f"http://127.0.0.1:{port}"
@@ -115,7 +111,7 @@ def test_the_server_list_fits_a_1280_pixel_screen(tmp_path: Path) -> None:
             }"""
         )
         assert fits == {"page": True, "table": True, "scroll": True}
-        browser.close()
+        page.close()
 
 
 @pytest.mark.django_db

@@ -17,10 +17,11 @@ from boocode.chat.models import Conversation, Message, Preference, ToolCall
 from boocode.chat.turns import TurnRequest, run_turn
 from mcpclient.hub import Hub
 from mcpclient.runtime import set_hub
-from tests.conftest import TEST_COMMANDS, stop_process_hub, toolbox_entry
-from tests.llm_server import Call, ScriptedLLM, Text, ToolCalls
+from tests.support.hubs import stop_process_hub
+from tests.support.llm import Call, ScriptedLLM, Text, ToolCalls
+from tests.support.processes import TEST_COMMANDS, toolbox_entry
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.processes]
 
 XSS = ['<script>alert("x")</script>', "<img src=x onerror=alert(1)>", '"><svg onload=alert(1)>']
 

@@ -26,11 +26,13 @@ from boocode.chat.turns import registry
 from boocode.tools import registry as tool_registry
 from mcpclient.hub import Hub, Status
 from mcpclient.runtime import set_hub
-from tests.chat.test_consumer import Tab, conversation_of, login
-from tests.conftest import ROOT, make_config, toolbox_entry
-from tests.llm_server import Call, ScriptedLLM, Text, ToolCalls
+from tests.support.accounts import conversation_of, login
+from tests.support.hubs import make_config
+from tests.support.llm import Call, ScriptedLLM, Text, ToolCalls
+from tests.support.processes import ROOT, toolbox_entry
+from tests.support.tabs import Tab
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.processes]
 
 
 @pytest.fixture

@@ -7,6 +7,7 @@ by the server's own hub). The viewport is a phone's (375 px).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -16,52 +17,31 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import PYTHON, ROOT, TOOLBOX, free_port, wait_for_port
-from tests.llm_server import Call, ScriptedLLM, Stall, Text, ToolCalls
+from tests.support.browser import CHROMIUM, log_in
+from tests.support.live import live_daphne
+from tests.support.llm import Call, ScriptedLLM, Stall, Text, ToolCalls
+from tests.support.processes import PYTHON, ROOT, TOOLBOX, free_port
 
 pytestmark = pytest.mark.browser
 
 MODERN = ROOT / "tests" / "servers" / "modern.py"
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
 PASSWORD = "browser-test-password"
 XSS = "<img src=x onerror=\"window.__pwned='img'\"><script>window.__pwned='script'</script>"
 
 
 class LiveServer:
-    """Daphne in a subprocess; ``restart()`` drops every socket like a server restart does."""
+    """Daphne on a fixed port; ``restart()`` drops every socket like a server restart does."""
 
     def __init__(self, env: dict[str, str], port: int, llm: ScriptedLLM) -> None:
         self.env, self.port, self.llm = env, port, llm
         self.url = f"http://127.0.0.1:{port}"
-        self.process: subprocess.Popen[bytes] | None = None
+        self._running = contextlib.ExitStack()
 
     def start(self) -> None:
-        self.process = subprocess.Popen(
-            [PYTHON, "-m", "daphne", "-b", "127.0.0.1", "-p", str(self.port), "boocode.asgi:application"],
-            cwd=ROOT,
-            env=self.env,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            start_new_session=True,
-        )
-        wait_for_port(self.port, self.process)
+        self._running.enter_context(live_daphne(self.env, self.port, graceful=True))
 
     def stop(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
+        self._running.close()
 
     def restart(self) -> None:
         self.stop()
@@ -98,7 +78,7 @@ def daphne_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServ
     subprocess.run(
         [PYTHON, "-c", setup],
         cwd=ROOT,
-        env={**env, "DJANGO_SETTINGS_MODULE": "boocode.settings"},
+        env={**env, "DJANGO_SETTINGS_MODULE": "tests.settings"},
         check=True,
         capture_output=True,
     )
@@ -113,19 +93,15 @@ def daphne_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServ
 
 
 @pytest.fixture
-def page(daphne_server: LiveServer) -> Iterator[Any]:
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        context = browser.new_context(viewport={"width": 375, "height": 740})
-        context.set_default_timeout(15_000)
-        page = context.new_page()
-        errors: list[str] = []
-        page.on("pageerror", lambda error: errors.append(str(error)))
-        yield page
-        browser.close()
-        assert errors == [], errors
+def page(browser: Any, daphne_server: LiveServer) -> Iterator[Any]:
+    context = browser.new_context(viewport={"width": 375, "height": 740})
+    context.set_default_timeout(15_000)
+    page = context.new_page()
+    errors: list[str] = []
+    page.on("pageerror", lambda error: errors.append(str(error)))
+    yield page
+    context.close()
+    assert errors == [], errors
 
 
 def test_chat_in_a_real_browser(page: Any, daphne_server: LiveServer) -> None:
@@ -135,9 +111,7 @@ def test_chat_in_a_real_browser(page: Any, daphne_server: LiveServer) -> None:
     base, llm = daphne_server.url, daphne_server.llm
     page.goto(f"{base}/")
     assert "/login/" in page.url
-    page.fill("input[name=username]", "admin")
-    page.fill("input[name=password]", PASSWORD)
-    page.click("button[type=submit]")
+    log_in(page, base, "admin", PASSWORD)
     page.click("#sidebar-toggle")  # the conversation list is a drawer at phone width
     page.click("#new-conversation")  # the landing: the first message creates the conversation
 
@@ -206,10 +180,7 @@ def test_a_form_an_mcp_server_asks_for(page: Any, daphne_server: LiveServer) -> 
 
     expect.set_options(timeout=15_000)
     base, llm = daphne_server.url, daphne_server.llm
-    page.goto(f"{base}/login/")
-    page.fill("input[name=username]", "admin")
-    page.fill("input[name=password]", PASSWORD)
-    page.click("button[type=submit]")
+    log_in(page, base, "admin", PASSWORD)
     page.click("#sidebar-toggle")
     page.click("#new-conversation")
     page.fill("#message-input", "/tools")  # the first message creates the conversation

@@ -7,76 +7,16 @@ import json
 from typing import Any
 
 import pytest
-from asgiref.sync import sync_to_async
 from channels.testing import WebsocketCommunicator
-from django.contrib.auth import get_user_model
-from django.test import Client
 
 from boocode.asgi import application
 from boocode.chat.consumers import MAX_FRAME_BYTES
-from boocode.chat.models import Conversation, Message
 from boocode.chat.turns import MAX_MESSAGE_CHARS, registry
-from tests.llm_server import Call, ScriptedLLM, Stall, Text, ToolCalls
+from tests.support.accounts import conversation_of, login, stored
+from tests.support.llm import Call, ScriptedLLM, Stall, Text, ToolCalls
+from tests.support.tabs import Tab
 
-pytestmark = pytest.mark.django_db(transaction=True)
-
-
-@sync_to_async
-def login(username: str) -> str:
-    """A session cookie for a (new) user."""
-    user, _ = get_user_model().objects.get_or_create(username=username)
-    client = Client()
-    client.force_login(user)
-    return client.cookies["sessionid"].value
-
-
-@sync_to_async
-def conversation_of(username: str) -> int:
-    user = get_user_model().objects.get(username=username)
-    return Conversation.objects.create(owner=user).pk
-
-
-@sync_to_async
-def stored(conversation_id: int) -> list[tuple[str, str, str]]:
-    return [(m.role, m.status, m.content) for m in Message.objects.filter(conversation_id=conversation_id)]
-
-
-class Tab:
-    """One browser tab: a websocket to a conversation, reading frames with a timeout."""
-
-    def __init__(self, conversation_id: int, cookie: str | None) -> None:
-        headers = [(b"origin", b"http://127.0.0.1"), (b"host", b"127.0.0.1")]
-        if cookie:
-            headers.append((b"cookie", f"sessionid={cookie}".encode()))
-        self.ws = WebsocketCommunicator(application, f"/ws/conversations/{conversation_id}/", headers=headers)
-        self.frames: list[dict[str, Any]] = []
-
-    async def open(self) -> dict[str, Any]:
-        connected, _ = await self.ws.connect(timeout=5)
-        assert connected
-        history = await self.next("history")
-        await self.next("status")
-        self.frames.clear()
-        return history
-
-    async def next(self, kind: str | None = None, within: float = 10.0) -> dict[str, Any]:
-        """The next frame (of ``kind``, skipping others; status frames are always skipped)."""
-        async with asyncio.timeout(within):
-            while True:
-                frame = await self.ws.receive_json_from(timeout=within)
-                self.frames.append(frame)
-                if (kind is None and frame["type"] != "status") or frame["type"] == kind:
-                    return frame
-
-    async def until_turn_end(self) -> dict[str, Any]:
-        return await self.next("turn_end")
-
-    async def send(self, frame: dict[str, Any]) -> None:
-        await self.ws.send_json_to(frame)
-
-    async def close(self) -> None:
-        # Channels' default waits 1 s for the consumer to finish; a loaded machine needs longer.
-        await self.ws.disconnect(timeout=30)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.processes]
 
 
 async def closed_with(tab: Tab) -> int:

@@ -10,9 +10,12 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
+import pytest
 
-from tests.live import create_accounts, live_daphne, server_log
-from tests.llm_server import ScriptedLLM, Text
+from tests.support.live import create_accounts, live_daphne, server_log
+from tests.support.llm import ScriptedLLM, Text
+
+pytestmark = pytest.mark.processes
 
 MODEL = "test-model"
 

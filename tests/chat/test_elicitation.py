@@ -19,11 +19,13 @@ from boocode.chat.elicitations import forms
 from boocode.tools import registry as tool_registry
 from mcpclient.hub import Hub, Status
 from mcpclient.runtime import set_hub
-from tests.chat.test_consumer import Tab, conversation_of, login
-from tests.conftest import PYTHON, ROOT, make_config
-from tests.llm_server import Call, ScriptedLLM, Text, ToolCalls
+from tests.support.accounts import conversation_of, login
+from tests.support.hubs import make_config
+from tests.support.llm import Call, ScriptedLLM, Text, ToolCalls
+from tests.support.processes import PYTHON, ROOT
+from tests.support.tabs import Tab
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.processes]
 
 MODERN = ROOT / "tests" / "servers" / "modern.py"
 

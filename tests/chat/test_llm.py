@@ -9,8 +9,8 @@ import pytest
 
 from boocode.chat import llm as llm_client
 from boocode.chat.llm import Completion, LLMError, LLMSettings, TextDelta, stream_chat
-from tests.conftest import free_port
-from tests.llm_server import Bytes, Call, Drop, Error, Raw, ScriptedLLM, Stall, Text, ToolCalls
+from tests.support.llm import Bytes, Call, Drop, Error, Raw, ScriptedLLM, Stall, Text, ToolCalls
+from tests.support.processes import free_port
 
 MODEL = "test-model"
 

@@ -16,10 +16,11 @@ import pytest
 from boocode.chat import progress
 from mcpclient.hub import Hub, Status
 from mcpclient.runtime import set_hub
-from tests.chat.test_consumer import Tab, conversation_of, login
-from tests.llm_server import Call, ScriptedLLM, Text, ToolCalls
+from tests.support.accounts import conversation_of, login
+from tests.support.llm import Call, ScriptedLLM, Text, ToolCalls
+from tests.support.tabs import Tab
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.processes]
 
 
 @pytest.fixture

@@ -23,10 +23,11 @@ from boocode.chat.turns import COMMANDS, registry
 from mcpclient import prompts
 from mcpclient.hub import Hub
 from mcpclient.runtime import set_hub
-from tests.chat.test_consumer import Tab, conversation_of, login
-from tests.llm_server import ScriptedLLM, Text
+from tests.support.accounts import conversation_of, login
+from tests.support.llm import ScriptedLLM, Text
+from tests.support.tabs import Tab
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.processes]
 
 BRIEFING = [
     ("user", "I need a briefing on the launch."),

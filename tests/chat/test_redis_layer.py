@@ -10,8 +10,9 @@ from typing import Any
 import pytest
 from channels.layers import channel_layers, get_channel_layer
 
-from tests.chat.test_consumer import Tab, conversation_of, login, stored
-from tests.llm_server import ScriptedLLM, Text
+from tests.support.accounts import conversation_of, login, stored
+from tests.support.llm import ScriptedLLM, Text
+from tests.support.tabs import Tab
 
 TEXT = "Hello from the model, streamed in small pieces."
 

@@ -13,10 +13,11 @@ import pytest
 from asgiref.sync import sync_to_async
 
 from boocode.chat.models import Message, ToolCall
-from tests.chat.test_consumer import Tab, conversation_of, login
-from tests.llm_server import Call, ScriptedLLM, Stall, Text, ToolCalls
+from tests.support.accounts import conversation_of, login
+from tests.support.llm import Call, ScriptedLLM, Stall, Text, ToolCalls
+from tests.support.tabs import Tab, finished
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.processes]
 
 
 @sync_to_async
@@ -36,13 +37,6 @@ def sent_texts(request: dict[str, Any]) -> list[tuple[str, str]]:
 async def chat(tab: Tab, text: str) -> None:
     await tab.send({"type": "user_message", "text": text})
     await finished(tab)
-
-
-async def finished(tab: Tab) -> dict[str, Any]:
-    """Wait for the end of a turn and the ``conversation`` frame that follows it."""
-    end = await tab.until_turn_end()
-    assert end["status"] == "complete", end
-    return (await tab.next("conversation"))["conversation"]
 
 
 async def test_regenerate_supersedes_the_answer_and_asks_again(llm: ScriptedLLM, toolbox_hub: Any) -> None:

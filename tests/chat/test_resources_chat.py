@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -17,28 +17,17 @@ from django.contrib.auth import get_user_model
 from django.test import AsyncClient
 
 from boocode.chat.attachments import MAX_ATTACHMENTS
-from boocode.chat.models import Conversation, Message
+from boocode.chat.models import Message
 from boocode.chat.turns import TurnRequest, run_turn
-from mcpclient import resources
 from mcpclient.hub import Hub
-from mcpclient.runtime import set_hub
-from tests.chat.test_consumer import Tab, conversation_of, login
-from tests.conftest import PYTHON, ROOT, make_config
-from tests.llm_server import ScriptedLLM, Text
+from tests.support.accounts import conversation_of, login, new_conversation
+from tests.support.llm import ScriptedLLM, Text
+from tests.support.processes import ROOT
+from tests.support.tabs import Tab
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.processes]
 
 SCRIPT = ROOT / "tests" / "servers" / "toolbox_resources.py"
-
-
-@pytest.fixture
-async def box_hub(hub: Hub) -> AsyncIterator[Hub]:
-    """The process hub with the toolbox's resources group as server "box" (tools ``box_*``)."""
-    await hub.start([make_config("box", {"command": PYTHON, "args": [str(SCRIPT)]})])
-    await resources.catalog_of(hub, "box", None, wait=10)
-    set_hub(hub)
-    yield hub
-    set_hub(None)
 
 
 @pytest.fixture
@@ -50,12 +39,6 @@ async def web() -> Callable[..., Any]:
         return client
 
     return client_for
-
-
-@sync_to_async
-def new_conversation(username: str = "alice", agent_name: str = "") -> int:
-    user, _ = get_user_model().objects.get_or_create(username=username)
-    return Conversation.objects.create(owner=user, agent_name=agent_name).pk
 
 
 # --- the endpoints ---------------------------------------------------------------------------

@@ -1,7 +1,7 @@
 """Attached resources survive edit-and-resend and appear in the exports; checks of the viewer and model text.
 
 Real pieces: the toolbox with its resources group over stdio (the ``box_hub`` fixture of
-tests/chat/test_resources_chat.py), the scripted model (its request log is what the model
+tests/chat/conftest.py), the scripted model (its request log is what the model
 received), the ASGI application and the export views.
 """
 
@@ -25,13 +25,13 @@ from mcpclient import resources
 from mcpclient.hub import Hub
 from mcpclient.resources import ResourceContent
 from mcpclient.runtime import set_hub
-from tests.chat.test_consumer import Tab, conversation_of, login
-from tests.chat.test_regenerate_edit import finished
-from tests.chat.test_resources_chat import box_hub, new_conversation  # noqa: F401 (box_hub: the fixture)
-from tests.conftest import PYTHON, ROOT, make_config
-from tests.llm_server import ScriptedLLM, Text
+from tests.support.accounts import conversation_of, login, new_conversation
+from tests.support.hubs import make_config
+from tests.support.llm import ScriptedLLM, Text
+from tests.support.processes import PYTHON, ROOT
+from tests.support.tabs import Tab, finished
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.processes]
 
 README = {"server": "box", "uri": "toolbox://notes/readme.txt"}
 PARIS = {"server": "box", "uri": "toolbox://cities/Paris"}
@@ -50,7 +50,7 @@ def _current_user_messages(conversation: int) -> list[Message]:
 
 
 # --- edit and resend -------------------------------------------------------------------------
-async def test_an_edit_keeps_or_changes_the_attachments(llm: ScriptedLLM, box_hub: Hub) -> None:  # noqa: F811
+async def test_an_edit_keeps_or_changes_the_attachments(llm: ScriptedLLM, box_hub: Hub) -> None:
     cookie = await login("alice")
     conversation = await conversation_of("alice")
     tab = Tab(conversation, cookie)
@@ -98,7 +98,7 @@ async def test_an_edit_keeps_or_changes_the_attachments(llm: ScriptedLLM, box_hu
     await tab.close()
 
 
-async def test_edit_attachments_are_checked(llm: ScriptedLLM, box_hub: Hub) -> None:  # noqa: F811
+async def test_edit_attachments_are_checked(llm: ScriptedLLM, box_hub: Hub) -> None:
     cookie = await login("alice")
     conversation = await conversation_of("alice")
     tab = Tab(conversation, cookie)
@@ -122,7 +122,7 @@ async def test_edit_attachments_are_checked(llm: ScriptedLLM, box_hub: Hub) -> N
     await tab.close()
 
 
-async def test_an_edit_keeps_the_earlier_text_when_the_server_fails(box_hub: Hub) -> None:  # noqa: F811
+async def test_an_edit_keeps_the_earlier_text_when_the_server_fails(box_hub: Hub) -> None:
     earlier = await read_attachments(box_hub, [PARIS, README], None, ["box"])
     assert earlier[0]["text"] == "Paris is a city in Europe."
     await box_hub.call_tool("box_crash", {})

@@ -16,13 +16,11 @@ from asgiref.sync import sync_to_async
 
 from boocode.chat import exports, turns
 from boocode.chat.models import Conversation, Message
-from tests.chat.test_consumer import Tab, conversation_of, login
-from tests.chat.test_usage_models import client_of, finished, models_llm, no_periodic_checks
-from tests.llm_server import ScriptedLLM, Text
+from tests.support.accounts import client_of, conversation_of, login
+from tests.support.llm import ScriptedLLM, Text
+from tests.support.tabs import Tab, finished
 
-__all__ = ["models_llm", "no_periodic_checks"]  # fixtures used here, defined there
-
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("no_periodic_checks")]
 
 
 async def _title_requests_done() -> None:

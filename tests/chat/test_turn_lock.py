@@ -7,93 +7,25 @@ lock's TTL is 2 s so that a killed process's turn is settled within seconds.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import json
 import os
 import signal
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
-import aiohttp
 import pytest
 import redis
 
 from boocode.chat.services import INTERRUPTED
-from tests.conftest import PYTHON, ROOT, toolbox_entry
-from tests.live import create_accounts, fresh_database, live_daphne
-from tests.llm_server import Call, ScriptedLLM, Stall, Text, ToolCalls
+from tests.support.live import create_accounts, fresh_database, live_daphne
+from tests.support.llm import Call, ScriptedLLM, Stall, Text, ToolCalls
+from tests.support.processes import PYTHON, ROOT, redis_url, toolbox_entry
+from tests.support.tabs import Tab
 
-pytestmark = [pytest.mark.postgres, pytest.mark.redis]
+pytestmark = [pytest.mark.postgres_only, pytest.mark.redis, pytest.mark.processes]
 
 MODEL = "test-model"
-REDIS_URL = "redis://127.0.0.1:6379/12"
-WAIT = 30.0  # seconds any awaited frame may take before the test fails
-
-
-class Tab:
-    """A websocket to one web process, reading every frame into ``frames``."""
-
-    def __init__(self, port: int, account: dict[str, Any]) -> None:
-        self.port = port
-        self.account = account
-        self.frames: list[dict[str, Any]] = []
-        self._changed = asyncio.Event()
-
-    async def __aenter__(self) -> Tab:
-        url = f"ws://127.0.0.1:{self.port}/ws/conversations/{self.account['conversation']}/"
-        headers = {"Cookie": f"sessionid={self.account['cookie']}", "Origin": f"http://127.0.0.1:{self.port}"}
-        self._session = aiohttp.ClientSession()
-        self._socket = await self._session.ws_connect(url, headers=headers)
-        self._reader = asyncio.create_task(self._read())
-        self.history = await self.next("history")
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        self._reader.cancel()
-        with contextlib.suppress(Exception):
-            await self._socket.close()
-        await self._session.close()
-
-    async def _read(self) -> None:
-        async for message in self._socket:
-            if message.type == aiohttp.WSMsgType.TEXT:
-                self.frames.append(json.loads(message.data))
-                self._changed.set()
-
-    async def send(self, frame: dict[str, Any]) -> None:
-        await self._socket.send_json(frame)
-
-    async def next(
-        self, kind: str, where: Callable[[dict[str, Any]], bool] = lambda frame: True
-    ) -> dict[str, Any]:
-        """The first frame of type ``kind`` (matching ``where``) not yet taken by ``next``."""
-        try:
-            async with asyncio.timeout(WAIT):
-                while True:
-                    for index, frame in enumerate(self.frames):
-                        if frame["type"] == kind and where(frame):
-                            del self.frames[: index + 1]
-                            return frame
-                    self._changed.clear()
-                    await self._changed.wait()
-        except TimeoutError:
-            seen = [frame for frame in self.frames if frame["type"] != "status"]
-            raise AssertionError(f"no {kind} frame within {WAIT} s; got {seen}") from None
-
-    def text(self) -> str:
-        return "".join(frame["text"] for frame in self.frames if frame["type"] == "text_delta")
-
-    async def until_text(self, text: str) -> None:
-        """Wait until this turn's ``text_delta`` frames add up to ``text``."""
-        try:
-            async with asyncio.timeout(WAIT):
-                while self.text() != text:
-                    self._changed.clear()
-                    await self._changed.wait()
-        except TimeoutError:
-            seen = [frame for frame in self.frames if frame["type"] != "status"]
-            raise AssertionError(f"not {text!r} within {WAIT} s; got {seen}") from None
+REDIS_URL = redis_url()  # a database of this worker's own: the fixture flushes it
 
 
 @pytest.fixture(scope="module")
@@ -148,7 +80,7 @@ async def test_two_tabs_on_two_processes_share_one_turn(
     port_a, port_b = ports
     account = accounts[0]
     llm.script(Stall("Hello from A, "), Text("Second turn."))
-    async with Tab(port_a, account) as on_a, Tab(port_b, account) as on_b:
+    async with Tab.live(port_a, account) as on_a, Tab.live(port_b, account) as on_b:
         await on_a.send({"type": "user_message", "text": "first"})
         start = await on_b.next("turn_start")  # A's events reach the tab on B
         await on_a.until_text("Hello from A, ")
@@ -156,7 +88,7 @@ async def test_two_tabs_on_two_processes_share_one_turn(
         refused = await on_b.next("error")
         assert refused["code"] == "turn_in_progress"
 
-        async with Tab(port_b, account) as late:  # connects to B mid-turn
+        async with Tab.live(port_b, account) as late:  # connects to B mid-turn
             assert (late.history["running"], late.history["turn_id"]) == (True, start["turn_id"])
             assert late.history["messages"][-1]["content"] == "Hello from A, "
 
@@ -176,7 +108,7 @@ async def test_an_approval_answered_from_the_other_process(
     port_a, port_b = ports
     account = accounts[1]
     llm.script(ToolCalls([Call("notes_write_note", {"key": "k", "text": "from B"})]), Text("Written."))
-    async with Tab(port_a, account) as on_a, Tab(port_b, account) as on_b:
+    async with Tab.live(port_a, account) as on_a, Tab.live(port_b, account) as on_b:
         await on_a.send({"type": "user_message", "text": "write"})
         approval = (await on_b.next("approval"))["approval"]
         await on_b.send({"type": "approval_answer", "id": approval["id"] + 1000, "decision": "approve"})
@@ -193,7 +125,7 @@ async def test_a_form_answered_from_the_other_process(
     port_a, port_b = ports
     account = accounts[4]
     llm.script(ToolCalls([Call("forms_ask_profile", {})]), Text("Thanks."))
-    async with Tab(port_a, account) as on_a, Tab(port_b, account) as on_b:
+    async with Tab.live(port_a, account) as on_a, Tab.live(port_b, account) as on_b:
         await on_a.send({"type": "user_message", "text": "ask me"})
         form = (await on_b.next("elicitation"))["elicitation"]
         answer = {"type": "elicitation_answer", "id": form["id"], "action": "accept"}
@@ -213,8 +145,8 @@ async def test_a_process_killed_mid_turn_leaves_a_settled_usable_conversation(
     account = accounts[2]
     llm.script(Stall("Half an ans", seconds=60), Text("After the crash."))
     with live_daphne(env) as (doomed, port_c):
-        async with Tab(port_a, account) as on_a:
-            async with Tab(port_c, account) as on_c:
+        async with Tab.live(port_a, account) as on_a:
+            async with Tab.live(port_c, account) as on_c:
                 await on_c.send({"type": "user_message", "text": "go"})
                 start = await on_a.next("turn_start")
                 await on_a.until_text("Half an ans")
@@ -223,7 +155,7 @@ async def test_a_process_killed_mid_turn_leaves_a_settled_usable_conversation(
             # A's sweep finds the lock expired and settles the turn; its tabs hear it ended.
             end = await on_a.next("turn_end")
             assert (end["turn_id"], end["status"], end["error"]) == (start["turn_id"], "failed", INTERRUPTED)
-        async with Tab(port_a, account) as fresh:
+        async with Tab.live(port_a, account) as fresh:
             assert fresh.history["running"] is False
             answer = fresh.history["messages"][-1]
             assert (answer["role"], answer["status"], answer["error"]) == ("assistant", "failed", INTERRUPTED)
@@ -241,8 +173,8 @@ async def test_a_process_stopped_mid_turn_gives_the_conversation_back_at_once(
     account = accounts[3]
     llm.script(Stall("Stopping soon", seconds=60), Text("Right away."))
     with live_daphne(env) as (stopping, port_c):
-        async with Tab(port_a, account) as on_a:
-            async with Tab(port_c, account) as on_c:
+        async with Tab.live(port_a, account) as on_a:
+            async with Tab.live(port_c, account) as on_c:
                 await on_c.send({"type": "user_message", "text": "go"})
                 await on_a.until_text("Stopping soon")
                 stopping.send_signal(signal.SIGINT)  # what the process manager's stop sends too

@@ -14,10 +14,11 @@ from django.contrib.auth import get_user_model
 
 from boocode.chat.models import Conversation, Message, ToolCall
 from boocode.chat.turns import TurnInProgress, TurnRequest, registry, run_turn
-from tests.conftest import TEST_COMMANDS, stop_process_hub, toolbox_entry
-from tests.llm_server import Call, Error, Raw, ScriptedLLM, Stall, Text, ToolCalls
+from tests.support.hubs import stop_process_hub
+from tests.support.llm import Call, Error, Raw, ScriptedLLM, Stall, Text, ToolCalls
+from tests.support.processes import TEST_COMMANDS, toolbox_entry
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.processes]
 
 
 class Recorder:

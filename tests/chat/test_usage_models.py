@@ -6,61 +6,28 @@ All against the scripted OpenAI-compatible server over HTTP and the real websock
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
+import os
+import subprocess
 from typing import Any
 
 import pytest
 from asgiref.sync import sync_to_async
-from django.contrib.auth import get_user_model
 from django.test import AsyncClient, Client
 
 from boocode.chat import llm as llm_client
 from boocode.chat import status, turns
 from boocode.chat.models import Conversation, Message
 from boocode.chat.turns import TITLE_PROMPT
-from tests.chat.test_consumer import Tab, conversation_of, login
-from tests.llm_server import Call, Error, ScriptedLLM, Text, ToolCalls
+from tests.support.accounts import client_of, conversation_of, login
+from tests.support.llm import MODELS, Call, Error, ScriptedLLM, Text, ToolCalls
+from tests.support.processes import PYTHON, ROOT
+from tests.support.tabs import Tab, finished
 
-pytestmark = pytest.mark.django_db(transaction=True)
-
-MODELS = ("test-model", "big-model")
-
-
-@pytest.fixture
-def models_llm(settings: Any) -> Iterator[ScriptedLLM]:
-    """A scripted server offering two models, the first the default."""
-    llm_client.forget_models()
-    with ScriptedLLM(models=MODELS) as server:
-        settings.LLM_BASE_URL = server.base_url
-        settings.LLM_MODEL = MODELS[0]
-        settings.LLM_API_KEY = ""
-        settings.LLM_TIMEOUT = 5.0
-        settings.LLM_MAX_RETRIES = 0
-        yield server
-        server.release()
-    llm_client.forget_models()
-
-
-@pytest.fixture(autouse=True)
-def no_periodic_checks(settings: Any) -> Iterator[None]:
-    """The periodic model check only where a test turns it on; a connect checks at once anyway."""
-    settings.LLM_CHECK_INTERVAL = 0
-    status._last_check = float("-inf")
-    yield
-    status._last_check = float("-inf")
-
-
-async def finished(tab: Tab) -> dict[str, Any]:
-    end = await tab.until_turn_end()
-    assert end["status"] == "complete", end
-    return (await tab.next("conversation"))["conversation"]
-
-
-def client_of(username: str) -> tuple[Client, Any]:
-    user, _ = get_user_model().objects.get_or_create(username=username)
-    client = Client()
-    client.force_login(user)
-    return client, user
+pytestmark = [
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.usefixtures("no_periodic_checks"),
+    pytest.mark.processes,
+]
 
 
 # --- usage -----------------------------------------------------------------------------------
@@ -342,11 +309,6 @@ async def test_a_turn_error_about_the_model_name_survives_a_working_check(models
 
 @pytest.mark.parametrize(("value", "ok"), [("2", False), ("0", True), ("5", True), ("soon", False)])
 def test_check_interval_is_off_or_at_least_five_seconds(tmp_path: Any, value: str, ok: bool) -> None:
-    import os
-    import subprocess
-
-    from tests.conftest import PYTHON, ROOT
-
     env = {**os.environ, "BOOCODE_DATA_DIR": str(tmp_path), "BOOCODE_LLM_CHECK_INTERVAL": value}
     done = subprocess.run([PYTHON, "manage.py", "check"], cwd=ROOT, env=env, capture_output=True, text=True)
     assert (done.returncode == 0) is ok, done.stderr

@@ -1,10 +1,10 @@
-"""Run every client scenario of the pinned MCP conformance suites against BooCode, one at a time.
+"""Run every client scenario of the pinned MCP conformance suites against BooCode, a few at a time.
 
 ``make conformance`` installs this folder's package.json with ``npm ci`` (a local Node 22 and
 ``@modelcontextprotocol/conformance`` twice, under the aliases ``conformance-0-1`` and
 ``conformance-0-2``), then runs this script with the project's Python::
 
-    .venv/bin/python tests/conformance/run.py [--timeout 60] [--only 'auth/*'] [--suite 0.1.16]
+    .venv/bin/python tests/conformance/run.py [--timeout 60] [--only 'auth/*'] [--suite 0.1.16] [--jobs 3]
 
 What runs, as each suite's own ``list`` command reports it:
 
@@ -16,16 +16,22 @@ What runs, as each suite's own ``list`` command reports it:
   required either.
 
 Each scenario is a separate ``conformance client --scenario`` run with a timeout; the suite
-runs ``manage.py mcp_conformance_client URL`` on a throw-away ``BOOCODE_DATA_DIR``. The
-suite's output goes to ``results/`` (git-ignored): one folder per run, plus ``summary.json``
-and ``summary.md``. A table (scenario, suite, wire, pass/fail, one-line reason) and totals are
-printed. Exit status 1 when a required scenario failed, unless it is one of the documented
-``EXPECTED_FAILURES`` (then 1 when it passes: the list must stay true).
+runs ``manage.py mcp_conformance_client URL`` on a throw-away ``BOOCODE_DATA_DIR`` of its own.
+``--jobs N`` runs (default 3) go at once: the suite's mock servers listen on ports the system
+picks (``listen(0)``), the command listens on none, and every run has its own data folder and
+results folder, so runs share nothing. A line is printed as each run ends; the table is in plan
+order whatever the order they ended in. The suite's output goes to ``results/``
+(git-ignored): one folder per run, plus ``summary.json`` and ``summary.md``. A table (scenario,
+suite, wire, pass/fail, one-line reason) and totals are printed. Exit status 1 when a required
+scenario failed, unless it is one of the documented ``EXPECTED_FAILURES`` (then 1 when it
+passes: the list must stay true). Interrupted (Ctrl-C, SIGTERM), it kills the runs under way,
+each with its mock servers and client.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import fnmatch
 import json
 import os
@@ -35,7 +41,9 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -49,6 +57,7 @@ DEFAULT_WIRE = "default"  # no --spec-version: the suite picks the scenario's ow
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 # The runner's own margin over the suite's client timeout (mock servers start and stop).
 SUITE_MARGIN_SECONDS = 30
+DEFAULT_JOBS = 3  # runs at once: each is a Node suite, mock servers and a Python client
 # Required runs BooCode fails on purpose, (suite version, scenario) -> why (docs/conformance.md).
 # They do not fail the run; one that starts passing does, so that this list stays true.
 EXPECTED_FAILURES = {
@@ -255,9 +264,50 @@ def explain(folder: Path, log: str, returncode: int, passed: bool) -> tuple[str,
     return " | ".join(parts), [str(c.get("id")) for c in bad]
 
 
-def run_one(item: Planned, command: str, timeout: int, data_root: Path) -> Outcome:
+class Running:
+    """The suite processes under way (one per run), so that an interrupted run kills them all."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._processes: set[subprocess.Popen[str]] = set()
+        self.stopping = False
+
+    def add(self, process: subprocess.Popen[str]) -> None:
+        """Track ``process``; killed at once if the run is already stopping."""
+        with self._lock:
+            self._processes.add(process)
+            stopping = self.stopping
+        if stopping:
+            _kill(process)
+
+    def discard(self, process: subprocess.Popen[str]) -> None:
+        """Stop tracking ``process`` (it has ended)."""
+        with self._lock:
+            self._processes.discard(process)
+
+    def kill_all(self) -> None:
+        """Kill every run under way, and any that starts from now on."""
+        with self._lock:
+            self.stopping = True
+            processes = list(self._processes)
+        for process in processes:
+            _kill(process)
+
+
+def _kill(process: subprocess.Popen[str]) -> None:
+    """SIGKILL the run's session: the suite, its mock servers and the client."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(process.pid, signal.SIGKILL)  # start_new_session: pgid == pid
+
+
+def result_folder(item: Planned) -> Path:
+    """Where the suite writes ``item``'s output (results/VERSION/WIRE/SCENARIO)."""
+    return RESULTS / item.suite.version / item.wire / slug(item.scenario)
+
+
+def run_one(item: Planned, command: str, timeout: int, data_root: Path, running: Running) -> Outcome:
     """One ``conformance client --scenario`` run; its output goes to results/."""
-    folder = RESULTS / item.suite.version / item.wire / slug(item.scenario)
+    folder = result_folder(item)
     shutil.rmtree(folder, ignore_errors=True)
     folder.mkdir(parents=True)
     args = ["client", "--command", command, "--scenario", item.scenario,
@@ -283,13 +333,17 @@ def run_one(item: Planned, command: str, timeout: int, data_root: Path) -> Outco
             "BOOCODE_CLIENT_METADATA_URL": CLIENT_METADATA_URL,
         },
     )
+    running.add(process)
     try:
         log, _ = process.communicate(timeout=timeout + SUITE_MARGIN_SECONDS)
         returncode = process.returncode
     except subprocess.TimeoutExpired:
-        os.killpg(process.pid, signal.SIGKILL)
+        _kill(process)
         log, _ = process.communicate()
         returncode = -1
+    finally:
+        running.discard(process)
+        shutil.rmtree(env_dir, ignore_errors=True)
     seconds = time.monotonic() - started
     (folder / "suite.log").write_text(ANSI.sub("", log))
     passed = returncode == 0 and "SKIPPED:" not in log
@@ -352,12 +406,51 @@ def print_table(outcomes: list[Outcome]) -> None:
           f"{sum(o.fails_run for o in outcomes)} unexpected result(s)")
 
 
+def run_all(planned: list[Planned], command: str, timeout: int, jobs: int) -> list[Outcome]:
+    """Run ``planned``, ``jobs`` at a time; a line as each ends; the outcomes in plan order."""
+    data_root = Path(tempfile.mkdtemp(prefix="conformance-"))
+    running = Running()
+    outcomes: dict[int, Outcome] = {}
+    pool = ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="scenario")
+    try:
+        pending: dict[Future[Outcome], int] = {
+            pool.submit(run_one, item, command, timeout, data_root, running): index
+            for index, item in enumerate(planned)
+        }
+        while pending:
+            done, _ = wait(pending, return_when=FIRST_COMPLETED)
+            for future in done:
+                index = pending.pop(future)
+                outcome = outcomes[index] = future.result()
+                item = planned[index]
+                print(f"[{len(outcomes)}/{len(planned)}] {item.suite.version} {item.wire} {item.scenario}: "
+                      f"{outcome.verdict} ({outcome.seconds:.1f} s)", flush=True)
+    except BaseException:
+        running.kill_all()  # Ctrl-C or a bug: no run may outlive this process
+        raise
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+        shutil.rmtree(data_root, ignore_errors=True)
+    return [outcomes[index] for index in range(len(planned))]
+
+
+def _exit_on_signal(signum: int, frame: object) -> None:
+    """SIGTERM ends the run as Ctrl-C does: ``run_all`` kills the runs under way on the way out."""
+    sys.exit(128 + signum)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--timeout", type=int, default=60, help="seconds per scenario for the client")
     parser.add_argument("--only", default="*", help="run the scenarios matching this glob")
     parser.add_argument("--suite", default="", help="run one suite version only (e.g. 0.1.16)")
+    parser.add_argument(
+        "--jobs", type=int, default=DEFAULT_JOBS, help=f"scenarios run at once (default {DEFAULT_JOBS})"
+    )
     options = parser.parse_args()
+    if options.jobs < 1:
+        parser.error("--jobs must be 1 or more")
+    signal.signal(signal.SIGTERM, _exit_on_signal)
 
     command = client_command()
     suites = [s for s in installed_suites() if not options.suite or s.version == options.suite]
@@ -365,21 +458,18 @@ def main() -> int:
     if not planned:
         print("no scenario matches", file=sys.stderr)
         return 2
+    folders = [result_folder(item) for item in planned]
+    shared = sorted({str(folder) for folder in folders if folders.count(folder) > 1})
+    if shared:  # runs at once must never write to the same folder
+        sys.exit(f"planned runs share a results folder: {', '.join(shared)}")
     RESULTS.mkdir(exist_ok=True)
-    data_root = Path(tempfile.mkdtemp(prefix="conformance-"))
-    outcomes: list[Outcome] = []
-    try:
-        for index, item in enumerate(planned, 1):
-            outcome = run_one(item, command, options.timeout, data_root)
-            outcomes.append(outcome)
-            print(f"[{index}/{len(planned)}] {item.suite.version} {item.wire} {item.scenario}: "
-                  f"{outcome.verdict} ({outcome.seconds:.1f} s)", flush=True)
-    finally:
-        shutil.rmtree(data_root, ignore_errors=True)
+    started = time.monotonic()
+    outcomes = run_all(planned, command, options.timeout, options.jobs)
     (RESULTS / "summary.json").write_text(json.dumps([asdict(o) for o in outcomes], indent=2) + "\n")
     (RESULTS / "summary.md").write_text(markdown(outcomes))
     print_table(outcomes)
     print(f"results: {RESULTS.relative_to(ROOT)}/ (summary.md, summary.json, one folder per run)")
+    print(f"wall time: {time.monotonic() - started:.0f} s, {options.jobs} run(s) at a time")
     return 1 if any(o.fails_run for o in outcomes) else 0
 
 

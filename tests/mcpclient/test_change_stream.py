@@ -20,7 +20,10 @@ from mcp.client.subscriptions import SubscriptionLost
 from mcpclient import prompts, resources
 from mcpclient.hub import Hub
 from mcpclient.protocol import HubClient
-from tests.conftest import PYTHON, ROOT, make_config
+from tests.support.hubs import make_config
+from tests.support.processes import PYTHON, ROOT
+
+pytestmark = pytest.mark.processes
 
 TOOLBOX = ROOT / "tests" / "servers" / "toolbox.py"
 ENTRY = {"command": PYTHON, "args": [str(TOOLBOX), "--feature", "resources", "--feature", "prompts"]}

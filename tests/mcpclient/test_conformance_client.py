@@ -2,8 +2,9 @@
 
 The suite itself (``make conformance``) is not run here: it needs Node 22 and fails today
 (docs/conformance.md). These tests run the command in its own process against the real
-toolbox server over Streamable HTTP, with the environment the suite sets, and check what the
-suite sees: the exit status, the lines on stdout and the one error line on stderr.
+toolbox server over Streamable HTTP (the session's: they only call read-only tools), with the
+environment the suite sets, and check what the suite sees: the exit status, the lines on stdout
+and the one error line on stderr.
 """
 
 from __future__ import annotations
@@ -14,9 +15,13 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from mcpclient.conformance import PLANS, planner_for
 from mcpclient.hub import DiscoveredTool
-from tests.conftest import PYTHON, ROOT, free_port
+from tests.support.processes import PYTHON, ROOT, free_port
+
+pytestmark = pytest.mark.processes
 
 
 def conformance_client(
@@ -46,8 +51,10 @@ def command_error(done: subprocess.CompletedProcess[str]) -> str:
     return lines[-1].removeprefix("CommandError: ")
 
 
-def test_the_initialize_scenario_connects_on_a_fresh_data_folder(http_toolbox: Any, tmp_path: Path) -> None:
-    server = http_toolbox()
+def test_the_initialize_scenario_connects_on_a_fresh_data_folder(
+    shared_http_toolbox: Any, tmp_path: Path
+) -> None:
+    server = shared_http_toolbox()
 
     done = conformance_client(tmp_path, server.url, "initialize")
 
@@ -59,8 +66,8 @@ def test_the_initialize_scenario_connects_on_a_fresh_data_folder(http_toolbox: A
     assert (tmp_path / "boocode.sqlite3").is_file()
 
 
-def test_calls_named_by_the_context_go_through_the_hub(http_toolbox: Any, tmp_path: Path) -> None:
-    server = http_toolbox()
+def test_calls_named_by_the_context_go_through_the_hub(shared_http_toolbox: Any, tmp_path: Path) -> None:
+    server = shared_http_toolbox()
     calls = [{"name": "add", "arguments": {"a": 2, "b": 3}}, {"name": "echo", "arguments": {"text": "héllo"}}]
 
     done = conformance_client(tmp_path, server.url, "http-custom-headers", {"toolCalls": calls})
@@ -70,9 +77,9 @@ def test_calls_named_by_the_context_go_through_the_hub(http_toolbox: Any, tmp_pa
 
 
 def test_a_tool_the_hub_does_not_offer_and_an_error_result_fail_the_run(
-    http_toolbox: Any, tmp_path: Path
+    shared_http_toolbox: Any, tmp_path: Path
 ) -> None:
-    server = http_toolbox()
+    server = shared_http_toolbox()
     calls = [
         {"name": "delete_everything", "arguments": {"path": "/"}},  # readOnlyHint false: rejected
         {"name": "fail", "arguments": {"message": "boom"}},

@@ -11,9 +11,12 @@ import urllib.request
 import uuid
 from pathlib import Path
 
-from tests.conftest import PYTHON, ROOT, toolbox_entry
-from tests.live import live_daphne, server_log
-from tests.mcpclient.test_hub import _pids_with
+import pytest
+
+from tests.support.live import live_daphne, server_log
+from tests.support.processes import PYTHON, ROOT, pids_with, toolbox_entry
+
+pytestmark = pytest.mark.processes
 
 
 def _wait_for(predicate, timeout: float, what: str) -> None:
@@ -40,12 +43,12 @@ def test_ctrl_c_stops_stdio_children(tmp_path: Path):
         try:
             with urllib.request.urlopen(f"http://127.0.0.1:{port}/login/") as response:
                 assert response.status == 200
-            _wait_for(lambda: len(_pids_with(tag)) == 1, 20, "the hub did not start the stdio server")
+            _wait_for(lambda: len(pids_with(tag)) == 1, 20, "the hub did not start the stdio server")
             daphne.send_signal(signal.SIGINT)
             daphne.wait(20)
-            _wait_for(lambda: not _pids_with(tag), 10, "the stdio server outlived Daphne")
+            _wait_for(lambda: not pids_with(tag), 10, "the stdio server outlived Daphne")
         finally:
-            for pid in _pids_with(tag):
+            for pid in pids_with(tag):
                 os.kill(pid, signal.SIGKILL)
     log = server_log(daphne)
     assert "stopping MCP servers" in log

@@ -18,9 +18,11 @@ import pytest
 from mcpclient.elicitation import Answer, asking
 from mcpclient.elicitation_schema import Form
 from mcpclient.hub import Hub, Status
-from tests.conftest import PYTHON, ROOT, HttpServer, free_port, make_config
+from tests.support.hubs import make_config
+from tests.support.processes import PYTHON, ROOT, HttpServer, free_port
 
-pytestmark = pytest.mark.django_db  # the hub looks up stored sign-ins of HTTP servers
+# django_db: the hub looks up stored sign-ins of HTTP servers
+pytestmark = [pytest.mark.django_db, pytest.mark.processes]
 
 MODERN = ROOT / "tests" / "servers" / "modern.py"
 DEFAULTS = {"age": 30, "name": "John Doe", "score": 95.5, "status": "active", "verified": True}

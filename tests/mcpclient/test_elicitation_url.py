@@ -20,9 +20,11 @@ import pytest
 from mcpclient.elicitation import Answer, Link, asking
 from mcpclient.elicitation_schema import Form
 from mcpclient.hub import Hub, Status
-from tests.conftest import PYTHON, ROOT, TOOLBOX, HttpServer, free_port, make_config
+from tests.support.hubs import make_config
+from tests.support.processes import PYTHON, ROOT, TOOLBOX, HttpServer, free_port
 
-pytestmark = pytest.mark.django_db  # the hub looks up stored sign-ins of HTTP servers
+# django_db: the hub looks up stored sign-ins of HTTP servers
+pytestmark = [pytest.mark.django_db, pytest.mark.processes]
 
 HANDSHAKE_TOOLBOX = ROOT / "tests" / "servers" / "handshake_toolbox.py"
 WIRES = {

@@ -20,7 +20,10 @@ import pytest
 
 from mcpclient.healing import HealPolicy, RetryState, retry_fields
 from mcpclient.hub import Hub, ServerSnapshot, Status
-from tests.conftest import PYTHON, TOOLBOX, HttpServer, free_port, make_config, toolbox_entry
+from tests.support.hubs import make_config, stop_process_hub
+from tests.support.processes import PYTHON, TEST_COMMANDS, TOOLBOX, HttpServer, free_port, toolbox_entry
+
+pytestmark = pytest.mark.processes
 
 HANDSHAKE_TOOLBOX = TOOLBOX.parent / "handshake_toolbox.py"
 FAST = HealPolicy(ping_interval=0.2, ping_timeout=1.0, base=0.05, cap=0.2, attempts=20, circuit_seconds=60)
@@ -278,7 +281,6 @@ async def test_the_retry_plan_is_persisted_and_in_the_status_frame(tmp_path, set
     from mcpclient import runtime
     from mcpclient.models import McpServer
     from mcpclient.sync import sync_servers
-    from tests.conftest import TEST_COMMANDS, stop_process_hub
 
     settings.MCP_CONFIG = tmp_path / "mcp.json"
     settings.MCP_STDIO_COMMANDS = TEST_COMMANDS

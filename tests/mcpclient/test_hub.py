@@ -17,23 +17,19 @@ import pytest
 
 from mcpclient.hub import Hub, Status
 from mcpclient.results import MAX_OUTPUT_BYTES
-from tests.conftest import PYTHON, ROOT, TEST_COMMANDS, TOOLBOX, free_port, make_config, toolbox_entry
+from tests.support.hubs import make_config
+from tests.support.processes import (
+    PYTHON,
+    ROOT,
+    TEST_COMMANDS,
+    TOOLBOX,
+    HttpServer,
+    free_port,
+    pids_with,
+    toolbox_entry,
+)
 
-
-def _pids_with(marker: str) -> list[int]:
-    """PIDs of live processes whose command line contains ``marker``."""
-    pids = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
-            state = (entry / "stat").read_text().split()[2]
-        except OSError:
-            continue
-        if marker in cmdline and state != "Z":
-            pids.append(int(entry.name))
-    return pids
+pytestmark = pytest.mark.processes
 
 
 def _group_members(pgid: int) -> list[int]:
@@ -72,13 +68,17 @@ def _stop_process_group(server) -> None:
 
 
 @pytest.fixture(params=["stdio", "http"])
-def transport_config(request, http_toolbox):
-    """Factory giving a toolbox config over stdio or over Streamable HTTP."""
+def transport_config(request, http_toolbox, shared_http_toolbox):
+    """Factory giving a toolbox config over stdio or over Streamable HTTP.
 
-    def factory(name: str = "tb", *extra: str, **keys):
+    Over HTTP the session's server answers (the tests only read from it); ``own_server=True``
+    starts one for the test alone, for a test that changes the server's tools.
+    """
+
+    def factory(name: str = "tb", *extra: str, own_server: bool = False, **keys):
         if request.param == "stdio":
             return make_config(name, toolbox_entry(*extra, **keys))
-        server = http_toolbox(*extra)
+        server = (http_toolbox if own_server else shared_http_toolbox)(*extra)
         return make_config(name, {"type": "http", "url": server.url, **keys})
 
     factory.transport = request.param
@@ -161,7 +161,7 @@ async def test_timeout_is_an_error_result(hub: Hub, transport_config):
 
 
 async def test_list_changed_relists_tools(hub: Hub, transport_config):
-    await hub.start([transport_config("tb")])
+    await hub.start([transport_config("tb", own_server=True)])
     generation = hub.generation
     assert (await hub.call_tool("tb_add_tool", {"name": "fresh"})).output == "added fresh"
     await hub.wait_until(lambda: "tb_fresh" in {tool.prefixed_name for tool in hub.tools()}, 5)
@@ -178,8 +178,8 @@ async def test_every_page_of_tools_is_listed(hub: Hub, transport_config):
     assert "tb_echo" in names
 
 
-async def test_sse_transport(hub: Hub, http_toolbox):
-    server = http_toolbox(sse=True)
+async def test_sse_transport(hub: Hub, shared_http_toolbox):
+    server = shared_http_toolbox(sse=True)
     await hub.start([make_config("legacy", {"type": "sse", "url": server.url})])
     assert hub.snapshots()[0].status is Status.READY
     assert (await hub.call_tool("legacy_echo", {"text": "over sse"})).output == "over sse"
@@ -287,9 +287,9 @@ async def test_envfile_and_placeholders_reach_the_child(hub: Hub, tmp_path, monk
 async def test_stop_terminates_stdio_children(hub: Hub):
     tag = uuid.uuid4().hex
     await hub.start([make_config("tb", toolbox_entry("--tag", tag))])
-    assert len(_pids_with(tag)) == 1
+    assert len(pids_with(tag)) == 1
     await hub.stop()
-    assert _pids_with(tag) == []
+    assert pids_with(tag) == []
     assert hub.tools() == []
 
 
@@ -334,8 +334,6 @@ async def test_server_everything(hub: Hub, transport: str, http_toolbox):
             },
         )
     else:
-        from tests.conftest import HttpServer
-
         port = free_port()
         server = HttpServer(
             ["npx", "@modelcontextprotocol/server-everything", "streamableHttp"],
@@ -376,5 +374,5 @@ async def test_no_shell_for_stdio_commands(hub: Hub, tmp_path):
     tag = f"$(touch {marker}); touch {marker}"
     await hub.start([make_config("literal", toolbox_entry("--tag", tag))])
     assert hub.snapshots()[0].status is Status.READY
-    assert len(_pids_with(tag)) == 1  # the argument reached the child verbatim
+    assert len(pids_with(tag)) == 1  # the argument reached the child verbatim
     assert not marker.exists()

@@ -13,7 +13,9 @@ from mcpclient import worker_wire
 from mcpclient.elicitation_schema import parse_form
 from mcpclient.hub import DiscoveredTool, HubTool, ServerSnapshot, Status
 from mcpclient.results import ToolResult
-from tests.conftest import PYTHON, ROOT
+from tests.support.processes import PYTHON, ROOT
+
+pytestmark = pytest.mark.processes
 
 
 def start(*args: str, **env: str) -> subprocess.CompletedProcess[str]:

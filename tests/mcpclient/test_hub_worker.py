@@ -31,15 +31,17 @@ import pytest
 from yarl import URL
 
 from mcpclient import worker_wire
-from tests.conftest import PYTHON, ROOT, TOOLBOX, HttpServer, free_port
-from tests.live import create_accounts, fresh_database, live_daphne, with_default_sigint
-from tests.llm_server import Call, ScriptedLLM, Text, ToolCalls
-from tests.oauth.conftest import OAUTH_SERVER, OAuthServer
+from tests.support.live import create_accounts, fresh_database, live_daphne, with_default_sigint
+from tests.support.llm import Call, ScriptedLLM, Text, ToolCalls
+from tests.support.oauth import OAuthServer
+from tests.support.processes import PYTHON, ROOT, TOOLBOX, free_port, redis_url
+from tests.support.tabs import Tab
 
-pytestmark = [pytest.mark.redis, pytest.mark.postgres]
+pytestmark = [pytest.mark.redis, pytest.mark.postgres_only, pytest.mark.processes]
 
 MODEL = "test-model"
-REDIS_URL = "redis://127.0.0.1:6379/13"
+REDIS_URL = redis_url()  # a database of this worker's own
+REDIS_PREFIX = f"boocode-db{REDIS_URL.rsplit('/', 1)[1]}"  # settings.py names the layer's channels so
 FEATURES = ("progress", "questions", "resources", "prompts", "logs")  # of the toolbox
 TIMEOUT_S = 8  # the toolbox's "timeout" in mcp.json: a call never waits longer (plus the grace)
 
@@ -130,14 +132,12 @@ def deployment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployment]
         ],
         "timeout": TIMEOUT_S * 1000,
     }
-    oauth_port, port_b = free_port(), free_port()
-    process = HttpServer([PYTHON, str(OAUTH_SERVER), "--port", str(oauth_port)], oauth_port, "/mcp")
-    base = f"http://127.0.0.1:{oauth_port}"
-    oauth = OAuthServer(process=process, base=base, url=process.url, issuer=f"{base}/auth")
+    port_b = free_port()
+    oauth = OAuthServer.start()
     secure = {"type": "http", "url": oauth.url, "oauth": {"mode": "perUser"}}
     (data / "mcp.json").write_text(json.dumps({"mcpServers": {"toolbox": entry, "secure": secure}}))
     with contextlib.ExitStack() as stack, ScriptedLLM(models=(MODEL,), responder=respond) as llm:
-        stack.callback(process.stop)
+        stack.callback(oauth.stop)
         env = {
             **os.environ,
             "BOOCODE_DATA_DIR": str(data),
@@ -164,53 +164,6 @@ def deployment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployment]
             if deployment.worker is not None and deployment.worker.poll() is None:
                 deployment.worker.send_signal(signal.SIGTERM)
                 deployment.worker.wait(20)
-
-
-class Tab:
-    """A chat websocket on one web process."""
-
-    def __init__(self, port: int, account: dict[str, Any]) -> None:
-        self.port, self.account = port, account
-        self.frames: list[dict[str, Any]] = []
-
-    @contextlib.asynccontextmanager
-    async def open(self) -> Any:
-        url = f"ws://127.0.0.1:{self.port}/ws/conversations/{self.account['conversation']}/"
-        headers = {"Cookie": f"sessionid={self.account['cookie']}", "Origin": f"http://127.0.0.1:{self.port}"}
-        async with aiohttp.ClientSession() as session, session.ws_connect(url, headers=headers) as socket:
-            self.socket = socket
-            yield self
-
-    async def send(self, frame: dict[str, Any]) -> None:
-        await self.socket.send_json(frame)
-
-    async def next(self, kind: str, timeout: float = 30.0, **match: Any) -> dict[str, Any]:
-        """The next frame of ``kind`` (whose keys equal ``match``), keeping every frame seen."""
-        try:
-            async with asyncio.timeout(timeout):
-                while True:
-                    frame = await self.socket.receive_json()
-                    self.frames.append(frame)
-                    if frame["type"] == kind and all(frame.get(k) == v for k, v in match.items()):
-                        return frame
-        except TimeoutError:
-            seen = [json.dumps(frame)[:300] for frame in self.frames[-8:]]
-            raise AssertionError(f"no {kind} frame {match} within {timeout} s; last frames: {seen}") from None
-
-    async def next_of(self, kinds: tuple[str, ...], timeout: float = 30.0) -> dict[str, Any]:
-        """The next frame of any of ``kinds``."""
-        async with asyncio.timeout(timeout):
-            while True:
-                frame = await self.socket.receive_json()
-                self.frames.append(frame)
-                if frame["type"] in kinds:
-                    return frame
-
-    async def turn(self, text: str, timeout: float = 30.0) -> tuple[dict[str, Any], dict[str, Any]]:
-        """Send ``text``; the ``tool_result`` frame's call and the ``turn_end`` frame."""
-        await self.send({"type": "user_message", "text": text})
-        result = await self.next("tool_result", timeout)
-        return result["call"], await self.next("turn_end", timeout)
 
 
 async def _start_turn(tab: Tab, text: str | dict[str, Any], started: str = "tool_call") -> None:
@@ -245,7 +198,7 @@ def test_a_call_from_each_web_process_reaches_the_one_child(deployment: Deployme
     async def run() -> list[str]:
         outputs = []
         for port, account in zip(deployment.ports, deployment.accounts, strict=False):
-            async with Tab(port, account).open() as tab:
+            async with Tab.live(port, account, take_status=False) as tab:
                 await _ready_status(tab)
                 call, end = await tab.turn(f'tool toolbox_echo {{"text": "from {port}"}}')
                 assert end["status"] == "complete"
@@ -270,17 +223,17 @@ def test_a_message_the_worker_cannot_handle_is_logged_and_calls_go_on(deployment
 
     async def run() -> dict[str, Any]:
         group = deployment.env["BOOCODE_HUB_CHANNEL"]
-        layer = RedisPubSubChannelLayer(hosts=[REDIS_URL], prefix="boocode-db13")
+        layer = RedisPubSubChannelLayer(hosts=[REDIS_URL], prefix=REDIS_PREFIX)
         try:
             for message in [{"id": "x"}, *bad]:  # the first has no type: Channels' listener stops on it
                 await layer.group_send(group, message)
             # Not msgpack at all (0xc1 is never used by the format), on the group's Redis channel.
             redis = Redis.from_url(REDIS_URL)
-            await redis.publish(f"boocode-db13__group__{group}", b"\xc1 not a message")
+            await redis.publish(f"{REDIS_PREFIX}__group__{group}", b"\xc1 not a message")
             await redis.aclose()
         finally:
             await layer.flush()
-        async with Tab(deployment.ports[0], deployment.accounts[0]).open() as tab:
+        async with Tab.live(deployment.ports[0], deployment.accounts[0], take_status=False) as tab:
             await _ready_status(tab)
             call, end = await tab.turn('tool toolbox_echo {"text": "still here"}')
             assert end["status"] == "complete"
@@ -301,8 +254,8 @@ def test_progress_and_a_form_reach_the_tab_that_made_the_call(deployment: Deploy
     async def run() -> None:
         port_a, port_b = deployment.ports
         async with (
-            Tab(port_a, deployment.accounts[0]).open() as a,
-            Tab(port_b, deployment.accounts[1]).open() as b,
+            Tab.live(port_a, deployment.accounts[0], take_status=False) as a,
+            Tab.live(port_b, deployment.accounts[1], take_status=False) as b,
         ):
             await _ready_status(a)
             await _ready_status(b)
@@ -380,7 +333,7 @@ def test_resources_completions_and_prompts_are_served_by_the_worker(deployment: 
             menu = await _json(session, f"{base}/prompts/")
             assert {"greeting", "code_review", "briefing"} <= {p["name"] for p in menu["prompts"]}
 
-        async with Tab(port_a, deployment.accounts[0]).open() as a:
+        async with Tab.live(port_a, deployment.accounts[0], take_status=False) as a:
             await _ready_status(a)
             arguments = {"language": "python", "code": "print(1)"}
             await _start_turn(
@@ -406,7 +359,7 @@ def test_resources_completions_and_prompts_are_served_by_the_worker(deployment: 
 def test_a_link_reaches_the_tab_and_ends_as_the_server_or_the_person_says(deployment: Deployment) -> None:
     async def run() -> None:
         async with (
-            Tab(deployment.ports[1], deployment.accounts[1]).open() as b,
+            Tab.live(deployment.ports[1], deployment.accounts[1], take_status=False) as b,
             aiohttp.ClientSession() as browser,
         ):
             await _ready_status(b)
@@ -464,10 +417,10 @@ def test_a_person_signs_in_through_one_web_process_and_back_through_the_other(
             async with session.get(callback, allow_redirects=False) as back:
                 assert back.status == 302, await back.text()
 
-        async with Tab(port_a, deployment.accounts[0]).open() as a:
+        async with Tab.live(port_a, deployment.accounts[0], take_status=False) as a:
             call, _ = await a.turn("tool secure_whoami {}")
             assert call["status"] == "done" and "alice" in call["output"], call
-        async with Tab(port_b, deployment.accounts[1]).open() as other:  # not their account
+        async with Tab.live(port_b, deployment.accounts[1], take_status=False) as other:  # not their account
             call, _ = await other.turn("tool secure_whoami {}")
             assert 'Unknown tool "secure_whoami"' in call["output"]
 
@@ -527,7 +480,7 @@ def test_an_admin_toggle_on_one_web_process_changes_the_tools_of_the_other(deplo
     account = deployment.accounts[2]
 
     async def watch(until: str) -> None:
-        async with Tab(port_b, account).open() as b:
+        async with Tab.live(port_b, account, take_status=False) as b:
             frame = await b.next("status")
             while server_status(frame) != until:
                 frame = await b.next("status")
@@ -551,7 +504,7 @@ def test_what_became_of_a_log_level_is_shown_by_every_web_process_admin(deployme
     what = "protocol 2026-07-28: each tool call asks for messages at warning and above"
 
     async def ready() -> None:
-        async with Tab(port_a, account).open() as tab:
+        async with Tab.live(port_a, account, take_status=False) as tab:
             await _ready_status(tab)
 
     asyncio.run(ready())
@@ -567,7 +520,7 @@ def test_what_became_of_a_log_level_is_shown_by_every_web_process_admin(deployme
 
 def test_a_stopped_turn_ends_at_once_and_the_next_call_works(deployment: Deployment) -> None:
     async def run() -> None:
-        async with Tab(deployment.ports[1], deployment.accounts[1]).open() as b:
+        async with Tab.live(deployment.ports[1], deployment.accounts[1], take_status=False) as b:
             await _ready_status(b)
             await b.send({"type": "user_message", "text": 'tool toolbox_slow {"seconds": 60}'})
             await b.next("tool_call")
@@ -585,7 +538,7 @@ def test_a_killed_worker_fails_the_call_readably_and_the_restarted_one_serves(de
     port_a, _ = deployment.ports
 
     async def run() -> None:
-        async with Tab(port_a, deployment.accounts[0]).open() as a:
+        async with Tab.live(port_a, deployment.accounts[0], take_status=False) as a:
             await _ready_status(a)
             await a.send({"type": "user_message", "text": 'tool toolbox_slow {"seconds": 60}'})
             await a.next("tool_call")

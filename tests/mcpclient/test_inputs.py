@@ -24,11 +24,12 @@ from mcpclient import runtime
 from mcpclient.inputs import env_name, input_ids, input_value
 from mcpclient.models import McpServer, StoredSecret
 from mcpclient.secret_store import get_secret, put_secret
-from tests.conftest import TEST_COMMANDS, free_port, stop_process_hub
-from tests.mcpclient.test_admin import AsgiAdmin, form_fields, write_config
+from tests.support.admin import AsgiAdmin, form_fields, write_config
+from tests.support.hubs import stop_process_hub
+from tests.support.processes import TEST_COMMANDS, free_port
 
 # Also run on PostgreSQL (make test): the store is a database feature.
-pytestmark = [pytest.mark.postgres]
+pytestmark = [pytest.mark.postgres, pytest.mark.processes]
 
 TOKEN = "ghp_inputValue0123456789abcdef"
 ENV_VALUE = "from-the-environment-42"
@@ -192,12 +193,12 @@ def test_a_post_without_the_csrf_token_is_refused(mcp_file: Path, admin_user: Us
 
 @pytest.mark.django_db(transaction=True)
 async def test_a_stored_value_reconnects_the_servers_that_use_it(
-    tmp_path: Path, settings: Any, store: Any, http_toolbox: Any, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, settings: Any, store: Any, shared_http_toolbox: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     settings.MCP_CONFIG = tmp_path / "mcp.json"
     settings.MCP_AUTOSTART = True
     monkeypatch.delenv("BOOCODE_INPUT_PORT", raising=False)
-    server = http_toolbox()
+    server = shared_http_toolbox()
     # The port is only known through the input: the server is ready only if the hub read it.
     write_config(settings.MCP_CONFIG, {"web": {"type": "http", "url": "http://127.0.0.1:${input:port}/mcp"}})
     await database_sync_to_async(call_command)("mcp_sync", stdout=StringIO())

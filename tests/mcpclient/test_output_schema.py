@@ -8,10 +8,13 @@ import subprocess
 from pathlib import Path
 
 import anyio
+import pytest
 
 from mcpclient.config import parse_server
 from mcpclient.hub import Hub, Status
-from tests.conftest import PYTHON, ROOT, TEST_COMMANDS
+from tests.support.processes import PYTHON, ROOT, TEST_COMMANDS
+
+pytestmark = pytest.mark.processes
 
 LIAR = ROOT / "tests" / "servers" / "schema_liar.py"
 

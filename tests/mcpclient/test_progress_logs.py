@@ -17,7 +17,10 @@ import pytest
 from mcpclient import progress, server_logs
 from mcpclient.hub import Hub, Status
 from mcpclient.progress import Progress
-from tests.conftest import NODE_DIR, PYTHON, ROOT, HttpServer, free_port, make_config, toolbox_entry
+from tests.support.hubs import make_config
+from tests.support.processes import NODE_DIR, PYTHON, ROOT, HttpServer, free_port, toolbox_entry
+
+pytestmark = pytest.mark.processes
 
 HANDSHAKE_TOOLBOX = ROOT / "tests" / "servers" / "handshake_toolbox.py"
 FEATURES = ("--feature", "progress", "--feature", "logs")

@@ -12,7 +12,10 @@ import pytest
 from mcpclient import prompts
 from mcpclient.hub import Hub
 from mcpclient.prompts import PromptError
-from tests.conftest import PYTHON, ROOT, HttpServer, free_port, make_config
+from tests.support.hubs import make_config
+from tests.support.processes import PYTHON, ROOT, HttpServer, free_port
+
+pytestmark = pytest.mark.processes
 
 SCRIPT = ROOT / "tests" / "servers" / "toolbox_prompts.py"
 LISTED = ["greeting", "code_review", "briefing", "broken"]

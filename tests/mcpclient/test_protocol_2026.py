@@ -12,7 +12,10 @@ from collections.abc import Callable, Iterator
 import pytest
 
 from mcpclient.hub import Hub, Status
-from tests.conftest import PYTHON, ROOT, HttpServer, free_port, make_config
+from tests.support.hubs import make_config
+from tests.support.processes import PYTHON, ROOT, HttpServer, free_port
+
+pytestmark = pytest.mark.processes
 
 MODERN = ROOT / "tests" / "servers" / "modern.py"
 
@@ -68,9 +71,9 @@ async def test_a_2025_server_gets_the_initialize_handshake(modern_server, hub: H
 
 
 async def test_the_toolbox_negotiates_2026_over_stdio_and_http(
-    toolbox_config, http_toolbox, hub: Hub
+    toolbox_config, shared_http_toolbox, hub: Hub
 ) -> None:
-    server = http_toolbox()
+    server = shared_http_toolbox()
     await hub.start([toolbox_config("stdio"), make_config("web", {"type": "http", "url": server.url})])
 
     for snapshot in hub.snapshots():

@@ -14,7 +14,10 @@ from mcpclient import resources
 from mcpclient.hub import Hub, Status
 from mcpclient.resources import ResourceError
 from mcpclient.results import MAX_OUTPUT_BYTES
-from tests.conftest import PYTHON, ROOT, HttpServer, free_port, make_config
+from tests.support.hubs import make_config
+from tests.support.processes import PYTHON, ROOT, HttpServer, free_port
+
+pytestmark = pytest.mark.processes
 
 SCRIPT = ROOT / "tests" / "servers" / "toolbox_resources.py"
 STATIC = {

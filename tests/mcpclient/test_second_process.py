@@ -24,9 +24,10 @@ from mcpclient import runtime
 from mcpclient.config import parse_server
 from mcpclient.hub import Hub
 from mcpclient.models import McpServer, McpState, McpTool
-from tests.conftest import PYTHON, ROOT, TEST_COMMANDS, stop_process_hub
+from tests.support.hubs import stop_process_hub
+from tests.support.processes import PYTHON, ROOT, TEST_COMMANDS
 
-pytestmark = [pytest.mark.postgres]
+pytestmark = [pytest.mark.postgres, pytest.mark.processes]
 
 
 def database_url() -> str:

@@ -29,7 +29,10 @@ from mcpclient import runtime
 from mcpclient.hub import Hub
 from mcpclient.models import McpServer
 from mcpclient.server_log_store import LogTailWriter
-from tests.conftest import PYTHON, ROOT, TEST_COMMANDS, stop_process_hub, toolbox_entry
+from tests.support.hubs import stop_process_hub
+from tests.support.processes import PYTHON, ROOT, TEST_COMMANDS, toolbox_entry
+
+pytestmark = pytest.mark.processes
 
 HANDSHAKE_TOOLBOX = ROOT / "tests" / "servers" / "handshake_toolbox.py"
 LOGS = ("--feature", "logs")

@@ -23,7 +23,9 @@ from mcpclient.config import ConfigError, ServerConfig, load_config, load_config
 from mcpclient.hub import Hub, Status
 from mcpclient.importing import ImportError_, import_servers
 from mcpclient.shapes import MCP_SERVERS, OPENCODE, SHAPES, VSCODE, ZED
-from tests.conftest import PYTHON, ROOT, TEST_COMMANDS, TOOLBOX
+from tests.support.processes import PYTHON, ROOT, TEST_COMMANDS, TOOLBOX
+
+pytestmark = pytest.mark.processes
 
 FIXTURES = ROOT / "tests" / "fixtures" / "configs"
 SHAPE_OF = {
@@ -41,9 +43,12 @@ API_KEY = "k-123"
 
 
 @pytest.fixture
-def toolbox_env(http_toolbox: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
-    """The variables the fixtures read, pointing at real toolbox servers; returns mcp.json's folder."""
-    http, sse = http_toolbox(), http_toolbox(sse=True)
+def toolbox_env(shared_http_toolbox: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
+    """The variables the fixtures read, pointing at real toolbox servers; returns mcp.json's folder.
+
+    The HTTP and SSE servers are the session's: the tests only call ``echo`` on them.
+    """
+    http, sse = shared_http_toolbox(), shared_http_toolbox(sse=True)
     for name, value in {
         "TOOLBOX_PYTHON": PYTHON,
         "TOOLBOX_SCRIPT": str(TOOLBOX),

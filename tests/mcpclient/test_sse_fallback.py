@@ -1,6 +1,7 @@
 """A ``url`` without a ``type``: Streamable HTTP first, legacy SSE when the server only speaks that.
 
-The real toolbox server runs over ``--sse`` (GET /sse + POST /messages) or ``--http`` (/mcp).
+The real toolbox server runs over ``--sse`` (GET /sse + POST /messages) or ``--http`` (/mcp): the
+session's servers, which these tests only connect to and read from.
 """
 
 from __future__ import annotations
@@ -17,15 +18,18 @@ from django.urls import reverse
 from mcpclient.hub import Hub, Status
 from mcpclient.models import McpServer
 from mcpclient.sync import persist_snapshot, sync_servers
-from tests.conftest import free_port, make_config
-from tests.mcpclient.test_admin import write_config
+from tests.support.admin import write_config
+from tests.support.hubs import make_config
+from tests.support.processes import free_port
+
+pytestmark = pytest.mark.processes
 
 
 async def test_a_url_entry_falls_back_to_sse_for_an_sse_only_server(
-    hub: Hub, http_toolbox: Any, caplog: pytest.LogCaptureFixture
+    hub: Hub, shared_http_toolbox: Any, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.INFO, logger="mcpclient.hub")
-    server = http_toolbox(sse=True)
+    server = shared_http_toolbox(sse=True)
     config = make_config("old", {"url": server.url})
     assert config.transport == "streamableHttp" and config.sse_fallback
 
@@ -40,8 +44,10 @@ async def test_a_url_entry_falls_back_to_sse_for_an_sse_only_server(
     assert 'MCP server "old" ready over sse (Streamable HTTP answered HTTP 405)' in caplog.text
 
 
-async def test_without_the_fallback_an_sse_only_server_fails_as_before(hub: Hub, http_toolbox: Any) -> None:
-    server = http_toolbox(sse=True)
+async def test_without_the_fallback_an_sse_only_server_fails_as_before(
+    hub: Hub, shared_http_toolbox: Any
+) -> None:
+    server = shared_http_toolbox(sse=True)
     config = make_config("strict", {"type": "http", "url": server.url})
     assert not config.sse_fallback
     await hub.start([config])
@@ -50,10 +56,10 @@ async def test_without_the_fallback_an_sse_only_server_fails_as_before(hub: Hub,
 
 
 async def test_a_streamable_http_server_stays_on_streamable_http(
-    hub: Hub, http_toolbox: Any, caplog: pytest.LogCaptureFixture
+    hub: Hub, shared_http_toolbox: Any, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.INFO, logger="mcpclient.hub")
-    server = http_toolbox()
+    server = shared_http_toolbox()
     await hub.start([make_config("new", {"url": server.url})])
     snapshot = hub.snapshots()[0]
     assert snapshot.status is Status.READY and snapshot.transport == "streamableHttp"
@@ -67,8 +73,8 @@ async def test_a_server_that_is_down_is_not_retried_over_sse(hub: Hub) -> None:
     assert "connection refused" in snapshot.last_error and "SSE" not in snapshot.last_error
 
 
-async def test_when_both_transports_fail_the_error_tells_both(hub: Hub, http_toolbox: Any) -> None:
-    server = http_toolbox(sse=True)
+async def test_when_both_transports_fail_the_error_tells_both(hub: Hub, shared_http_toolbox: Any) -> None:
+    server = shared_http_toolbox(sse=True)
     await hub.start([make_config("lost", {"url": server.url.replace("/sse", "/nothing-here")})])
     snapshot = hub.snapshots()[0]
     assert snapshot.status is Status.FAILED
@@ -79,9 +85,9 @@ async def test_when_both_transports_fail_the_error_tells_both(hub: Hub, http_too
 
 @pytest.mark.django_db(transaction=True)  # the hub's listener thread writes through its own connection
 async def test_the_transport_that_worked_is_stored_and_shown(
-    hub: Hub, http_toolbox: Any, tmp_path: Path, settings: Any, admin_user: Any
+    hub: Hub, shared_http_toolbox: Any, tmp_path: Path, settings: Any, admin_user: Any
 ) -> None:
-    server = http_toolbox(sse=True)
+    server = shared_http_toolbox(sse=True)
     settings.MCP_CONFIG = tmp_path / "mcp.json"
     write_config(settings.MCP_CONFIG, {"old": {"url": server.url}})
     await database_sync_to_async(sync_servers)()

@@ -13,9 +13,10 @@ from django.core.management import CommandError, call_command
 from mcpclient import runtime
 from mcpclient.models import McpServer, McpState, McpTool
 from mcpclient.sync import sync_servers
-from tests.conftest import PYTHON, TEST_COMMANDS, stop_process_hub, toolbox_entry
+from tests.support.hubs import stop_process_hub
+from tests.support.processes import PYTHON, TEST_COMMANDS, toolbox_entry
 
-pytestmark = [pytest.mark.postgres]
+pytestmark = [pytest.mark.postgres, pytest.mark.processes]
 
 
 def write_config(path: Path, servers: dict) -> Path:

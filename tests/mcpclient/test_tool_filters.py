@@ -20,8 +20,11 @@ from django.urls import reverse
 from mcpclient.hub import Hub, Status, filter_reason
 from mcpclient.models import McpServer, McpTool
 from mcpclient.sync import persist_snapshot, sync_servers
-from tests.conftest import TEST_COMMANDS, make_config, toolbox_entry
-from tests.mcpclient.test_admin import write_config
+from tests.support.admin import write_config
+from tests.support.hubs import make_config
+from tests.support.processes import TEST_COMMANDS, toolbox_entry
+
+pytestmark = pytest.mark.processes
 
 
 def test_filter_semantics_are_gemini_clis_with_agent_globs() -> None:

@@ -31,7 +31,10 @@ from mcpclient.config import ServerConfig
 from mcpclient.hub import Hub, Status, discover_tool
 from mcpclient.models import McpServer, McpTool
 from mcpclient.tool_metadata import MAX_ICON_SRC_BYTES, MAX_ICONS
-from tests.conftest import TEST_COMMANDS, HttpServer, make_config, toolbox_entry
+from tests.support.hubs import make_config
+from tests.support.processes import TEST_COMMANDS, HttpServer, toolbox_entry
+
+pytestmark = pytest.mark.processes
 
 HTTPS_ICON = "https://icons.example.invalid/forecast.png"
 SMALL_DATA_ICON = (

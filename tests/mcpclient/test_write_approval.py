@@ -28,17 +28,11 @@ from mcpclient.importing import import_servers
 from mcpclient.models import McpServer, McpTool
 from mcpclient.runtime import set_hub
 from mcpclient.shapes import SHAPES, entry_for
-from tests.conftest import (
-    PYTHON,
-    ROOT,
-    TEST_COMMANDS,
-    TOOLBOX,
-    HttpServer,
-    free_port,
-    make_config,
-    toolbox_entry,
-)
-from tests.mcpclient.test_admin import write_config
+from tests.support.admin import write_config
+from tests.support.hubs import make_config
+from tests.support.processes import PYTHON, ROOT, TEST_COMMANDS, TOOLBOX, HttpServer, free_port, toolbox_entry
+
+pytestmark = pytest.mark.processes
 
 
 def writes_entry(**keys: Any) -> dict[str, Any]:

@@ -18,6 +18,8 @@ from mcpclient import writeback
 from mcpclient.config import load_config
 from mcpclient.writeback import WritebackError, set_enabled, update_server, write_servers
 
+pytestmark = pytest.mark.processes
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
 GIT = {

@@ -15,10 +15,10 @@ from typing import Any
 
 import pytest
 
-from tests.chat.test_browser import CHROMIUM, CHROMIUM_ARGS
-from tests.conftest import free_port
-from tests.oauth.conftest import OAuthServer
-from tests.security.test_web import PASSWORD, live_server
+from tests.support.browser import log_in
+from tests.support.live import PASSWORD, live_server
+from tests.support.oauth import OAuthServer
+from tests.support.processes import free_port
 
 pytestmark = pytest.mark.browser
 
@@ -29,10 +29,7 @@ def _log_in(browser: Any, base: str, name: str, width: int) -> Any:
     context = browser.new_context(viewport={"width": width, "height": 900})
     context.set_default_timeout(15_000)
     page = context.new_page()
-    page.goto(f"{base}/login/")
-    page.fill("input[name=username]", name)
-    page.fill("input[name=password]", PASSWORD)
-    page.click("button[type=submit]")
+    log_in(page, base, name, PASSWORD)
     return page
 
 
@@ -47,14 +44,10 @@ def _accounts_shown(page: Any) -> Any:
 
 
 def test_a_person_connects_their_account_and_only_they_use_it(
-    oauth_server: Callable[..., OAuthServer], tmp_path: Path
+    browser: Any, oauth_server: Callable[..., OAuthServer], tmp_path: Path
 ) -> None:
-    from playwright.sync_api import expect, sync_playwright
+    from playwright.sync_api import expect
 
-    expect.set_options(timeout=15_000)
-
-    if not Path(CHROMIUM).exists():
-        pytest.skip("Chromium is not installed (make test-deps)")
     server = oauth_server()
     port = free_port()
     base = f"http://127.0.0.1:{port}"
@@ -62,11 +55,7 @@ def test_a_person_connects_their_account_and_only_they_use_it(
     env = {"BOOCODE_MCP_AUTOSTART": "1", "BOOCODE_PUBLIC_URL": base}
     accounts = {"ann": {}, "bob": {}}
     mcp_json = json.dumps({"mcpServers": {"secure": entry}})
-    with (
-        live_server(tmp_path, accounts, env, port=port, mcp_json=mcp_json),
-        sync_playwright() as playwright,
-    ):
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+    with live_server(tmp_path, accounts, env, port=port, mcp_json=mcp_json):
         SCREENSHOTS.mkdir(exist_ok=True)
 
         ann = _log_in(browser, base, "ann", 1280)
@@ -99,7 +88,8 @@ def test_a_person_connects_their_account_and_only_they_use_it(
         expect(refused.locator(".badge")).not_to_have_text("done")
         refused.locator("summary").click()
         expect(refused.locator(".tool-output")).to_contain_text('Unknown tool "secure_whoami"')
-        browser.close()
+        ann.context.close()
+        bob.context.close()
 
     whoami = [r for r in server.state()["mcp_requests"] if r.get("tool") == "whoami"]
     assert len(whoami) == 1  # bob's call never reached the server

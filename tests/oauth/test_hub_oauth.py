@@ -23,10 +23,10 @@ from mcpclient.authorization import HeadlessConsent
 from mcpclient.config import parse_server
 from mcpclient.hub import Hub, Status
 from mcpclient.models import StoredSecret
-from tests.conftest import ROOT
-from tests.oauth.conftest import OAuthServer
+from tests.support.oauth import OAuthServer
+from tests.support.processes import ROOT
 
-pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.postgres]
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.postgres, pytest.mark.processes]
 
 
 @pytest.fixture(autouse=True)

@@ -29,8 +29,10 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from mcpclient.authorization import CredentialStore
 from mcpclient.config import ConfigError, parse_server
 from mcpclient.hub import Hub, Status
-from tests.conftest import ROOT
-from tests.oauth.conftest import OAuthServer, json_of
+from tests.support.oauth import OAuthServer, json_of
+from tests.support.processes import ROOT
+
+pytestmark = pytest.mark.processes
 
 Start = Callable[..., OAuthServer]
 SECRET = "s3cret-for-the-svc-client"

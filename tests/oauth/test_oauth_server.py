@@ -29,8 +29,10 @@ from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.shared.auth import OAuthClientInformationFull, OAuthClientMetadata
 from pydantic import AnyUrl
 
-from tests.conftest import free_port
-from tests.oauth.conftest import AutoConsent, MemoryTokenStorage, OAuthServer, json_of
+from tests.support.oauth import AutoConsent, MemoryTokenStorage, OAuthServer, json_of
+from tests.support.processes import free_port
+
+pytestmark = pytest.mark.processes
 
 REDIRECT_URI = "http://127.0.0.1:3030/callback"
 Start = Callable[..., OAuthServer]

@@ -17,10 +17,13 @@ from agents.models import Agent
 from boocode.chat.models import Conversation, Message
 from boocode.chat.turns import TurnRequest, run_turn
 from boocode.tools.registry import agent_tools
-from tests.chat.conftest import agents_file, close_model_session, fresh_state, llm, toolbox_hub  # noqa: F401
-from tests.llm_server import ScriptedLLM, Text
+from tests.support.llm import ScriptedLLM, Text
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.usefixtures("fresh_state", "close_model_session"),  # the chat tests' state
+    pytest.mark.processes,
+]
 
 # The first agent is the default and may use every tool; the conversation picks the narrow one.
 AGENTS = """\
@@ -64,7 +67,7 @@ def offered(request: dict[str, Any]) -> list[str]:
 
 
 async def test_an_agent_whose_section_breaks_keeps_its_last_valid_tools(
-    llm: ScriptedLLM, agents_file: Any, toolbox_hub: Any  # noqa: F811
+    llm: ScriptedLLM, agents_file: Any, toolbox_hub: Any
 ) -> None:
     agents_file(AGENTS)
     conversation = await new_conversation("Reader")
@@ -83,7 +86,7 @@ async def test_an_agent_whose_section_breaks_keeps_its_last_valid_tools(
 
 
 async def test_a_conversation_whose_agent_is_gone_gets_a_message_and_no_model_call(
-    llm: ScriptedLLM, agents_file: Any, toolbox_hub: Any  # noqa: F811
+    llm: ScriptedLLM, agents_file: Any, toolbox_hub: Any
 ) -> None:
     agents_file(AGENTS)
     conversation = await new_conversation("Reader")
@@ -96,7 +99,7 @@ async def test_a_conversation_whose_agent_is_gone_gets_a_message_and_no_model_ca
 
 
 async def test_a_file_with_no_valid_agent_offers_no_tools(
-    llm: ScriptedLLM, agents_file: Any, toolbox_hub: Any  # noqa: F811
+    llm: ScriptedLLM, agents_file: Any, toolbox_hub: Any
 ) -> None:
     # Before, such a file fell back to the built-in agent with every tool.
     agents_file("## Broken\n---\ntools: nope\n---\nHi.\n")
@@ -107,7 +110,7 @@ async def test_a_file_with_no_valid_agent_offers_no_tools(
 
 
 async def test_a_file_nested_too_deep_keeps_the_agents_as_they_were(
-    llm: ScriptedLLM, agents_file: Any, toolbox_hub: Any  # noqa: F811
+    llm: ScriptedLLM, agents_file: Any, toolbox_hub: Any
 ) -> None:
     agents_file(AGENTS)
     conversation = await new_conversation("Reader")

@@ -24,7 +24,10 @@ from django.urls import reverse
 from mcpclient import runtime
 from mcpclient.config import ConfigError, parse_server, resolve_server
 from mcpclient.models import McpServer
-from tests.conftest import PYTHON, ROOT, TEST_COMMANDS, stop_process_hub, toolbox_entry
+from tests.support.hubs import stop_process_hub
+from tests.support.processes import PYTHON, ROOT, TEST_COMMANDS, toolbox_entry
+
+pytestmark = pytest.mark.processes
 
 DEEP_JSON = '{"mcpServers": {}, "x": ' + "[" * 5000 + "]" * 5000 + "}"
 HUGE_JSON = json.dumps({"mcpServers": {}, "pad": "x" * (2 * 1024 * 1024)})

@@ -17,12 +17,15 @@ from django.contrib.auth import get_user_model
 from boocode.chat.models import Conversation, Message
 from boocode.chat.turns import TurnRequest, run_turn
 from boocode.tools.registry import execute_tool
-from tests.chat.conftest import close_model_session, fresh_state, llm, toolbox_hub  # noqa: F401
-from tests.chat.test_consumer import Tab, login
-from tests.llm_server import Raw, ScriptedLLM
-from tests.security.test_secrets import conversation_of_new
+from tests.support.accounts import conversation_of_new, login
+from tests.support.llm import Raw, ScriptedLLM
+from tests.support.tabs import Tab
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.usefixtures("fresh_state", "close_model_session"),  # the chat tests' state
+    pytest.mark.processes,
+]
 
 DEEP = "[" * 100_000 + "]" * 100_000
 
@@ -37,7 +40,7 @@ def _conversation() -> int:
     return Conversation.objects.create(owner=user).pk
 
 
-async def test_a_stream_chunk_nested_too_deep_is_a_malformed_stream(llm: ScriptedLLM) -> None:  # noqa: F811
+async def test_a_stream_chunk_nested_too_deep_is_a_malformed_stream(llm: ScriptedLLM) -> None:
     llm.script(Raw(['{"choices": [{"delta": {"content": ' + DEEP + "}}]}"], close=True))
     conversation = await _conversation()
     async with asyncio.timeout(20):
@@ -53,7 +56,7 @@ async def test_tool_arguments_nested_too_deep_are_an_error_the_model_can_read() 
     )
 
 
-async def test_model_text_with_an_unpaired_surrogate_is_stored_safely(llm: ScriptedLLM) -> None:  # noqa: F811
+async def test_model_text_with_an_unpaired_surrogate_is_stored_safely(llm: ScriptedLLM) -> None:
     chunk = '{"choices": [{"delta": {"content": "ok \\ud800 done"}, "finish_reason": "stop"}]}'
     llm.script(Raw([chunk, "[DONE]"]))
     conversation = await _conversation()
@@ -64,7 +67,7 @@ async def test_model_text_with_an_unpaired_surrogate_is_stored_safely(llm: Scrip
 
 
 async def test_tool_arguments_with_an_unpaired_surrogate_never_reach_the_server(
-    toolbox_hub: Any,  # noqa: F811
+    toolbox_hub: Any,
 ) -> None:
     # Before, the stdio server died on the request ("unreachable: connection closed").
     result = await execute_tool("toolbox_echo", '{"text": "a\\ud800b"}')

@@ -30,18 +30,21 @@ from boocode.chat.turns import TurnRequest, run_turn
 from mcpclient import runtime
 from mcpclient.admin_services import MASK
 from mcpclient.models import McpServer
-from tests.chat.conftest import MODEL, close_model_session, fresh_state, llm, toolbox_hub  # noqa: F401
-from tests.chat.test_consumer import Tab, conversation_of, login
-from tests.conftest import PYTHON, ROOT, TEST_COMMANDS, TOOLBOX, free_port
-from tests.live import create_accounts, live_daphne, server_log
-from tests.llm_server import Call, ScriptedLLM, Text, ToolCalls
-from tests.mcpclient.test_admin import form_fields
+from tests.support.accounts import conversation_of_new, login
+from tests.support.admin import form_fields
+from tests.support.live import create_accounts, live_daphne, server_log
+from tests.support.llm import MODEL, Call, ScriptedLLM, Text, ToolCalls
+from tests.support.processes import PYTHON, ROOT, TEST_COMMANDS, TOOLBOX, free_port
+from tests.support.tabs import Tab
 
 LLM_PASSWORD = "llmPassw0rd-hunter2"
 MCP_PASSWORD = "mcpPassw0rd-xyzzy"
 QUERY_TOKEN = "qu3ryT0ken-abc123"
 FTP_PASSWORD = "ftpPassw0rd-plugh"
 STDERR_SECRET = "sekrit-from-stderr-42"
+
+# The chat tests' state: a fresh channel layer and settings per test, the model session closed after.
+pytestmark = [pytest.mark.usefixtures("fresh_state", "close_model_session"), pytest.mark.processes]
 
 
 # --- credentials in URLs -----------------------------------------------------------------------
@@ -132,7 +135,7 @@ async def _crash_after_stderr(hub: Any) -> None:
 
 
 @pytest.mark.django_db(transaction=True)
-async def test_server_stderr_reaches_staff_only(toolbox_hub: Any) -> None:  # noqa: F811
+async def test_server_stderr_reaches_staff_only(toolbox_hub: Any) -> None:
     await _crash_after_stderr(toolbox_hub)
     # The model's view of a dead server: a readable error, without the stderr tail.
     result = await runtime.hub_call("toolbox_echo", {"text": "hi"})
@@ -144,7 +147,7 @@ async def test_server_stderr_reaches_staff_only(toolbox_hub: Any) -> None:  # no
 
 
 @pytest.mark.django_db(transaction=True)
-async def test_status_frames_carry_stderr_only_to_staff(toolbox_hub: Any) -> None:  # noqa: F811
+async def test_status_frames_carry_stderr_only_to_staff(toolbox_hub: Any) -> None:
     user_tab = Tab(await conversation_of_new("alice", staff=False), await login("alice"))
     staff_tab = Tab(await conversation_of_new("root", staff=True), await login("root"))
     await user_tab.open()
@@ -168,19 +171,8 @@ async def _status_with(tab: Tab, state: str) -> dict[str, Any]:
             return frame
 
 
-@sync_to_async
-def _make_staff(username: str, staff: bool) -> None:
-    User.objects.filter(username=username).update(is_staff=staff)
-
-
-async def conversation_of_new(username: str, *, staff: bool) -> int:
-    await login(username)
-    await _make_staff(username, staff)
-    return await conversation_of(username)
-
-
 @pytest.mark.django_db(transaction=True)
-async def test_the_model_never_reads_a_servers_stderr(llm: ScriptedLLM, toolbox_hub: Any) -> None:  # noqa: F811
+async def test_the_model_never_reads_a_servers_stderr(llm: ScriptedLLM, toolbox_hub: Any) -> None:
     # The server writes a secret to stderr, then dies in the middle of the turn.
     llm.script(
         ToolCalls([Call("toolbox_stderr", {"text": f"API_TOKEN={STDERR_SECRET}"})]),
@@ -245,8 +237,8 @@ def test_the_admin_masks_literal_secrets_and_keeps_them_on_save(tmp_path: Path, 
     assert not any(secret in listing for secret in ALL_SECRETS)
 
 
-def test_mcp_discover_json_masks_literal_secrets(tmp_path: Path, http_toolbox: Any) -> None:
-    server = http_toolbox()
+def test_mcp_discover_json_masks_literal_secrets(tmp_path: Path, shared_http_toolbox: Any) -> None:
+    server = shared_http_toolbox()
     (tmp_path / "mcp.json").write_text(json.dumps({"mcpServers": _secret_entries(server.url)}))
     env = {
         **os.environ,

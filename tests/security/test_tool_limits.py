@@ -29,9 +29,12 @@ import pytest
 from boocode.tools.native import NATIVE_TOOLS
 from boocode.tools.registry import Tool, execute_tool, validate_arguments
 from mcpclient.results import ToolResult
-from tests.conftest import PYTHON, ROOT, make_config, toolbox_entry
-from tests.live import create_accounts, live_daphne, server_log
-from tests.llm_server import Call, ScriptedLLM, Text, ToolCalls
+from tests.support.hubs import make_config
+from tests.support.live import create_accounts, live_daphne, server_log
+from tests.support.llm import Call, ScriptedLLM, Text, ToolCalls
+from tests.support.processes import PYTHON, ROOT, toolbox_entry
+
+pytestmark = pytest.mark.processes
 
 MODEL = "test-model"
 CATASTROPHIC = "(a+)+$"
@@ -58,7 +61,7 @@ def child_env(data_dir: Path, **extra: str) -> dict[str, str]:
         **os.environ,
         "BOOCODE_DATA_DIR": str(data_dir),
         "BOOCODE_ALLOWED_HOSTS": "127.0.0.1",
-        "DJANGO_SETTINGS_MODULE": "boocode.settings",
+        "DJANGO_SETTINGS_MODULE": "tests.settings",
         **extra,
     }
     env.pop("BOOCODE_DATABASE_URL", None)

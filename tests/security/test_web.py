@@ -10,174 +10,22 @@ the tests play the proxy by sending its headers.
 from __future__ import annotations
 
 import asyncio
-import http.client
 import json
-import os
-import secrets
-import string
-import subprocess
 from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager, contextmanager
-from dataclasses import dataclass, field
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlencode
 
 import aiohttp
 import pytest
 
-from tests.conftest import PYTHON, ROOT, free_port, wait_for_port
+from tests.support.live import PASSWORD, Live, live_server
+from tests.support.web import Browserless, Response
 
-PASSWORD = "correct horse battery staple"
+pytestmark = pytest.mark.processes
+
 LOCKED = "Too many failed logins"
 CSP_PARTS = ("default-src 'self'", "script-src 'self'", "frame-ancestors 'none'", "object-src 'none'")
-
-# Users made in each server's database: sessions are logged-in session keys.
-_SETUP = """
-import json, sys
-import django
-django.setup()
-from django.contrib.auth import BACKEND_SESSION_KEY, HASH_SESSION_KEY, SESSION_KEY, get_user_model
-from django.contrib.sessions.backends.db import SessionStore
-from django.core.management import call_command
-from boocode.chat.models import Conversation
-
-call_command("migrate", interactive=False, verbosity=0)
-out = {}
-for name, spec in json.loads(sys.argv[1]).items():
-    user = get_user_model().objects.create_user(
-        name, password=sys.argv[2], is_staff=spec.get("admin", False), is_superuser=spec.get("admin", False)
-    )
-    keys = []
-    for _ in range(spec.get("sessions", 0)):
-        session = SessionStore()
-        session[SESSION_KEY] = str(user.pk)
-        session[BACKEND_SESSION_KEY] = "django.contrib.auth.backends.ModelBackend"
-        session[HASH_SESSION_KEY] = user.get_session_auth_hash()
-        session.create()
-        keys.append(session.session_key)
-    conversation = Conversation.objects.create(owner=user)
-    out[name] = {"id": user.pk, "sessions": keys, "conversation": conversation.pk}
-print(json.dumps(out))
-"""
-
-
-@dataclass
-class Live:
-    """A running Daphne and the accounts in its database."""
-
-    port: int
-    accounts: dict[str, dict[str, Any]]
-    log: Path
-    env: dict[str, str]
-
-    def ws_url(self, conversation: int) -> str:
-        return f"ws://127.0.0.1:{self.port}/ws/conversations/{conversation}/"
-
-    def django(self, code: str) -> None:
-        """Run ``code`` after ``django.setup()`` in another process on the server's database."""
-        subprocess.run(
-            [PYTHON, "-c", f"import django; django.setup()\n{code}"],
-            cwd=ROOT, env=self.env, check=True, capture_output=True,
-        )
-
-
-@contextmanager
-def live_server(
-    tmp: Path,
-    accounts: dict[str, dict[str, Any]],
-    env: dict[str, str] | None = None,
-    *args: str,
-    port: int | None = None,
-    mcp_json: str = '{"mcpServers": {}}',
-) -> Iterator[Live]:
-    """Daphne on ``port`` (default: a free one) with ``accounts`` created and ``mcp_json`` as its
-    mcp.json; its log goes to a file (never a full pipe)."""
-    data = tmp / "data"
-    data.mkdir()
-    full_env = {
-        **os.environ,
-        "BOOCODE_DATA_DIR": str(data),
-        "BOOCODE_MCP_CONFIG": str(data / "mcp.json"),
-        "BOOCODE_MCP_AUTOSTART": "0",
-        "BOOCODE_ALLOWED_HOSTS": "127.0.0.1,localhost",
-        "DJANGO_SETTINGS_MODULE": "boocode.settings",
-        **(env or {}),
-    }
-    (data / "mcp.json").write_text(mcp_json)
-    made = subprocess.run(
-        [PYTHON, "-c", _SETUP, json.dumps(accounts), PASSWORD],
-        cwd=ROOT, env=full_env, check=True, capture_output=True,
-    )
-    log = tmp / "daphne.log"
-    port = port or free_port()
-    with log.open("wb") as sink:
-        process = subprocess.Popen(
-            [PYTHON, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), *args, "boocode.asgi:application"],
-            cwd=ROOT, env=full_env, stdout=subprocess.DEVNULL, stderr=sink,
-        )
-    try:
-        wait_for_port(port, process)
-        yield Live(port, json.loads(made.stdout), log, full_env)
-    finally:
-        process.kill()
-        process.wait()
-
-
-@dataclass
-class Response:
-    status: int
-    headers: http.client.HTTPMessage
-    body: str
-
-
-@dataclass
-class Browserless:
-    """An HTTP client for the live server: keeps cookies, fills in CSRF, picks its source address."""
-
-    port: int
-    source: str = "127.0.0.1"
-    headers: dict[str, str] = field(default_factory=dict)
-    cookies: dict[str, str] = field(default_factory=dict)
-
-    def __post_init__(self) -> None:
-        # Any 32-letter secret is a valid CSRF cookie; the form sends it back (plain HTTP: no Referer check).
-        self.csrf = "".join(secrets.choice(string.ascii_letters + string.digits) for _ in range(32))
-        self.cookies.setdefault("csrftoken", self.csrf)
-
-    def request(
-        self,
-        method: str,
-        path: str,
-        form: dict[str, str] | None = None,
-        headers: dict[str, str] | None = None,
-    ) -> Response:
-        connection = http.client.HTTPConnection(
-            "127.0.0.1", self.port, timeout=10, source_address=(self.source, 0)
-        )
-        sent = {**self.headers, **(headers or {})}
-        sent["Cookie"] = "; ".join(f"{name}={value}" for name, value in self.cookies.items())
-        body = None
-        if form is not None:
-            body = urlencode({"csrfmiddlewaretoken": self.csrf, **form})
-            sent["Content-Type"] = "application/x-www-form-urlencoded"
-        try:
-            connection.request(method, path, body=body, headers=sent)
-            reply = connection.getresponse()
-            text = reply.read().decode("utf-8", "replace")
-        finally:
-            connection.close()
-        for cookie in reply.headers.get_all("Set-Cookie") or []:
-            name, _, rest = cookie.partition("=")
-            value = rest.split(";", 1)[0]
-            if value in ("", '""'):
-                self.cookies.pop(name, None)
-            else:
-                self.cookies[name] = value
-        return Response(reply.status, reply.headers, text)
-
-    def log_in(self, username: str, password: str = PASSWORD) -> Response:
-        return self.request("POST", "/login/", {"username": username, "password": password})
 
 
 @asynccontextmanager

@@ -13,8 +13,9 @@ from typing import Any
 
 import pytest
 
-from tests.chat.test_browser import CHROMIUM, CHROMIUM_ARGS
-from tests.security.test_web import PASSWORD, Browserless, Live, live_server
+from tests.support.browser import CHROMIUM
+from tests.support.live import PASSWORD, Live, live_server
+from tests.support.web import Browserless
 
 pytestmark = pytest.mark.browser
 
@@ -38,27 +39,23 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
 
 
 @pytest.fixture
-def page(live: Live) -> Iterator[Any]:
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        context = browser.new_context(viewport={"width": 1200, "height": 900})
-        context.set_default_timeout(10_000)
-        context.add_init_script(WATCH_CSP)
-        page = context.new_page()
-        errors: list[str] = []
-        page.on("pageerror", lambda error: errors.append(str(error)))
-        # Console errors include CSP refusals; a 404 favicon or the expected 429 are not faults.
-        page.on(
-            "console",
-            lambda message: errors.append(message.text)
-            if message.type == "error" and not message.text.startswith("Failed to load resource")
-            else None,
-        )
-        yield page
-        browser.close()
-        assert errors == [], errors
+def page(browser: Any, live: Live) -> Iterator[Any]:
+    context = browser.new_context(viewport={"width": 1200, "height": 900})
+    context.set_default_timeout(10_000)
+    context.add_init_script(WATCH_CSP)
+    page = context.new_page()
+    errors: list[str] = []
+    page.on("pageerror", lambda error: errors.append(str(error)))
+    # Console errors include CSP refusals; a 404 favicon or the expected 429 are not faults.
+    page.on(
+        "console",
+        lambda message: errors.append(message.text)
+        if message.type == "error" and not message.text.startswith("Failed to load resource")
+        else None,
+    )
+    yield page
+    context.close()
+    assert errors == [], errors
 
 
 def visit(page: Any, url: str) -> None:

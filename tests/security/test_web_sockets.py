@@ -27,17 +27,16 @@ from django.utils import timezone
 from boocode.asgi import application
 from boocode.chat.models import Conversation, Message, ToolCall
 from boocode.chat.turns import registry
-from tests.chat import conftest as chat_fixtures
-from tests.chat.test_consumer import Tab, conversation_of, login, stored
-from tests.conftest import PYTHON, ROOT
-from tests.llm_server import Call, ScriptedLLM, Text, ToolCalls
+from tests.support.accounts import conversation_of, login, stored
+from tests.support.llm import Call, ScriptedLLM, Text, ToolCalls
+from tests.support.processes import PYTHON, ROOT
+from tests.support.tabs import Tab
 
-pytestmark = pytest.mark.django_db(transaction=True)
-
-# The chat tests' fixtures: a fresh channel layer per test (autouse), the scripted model.
-fresh_state = chat_fixtures.fresh_state
-close_model_session = chat_fixtures.close_model_session
-llm = chat_fixtures.llm
+pytestmark = [
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.usefixtures("fresh_state", "close_model_session"),  # the chat tests' state
+    pytest.mark.processes,
+]
 
 PASSWORD = "correct horse battery staple"
 

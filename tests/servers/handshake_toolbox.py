@@ -13,27 +13,18 @@ import argparse
 import os
 import sys
 
-import anyio
-import mcp.types as types
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # for common.py, even when run via runpy
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-
-from modern import _no_discover, _serve_stdio_handshake_only
+import common
 from toolbox import FEATURES, build_server
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--http", type=int, metavar="PORT", help="serve Streamable HTTP on this port")
+    common.add_transport_flags(parser)
     parser.add_argument("--feature", action="append", default=[], choices=FEATURES)
     options = parser.parse_args()
-    server = build_server(features=options.feature)
-    server._lowlevel_server.add_request_handler("server/discover", types.RequestParams, _no_discover)
-    server.settings.log_level = "WARNING"
-    if options.http:
-        server.run("streamable-http", host="127.0.0.1", port=options.http)
-    else:
-        anyio.run(_serve_stdio_handshake_only, server)
+    common.serve(build_server(features=options.feature), http=options.http, handshake_only=True)
 
 
 if __name__ == "__main__":

@@ -32,37 +32,18 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import sys
 from typing import Any
 
-import anyio
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # for common.py, even when run via runpy
+
+import common
 import mcp.types as types
+from common import READ_ONLY, PagedServer
 from mcp import MCPError
 from mcp.server.caching import CacheHint
 from mcp.server.mcpserver import Context, MCPServer
-from mcp.server.runner import serve_loop
-from mcp.server.stdio import stdio_server
-
-READ_ONLY = types.ToolAnnotations(read_only_hint=True)
-
-
-class PagedServer(MCPServer):
-    """MCPServer whose tools/list answers in pages of ``page_size`` (0 = one page)."""
-
-    page_size = 0
-
-    async def _handle_list_tools(self, ctx: Any, params: Any) -> types.ListToolsResult:  # type: ignore[override]
-        tools = await self.list_tools()
-        if not self.page_size:
-            return types.ListToolsResult(tools=tools)
-        start = int(params.cursor) if params and params.cursor else 0
-        end = start + self.page_size
-        next_cursor = str(end) if end < len(tools) else None
-        return types.ListToolsResult(tools=tools[start:end], next_cursor=next_cursor)
-
-
-async def _no_discover(ctx: Any, params: Any) -> types.DiscoverResult:
-    raise MCPError(code=types.METHOD_NOT_FOUND, message="Method not found: server/discover")
-
 
 DEFAULTS_SCHEMA = {  # the conformance suite's elicitation-sep1034-client-defaults schema
     "type": "object",
@@ -171,23 +152,14 @@ def _add_elicit_tools(server: MCPServer) -> None:
     @server.tool(annotations=READ_ONLY)
     def capabilities(ctx: Context) -> str:
         """The capabilities the client declared, as JSON."""
-        declared = ctx.client_capabilities
-        return json.dumps(declared.model_dump(by_alias=True, exclude_none=True) if declared else None)
+        return common.declared_capabilities(ctx)
 
 
-def build_server(
-    *, page_size: int = 0, ttl_ms: int = 0, handshake_only: bool = False, elicit_tools: bool = False
-) -> PagedServer:
+def build_server(*, page_size: int = 0, ttl_ms: int = 0, elicit_tools: bool = False) -> PagedServer:
     """Create the server with every test tool registered."""
     server = PagedServer("modern", version="2.0.0", cache_hints={"tools/list": CacheHint(ttl_ms=ttl_ms)})
     server.page_size = page_size
-    if handshake_only:
-        server._lowlevel_server.add_request_handler("server/discover", types.RequestParams, _no_discover)
-
-    @server.tool(annotations=READ_ONLY)
-    def echo(text: str) -> str:
-        """Return the text unchanged."""
-        return text
+    common.add_echo(server)
 
     @server.tool(annotations=READ_ONLY)
     def add(a: int, b: int) -> int:
@@ -236,20 +208,10 @@ def build_server(
     return server
 
 
-async def _serve_stdio_handshake_only(server: MCPServer) -> None:
-    """Serve stdio in the handshake era only: ``server.run`` would let the client's first
-    request (a ``server/discover`` probe) open a 2026-07-28 connection."""
-    lowlevel = server._lowlevel_server
-    async with stdio_server() as (read, write), lowlevel.lifespan(lowlevel) as state:
-        await serve_loop(
-            lowlevel, read, write, lifespan_state=state, init_options=lowlevel.create_initialization_options()
-        )
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     where = parser.add_mutually_exclusive_group(required=True)
-    where.add_argument("--http", type=int, metavar="PORT", help="serve Streamable HTTP on this port")
+    common.add_transport_flags(where)
     where.add_argument("--stdio", action="store_true", help="serve over stdio")
     parser.add_argument("--page-size", type=int, default=0)
     parser.add_argument("--ttl-ms", type=int, default=0, help="the tools/list cache hint")
@@ -257,18 +219,9 @@ def main() -> None:
     parser.add_argument("--elicit-tools", action="store_true", help="add the tools that elicit")
     options = parser.parse_args()
     server = build_server(
-        page_size=options.page_size,
-        ttl_ms=options.ttl_ms,
-        handshake_only=options.handshake_only,
-        elicit_tools=options.elicit_tools,
+        page_size=options.page_size, ttl_ms=options.ttl_ms, elicit_tools=options.elicit_tools
     )
-    server.settings.log_level = "WARNING"
-    if options.stdio and options.handshake_only:
-        anyio.run(_serve_stdio_handshake_only, server)
-    elif options.stdio:
-        server.run("stdio")
-    else:
-        server.run("streamable-http", host="127.0.0.1", port=options.http)
+    common.serve(server, http=options.http, handshake_only=options.handshake_only)
 
 
 if __name__ == "__main__":

@@ -137,6 +137,7 @@ import contextvars
 import hmac
 import json
 import math
+import os
 import secrets
 import sys
 import time
@@ -145,13 +146,15 @@ from dataclasses import dataclass, field
 from typing import Any, TypedDict
 from urllib.parse import parse_qsl, unquote, urlencode, urlsplit, urlunsplit
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # for common.py, even when run via runpy
+
+import common
 import httpx2
 import jwt
-import mcp.types as types
 import uvicorn
+from common import READ_ONLY
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec, ed448, ed25519, rsa
-from mcp import MCPError
 from mcp.server.auth.handlers.authorize import AuthorizationHandler
 from mcp.server.auth.handlers.metadata import MetadataHandler
 from mcp.server.auth.handlers.register import RegistrationHandler
@@ -189,7 +192,6 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-READ_ONLY = types.ToolAnnotations(read_only_hint=True)
 AUTH_METHODS = ("client_secret_basic", "client_secret_post", "none")
 PRIVATE_KEY_JWT = "private_key_jwt"
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "[::1]", "::1")
@@ -895,15 +897,11 @@ class Identity(TypedDict):
     scopes: list[str]
 
 
-async def _no_discover(ctx: Any, params: Any) -> types.DiscoverResult:
-    raise MCPError(code=types.METHOD_NOT_FOUND, message="Method not found: server/discover")
-
-
 def build_mcp_server(*, handshake_only: bool = False) -> MCPServer:
     """The MCP server behind ``/mcp`` (authentication happens in front of it)."""
     server = MCPServer("oauth-protected", version="1.0.0")
     if handshake_only:
-        server._lowlevel_server.add_request_handler("server/discover", types.RequestParams, _no_discover)
+        common.refuse_discover(server)
 
     def identity() -> Identity:
         token = get_access_token()
@@ -916,10 +914,7 @@ def build_mcp_server(*, handshake_only: bool = False) -> MCPServer:
         """The user this request's access token was issued to, its client and its scopes."""
         return identity()
 
-    @server.tool(annotations=READ_ONLY)
-    def echo(text: str) -> str:
-        """Return the text unchanged."""
-        return text
+    common.add_echo(server)
 
     @server.tool(annotations=READ_ONLY)
     def admin_report() -> str:

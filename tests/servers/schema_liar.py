@@ -9,13 +9,20 @@ without checking its own results: the client is the one that must notice.
 
 from __future__ import annotations
 
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # for common.py, even when run via runpy
+
+import common
 import mcp.types as types
+from common import READ_ONLY
 from mcp.server.mcpserver import MCPServer
 
 server = MCPServer("schema-liar", version="1.0.0")
 
 
-@server.tool(annotations=types.ToolAnnotations(read_only_hint=True))
+@server.tool(annotations=READ_ONLY)
 def weather() -> types.CallToolResult:
     """The temperature, as a word although the schema says number."""
     return types.CallToolResult(
@@ -30,4 +37,4 @@ server._tool_manager.get_tool("weather").fn_metadata.output_schema = {  # publis
 }
 
 if __name__ == "__main__":
-    server.run("stdio")
+    common.serve(server)

@@ -7,9 +7,13 @@ gives up.
 
 from __future__ import annotations
 
+import os
 import sys
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # for common.py, even when run via runpy
+
 import anyio
+import common
 from mcp.server.mcpserver import MCPServer
 
 
@@ -24,8 +28,7 @@ def main() -> None:
         await anyio.sleep_forever()
         return ""
 
-    server.settings.log_level = "WARNING"
-    server.run()
+    common.serve(server)
 
 
 if __name__ == "__main__":

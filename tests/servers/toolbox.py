@@ -31,15 +31,14 @@ import os
 import sys
 from collections.abc import Sequence
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # for common.py, even when run via runpy
+
+import common
 import mcp.types as types
+from common import PNG_1PX, READ_ONLY, PagedServer
 from mcp.server.mcpserver import Context, MCPServer
 from pydantic import BaseModel
 
-# A 1x1 transparent PNG.
-PNG_1PX = base64.b64decode(
-    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg=="
-)
-READ_ONLY = types.ToolAnnotations(read_only_hint=True)
 FORECAST_ICONS = [
     types.Icon(src="https://icons.example.invalid/forecast.png", mime_type="image/png", sizes=["48x48"]),
     types.Icon(src="javascript:alert('icon')", mime_type="image/png"),
@@ -55,22 +54,6 @@ class Forecast(BaseModel):
     unit: str
 
 
-class PagedServer(MCPServer):
-    """MCPServer whose tools/list answers in pages of ``page_size`` (0 = one page)."""
-
-    page_size = 0
-
-    async def _handle_list_tools(self, ctx, params):  # type: ignore[override]
-        tools = await self.list_tools()
-        if not self.page_size:
-            return types.ListToolsResult(tools=tools)
-        start = int(params.cursor) if params and params.cursor else 0
-        end = start + self.page_size
-        return types.ListToolsResult(
-            tools=tools[start:end], next_cursor=str(end) if end < len(tools) else None
-        )
-
-
 # Optional groups of tools, resources and prompts, each in tests/servers/toolbox_<name>.py with a
 # ``register(server)`` function; off by default so that the tool counts other tests rely on stay put.
 FEATURES = ("progress", "logs", "resources", "prompts", "writes", "questions", "hang")
@@ -80,11 +63,7 @@ def add_feature(server: MCPServer, name: str) -> None:
     """Register the feature group ``name`` (one of :data:`FEATURES`) on ``server``."""
     if name not in FEATURES:
         raise ValueError(f"unknown feature {name!r}; known: {', '.join(FEATURES)}")
-    if __package__:
-        module = importlib.import_module(f".toolbox_{name}", __package__)
-    else:  # run as a script: this folder is on sys.path
-        module = importlib.import_module(f"toolbox_{name}")
-    module.register(server)
+    importlib.import_module(f"toolbox_{name}").register(server)  # a script: this folder is on sys.path
 
 
 def build_server(
@@ -96,10 +75,7 @@ def build_server(
     for feature in features:
         add_feature(server, feature)
 
-    @server.tool(annotations=READ_ONLY)
-    def echo(text: str) -> str:
-        """Return the text unchanged."""
-        return text
+    common.add_echo(server)
 
     @server.tool()
     def add(a: int, b: int) -> int:
@@ -228,8 +204,7 @@ def build_server(
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--http", type=int, metavar="PORT", help="serve Streamable HTTP on this port")
-    parser.add_argument("--sse", type=int, metavar="PORT", help="serve legacy SSE on this port")
+    common.add_transport_flags(parser, sse=True)
     parser.add_argument("--extra-tools", type=int, default=0)
     parser.add_argument("--page-size", type=int, default=0)
     parser.add_argument("--titled-tools", action="store_true", help="add forecast and almanac")
@@ -239,13 +214,7 @@ def main() -> None:
     parser.add_argument("--tag", default="", help="ignored; lets tests find this process")
     options = parser.parse_args()
     server = build_server(options.extra_tools, options.page_size, options.titled_tools, options.feature)
-    if options.http:
-        server.settings.log_level = "WARNING"
-        server.run("streamable-http", host="127.0.0.1", port=options.http)
-    elif options.sse:
-        server.run("sse", host="127.0.0.1", port=options.sse)
-    else:
-        server.run()
+    common.serve(server, http=options.http, sse=options.sse)
 
 
 if __name__ == "__main__":

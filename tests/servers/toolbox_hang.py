@@ -10,10 +10,8 @@ from __future__ import annotations
 import sys
 import time
 
-import mcp.types as types
+from common import READ_ONLY
 from mcp.server.mcpserver import MCPServer
-
-READ_ONLY = types.ToolAnnotations(read_only_hint=True)
 
 
 def register(server: MCPServer) -> None:

@@ -15,9 +15,9 @@ from __future__ import annotations
 from typing import Any
 
 import mcp.types as types
+from common import READ_ONLY
 from mcp.server.mcpserver import Context, MCPServer
 
-READ_ONLY = types.ToolAnnotations(read_only_hint=True)
 LEVELS = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
 
 

@@ -14,10 +14,9 @@ import asyncio
 import time
 from pathlib import Path
 
-import mcp.types as types
+from common import READ_ONLY
 from mcp.server.mcpserver import Context, MCPServer
 
-READ_ONLY = types.ToolAnnotations(read_only_hint=True)
 GATE_TIMEOUT = 60.0  # seconds a gated step waits for its file before going on anyway
 GATE_POLL = 0.01  # the server has no event for "a file appeared": it looks again this often
 

@@ -29,8 +29,11 @@ import os
 import sys
 from typing import Annotated, Any
 
-import anyio
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # for common.py, even when run via runpy
+
+import common
 import mcp.types as types
+from common import PNG_1PX, READ_ONLY
 from mcp import MCPError
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.prompts.base import AssistantMessage, Message, Prompt, UserMessage
@@ -40,20 +43,12 @@ PAGE_SIZE = 2
 LANGUAGES = ("python", "pascal", "perl", "php", "rust", "ruby", "go")
 BRIEF_URI = "toolbox://notes/brief.txt"
 BRIEF_TEXT = "The launch moved to Thursday. Ada owns the checklist."
-PNG_1PX = base64.b64decode(
-    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg=="
-)
-READ_ONLY = types.ToolAnnotations(read_only_hint=True)
 
 
 def _paged_prompts(server: MCPServer) -> Any:
     async def handler(ctx: Any, params: types.PaginatedRequestParams | None) -> types.ListPromptsResult:
-        prompts = await server.list_prompts()
-        start = int(params.cursor) if params and params.cursor else 0
-        end = start + PAGE_SIZE
-        return types.ListPromptsResult(
-            prompts=prompts[start:end], next_cursor=str(end) if end < len(prompts) else None
-        )
+        prompts, next_cursor = common.page(await server.list_prompts(), params, PAGE_SIZE)
+        return types.ListPromptsResult(prompts=prompts, next_cursor=next_cursor)
 
     return handler
 
@@ -142,44 +137,20 @@ def register(server: MCPServer) -> None:
     lowlevel.add_request_handler("completion/complete", types.CompleteRequestParams, _completion(previous))
 
 
-async def _no_discover(ctx: Any, params: Any) -> types.DiscoverResult:
-    raise MCPError(code=types.METHOD_NOT_FOUND, message="Method not found: server/discover")
-
-
-async def _serve_stdio_handshake_only(server: MCPServer) -> None:
-    from mcp.server.runner import serve_loop
-    from mcp.server.stdio import stdio_server
-
-    lowlevel = server._lowlevel_server
-    async with stdio_server() as (read, write), lowlevel.lifespan(lowlevel) as state:
-        await serve_loop(
-            lowlevel, read, write, lifespan_state=state, init_options=lowlevel.create_initialization_options()
-        )
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--handshake-only", action="store_true", help="a 2025-11-25 server")
     parser.add_argument("--without-prompts", action="store_true", help="no prompts capability")
-    parser.add_argument("--http", type=int, metavar="PORT")
+    common.add_transport_flags(parser)
     options = parser.parse_args()
-    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    from toolbox import build_server  # run as a script: this folder is on sys.path
+    # Imported here, not at the top: the toolbox imports this module for ``--feature prompts``.
+    from toolbox import build_server
 
     server = build_server(features=() if options.without_prompts else ("prompts",))
-    lowlevel = server._lowlevel_server
     if options.without_prompts:
         for method in ("prompts/list", "prompts/get", "completion/complete"):
-            lowlevel._request_handlers.pop(method, None)
-    if options.handshake_only:
-        lowlevel.add_request_handler("server/discover", types.RequestParams, _no_discover)
-    server.settings.log_level = "WARNING"
-    if options.http:
-        server.run("streamable-http", host="127.0.0.1", port=options.http)
-    elif options.handshake_only:
-        anyio.run(_serve_stdio_handshake_only, server)
-    else:
-        server.run()
+            server._lowlevel_server._request_handlers.pop(method, None)
+    common.serve(server, http=options.http, handshake_only=options.handshake_only)
 
 
 if __name__ == "__main__":

@@ -40,11 +40,12 @@ from urllib.parse import parse_qs
 import anyio
 import anyio.from_thread
 import anyio.lowlevel
+import common
 import mcp.types as types
+from common import READ_ONLY
 from mcp import MCPError, UrlElicitationRequiredError
 from mcp.server.mcpserver import Context, MCPServer
 
-READ_ONLY = types.ToolAnnotations(read_only_hint=True)
 MODERN = "2026-07-28"
 LINK_WAIT = 300.0  # seconds a tool waits for its page to be submitted
 
@@ -267,5 +268,4 @@ def register(server: MCPServer) -> None:
     @server.tool(annotations=READ_ONLY)
     def client_capabilities(ctx: Context) -> str:
         """The capabilities the client declared, as JSON."""
-        declared = ctx.client_capabilities
-        return json.dumps(declared.model_dump(by_alias=True, exclude_none=True) if declared else None)
+        return common.declared_capabilities(ctx)

@@ -19,40 +19,33 @@ completions capabilities at all; ``--http PORT``: over Streamable HTTP instead o
 from __future__ import annotations
 
 import argparse
-import base64
 import json
 import os
 import sys
 from typing import Any
 
-import anyio
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # for common.py, even when run via runpy
+
+import common
 import mcp.types as types
+from common import PNG_1PX, READ_ONLY
 from mcp import MCPError
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.resources import TextResource
 
 PAGE_SIZE = 2
 CITIES = ("Amsterdam", "Athens", "Berlin", "Bern", "Lisbon", "London", "Paris")
-# A 1x1 transparent PNG (the same as the toolbox's ``media`` tool).
-PNG_DOT = base64.b64decode(
-    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg=="
-)
 GUIDE = (
     "# Toolbox guide\n\nUse **echo** to repeat text.\n\n<script>alert('guide')</script>\n\n"
     "[More](https://example.com/more)\n"
 )
 LARGE_BYTES = 6 * 1024 * 1024
-READ_ONLY = types.ToolAnnotations(read_only_hint=True)
 
 
 def _paged_resources(server: MCPServer) -> Any:
     async def handler(ctx: Any, params: types.PaginatedRequestParams | None) -> types.ListResourcesResult:
-        resources = await server.list_resources()
-        start = int(params.cursor) if params and params.cursor else 0
-        end = start + PAGE_SIZE
-        return types.ListResourcesResult(
-            resources=resources[start:end], next_cursor=str(end) if end < len(resources) else None
-        )
+        resources, next_cursor = common.page(await server.list_resources(), params, PAGE_SIZE)
+        return types.ListResourcesResult(resources=resources, next_cursor=next_cursor)
 
     return handler
 
@@ -79,7 +72,7 @@ def register(server: MCPServer) -> None:
 
     @server.resource("toolbox://images/dot.png", name="dot", title="A dot", mime_type="image/png")
     def dot() -> bytes:
-        return PNG_DOT
+        return PNG_1PX  # the same dot as the toolbox's ``media`` tool
 
     @server.resource("toolbox://images/logo.svg", name="logo", mime_type="image/svg+xml")
     def logo() -> str:
@@ -154,44 +147,20 @@ def register(server: MCPServer) -> None:
     )
 
 
-async def _no_discover(ctx: Any, params: Any) -> types.DiscoverResult:
-    raise MCPError(code=types.METHOD_NOT_FOUND, message="Method not found: server/discover")
-
-
-async def _serve_stdio_handshake_only(server: MCPServer) -> None:
-    from mcp.server.runner import serve_loop
-    from mcp.server.stdio import stdio_server
-
-    lowlevel = server._lowlevel_server
-    async with stdio_server() as (read, write), lowlevel.lifespan(lowlevel) as state:
-        await serve_loop(
-            lowlevel, read, write, lifespan_state=state, init_options=lowlevel.create_initialization_options()
-        )
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--handshake-only", action="store_true", help="a 2025-11-25 server")
     parser.add_argument("--without-resources", action="store_true", help="no resources capability")
-    parser.add_argument("--http", type=int, metavar="PORT")
+    common.add_transport_flags(parser)
     options = parser.parse_args()
-    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    from toolbox import build_server  # run as a script: this folder is on sys.path
+    # Imported here, not at the top: the toolbox imports this module for ``--feature resources``.
+    from toolbox import build_server
 
     server = build_server(features=() if options.without_resources else ("resources",))
-    lowlevel = server._lowlevel_server
     if options.without_resources:
         for method in ("resources/list", "resources/templates/list", "resources/read", "completion/complete"):
-            lowlevel._request_handlers.pop(method, None)
-    if options.handshake_only:
-        lowlevel.add_request_handler("server/discover", types.RequestParams, _no_discover)
-    server.settings.log_level = "WARNING"
-    if options.http:
-        server.run("streamable-http", host="127.0.0.1", port=options.http)
-    elif options.handshake_only:
-        anyio.run(_serve_stdio_handshake_only, server)
-    else:
-        server.run()
+            server._lowlevel_server._request_handlers.pop(method, None)
+    common.serve(server, http=options.http, handshake_only=options.handshake_only)
 
 
 if __name__ == "__main__":

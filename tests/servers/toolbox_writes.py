@@ -19,6 +19,7 @@ import os
 from typing import Any
 
 import mcp.types as types
+from common import READ_ONLY
 
 WRITE_NOTE = types.ToolAnnotations(
     title="Write a note",
@@ -33,7 +34,6 @@ DELETE_NOTES = types.ToolAnnotations(
     idempotent_hint=False,
     open_world_hint=False,
 )
-READ_ONLY = types.ToolAnnotations(read_only_hint=True)
 
 
 def _log(entry: dict[str, Any]) -> None:

@@ -24,6 +24,8 @@ from boocode.tools.registry import (
 from mcpclient.hub import Hub
 from mcpclient.results import ToolResult
 
+pytestmark = pytest.mark.processes
+
 NATIVE = ["grep", "list_dir", "view_file"]
 
 

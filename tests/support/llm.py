@@ -16,7 +16,7 @@ Replies: :class:`Text`, :class:`ToolCalls`, :class:`Error`, :class:`Stall`, :cla
 completion)`` to end the stream with a usage chunk (``choices: []``), as OpenAI does when the
 request asks with ``stream_options.include_usage``. ``GET /v1/models`` lists ``models`` (answered
 with ``models_status`` instead when a test sets it; ``model_list_requests`` counts them). Run
-``python tests/llm_server.py --port N`` to serve a fixed echo script by hand.
+``python tests/support/llm.py --port N`` to serve a fixed echo script by hand.
 """
 
 from __future__ import annotations
@@ -32,7 +32,22 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["Bytes", "Call", "Drop", "Error", "Raw", "ScriptedLLM", "Stall", "Text", "ToolCalls"]
+__all__ = [
+    "MODEL",
+    "MODELS",
+    "Bytes",
+    "Call",
+    "Drop",
+    "Error",
+    "Raw",
+    "ScriptedLLM",
+    "Stall",
+    "Text",
+    "ToolCalls",
+]
+
+MODEL = "test-model"  # the model the chat tests' settings name and their scripted server offers
+MODELS = (MODEL, "big-model")  # what the chat tests' two-model server offers, the first the default
 
 # One streamed action: bytes to write, a float of seconds to sleep, or _WAIT to block until released.
 _WAIT = object()

@@ -1,0 +1,15 @@
+"""The settings every test process uses: BooCode's own, with a fast password hasher.
+
+pytest-django exports this module's name (pyproject.toml), so the Daphnes, hub workers and
+``manage.py`` runs the tests start use it too: a password hashed in one process checks in the
+other. The production hasher (PBKDF2, ~0.8 s a hash here) is the point of production; in tests
+it only costs time at every login. Tests of the settings themselves load ``boocode.settings``.
+"""
+
+from boocode.settings import *  # noqa: F403
+
+PASSWORD_HASHERS = [
+    "django.contrib.auth.hashers.MD5PasswordHasher",
+    # still checks a hash made by a process that loaded boocode.settings (tests of settings)
+    "django.contrib.auth.hashers.PBKDF2PasswordHasher",
+]

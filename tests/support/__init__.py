@@ -1,0 +1,23 @@
+"""Helpers for the tests: everything a test module shares with another, and nothing else.
+
+A test module (``test_*.py``) and a ``conftest.py`` import helpers from here only, never from
+another test module or another folder's conftest; fixtures live in the conftest.py nearest to
+every test that uses them (tests/conftest.py for the whole suite). What lives where:
+
+- ``processes``: where things are (``ROOT``, ``PYTHON``, ``TOOLBOX``, ``TEST_COMMANDS``), free
+  ports, ``HttpServer`` (a server process on 127.0.0.1), ``toolbox_entry``, ``pids_with``.
+  No Django: the ``bench/`` scripts use it too.
+- ``hubs``: ``make_config`` (an mcp.json entry parsed like the file), ``stop_process_hub``.
+- ``llm``: ``ScriptedLLM``, the real OpenAI-compatible server a test scripts, and its replies.
+- ``live``: the one way to run a live Daphne (``live_daphne``), the accounts in its database
+  (``make_accounts``, ``create_accounts``), both at once (``live_server``), and
+  ``fresh_database`` (PostgreSQL).
+- ``accounts``: users of the test process's own database: ``login`` (the one session cookie a
+  websocket test uses), ``conversation_of``, ``stored``, ``client_of``.
+- ``tabs``: ``Tab``, the one websocket tab, in process or against a live Daphne.
+- ``web``: ``Browserless``, an HTTP client for a live server that is not a browser.
+- ``browser``: Chromium, the browser tests' live ``Site`` and its runners, page helpers, axe.
+- ``admin``: the admin as a browser drives it (``form_fields``, ``write_config``, ``AsgiAdmin``).
+- ``oauth``: the OAuth test server (``OAuthServer``) and a headless OAuth client's parts.
+- ``speed_classes``: the pytest plugin that keeps the speed classes' markers true.
+"""
