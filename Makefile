@@ -43,6 +43,7 @@ test-deps: install-dev tests/node/node_modules/.installed
 ## page in Chromium, the database tests again on PostgreSQL, and the official MCP conformance
 ## suite's client scenarios (docs/testing.md).
 test: test-deps tests/conformance/node_modules/.installed
+	$(VENV)/bin/ruff check .
 	@start=$$(date +%s); \
 	$(PYTEST) -n $(JOBS) --dist loadfile --durations=20 -m "not browser" && \
 	$(PYTEST) -n $(JOBS) --dist loadfile --durations=20 -m browser && \

@@ -18,7 +18,7 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         """Run the three steps in order; the first that fails stops the others."""
-        verbosity = options["verbosity"]
-        call_command("migrate", interactive=False, verbosity=verbosity, stdout=self.stdout, stderr=self.stderr)
-        call_command("boocode_sync", verbosity=verbosity, stdout=self.stdout, stderr=self.stderr)
-        call_command("ensure_admin", verbosity=verbosity, stdout=self.stdout, stderr=self.stderr)
+        output = {"verbosity": options["verbosity"], "stdout": self.stdout, "stderr": self.stderr}
+        call_command("migrate", interactive=False, **output)
+        call_command("boocode_sync", **output)
+        call_command("ensure_admin", **output)
