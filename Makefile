@@ -39,18 +39,11 @@ tests/node/node_modules/.installed: tests/node/package.json
 test-deps: install-dev tests/node/node_modules/.installed
 	@test -x /usr/bin/chromium || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null)
 
-## Install what the tests need, then run the whole suite: everything but the page on SQLite, the
-## page in Chromium, the database tests again on PostgreSQL, and the official MCP conformance
-## suite's client scenarios (docs/testing.md).
+## Install what the tests need, then run the whole suite (scripts/run-tests): ruff; everything but
+## the page on SQLite; then the page in Chromium while the database tests run again on PostgreSQL
+## and the official MCP conformance suite's client scenarios run (docs/testing.md).
 test: test-deps tests/conformance/node_modules/.installed
-	$(VENV)/bin/ruff check .
-	@start=$$(date +%s); \
-	$(PYTEST) -n $(JOBS) --dist loadfile --durations=20 -m "not browser" && \
-	$(PYTEST) -n $(JOBS) --dist loadfile --durations=20 -m browser && \
-	BOOCODE_DATABASE_URL=$(POSTGRES_URL) $(PYTEST) -n $(JOBS) --dist loadfile -m "postgres and not postgres_only" && \
-	echo "pytest: all three parts in $$(( $$(date +%s) - start )) s" && \
-	$(PY) tests/conformance/run.py && \
-	echo "make test: $$(( $$(date +%s) - start )) s after the installs"
+	VENV=$(VENV) JOBS=$(JOBS) POSTGRES_URL=$(POSTGRES_URL) scripts/run-tests
 
 ## The tests that start no process (no MCP server, Daphne, Chromium): under a minute.
 test-fast: install-dev

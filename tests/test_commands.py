@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from tests.support.live import seed_migrated
 from tests.support.processes import PYTHON, ROOT, TEST_COMMANDS, toolbox_entry
 
 pytestmark = pytest.mark.processes
@@ -58,8 +59,7 @@ def command_error(done: subprocess.CompletedProcess[str]) -> str:
 def migrated_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A data folder migrated once; each test copies it (migrating costs seconds)."""
     template = tmp_path_factory.mktemp("migrated")
-    done = manage(template, "migrate", "-v0")
-    assert done.returncode == 0, done.stderr
+    seed_migrated(template, {})
     return template
 
 

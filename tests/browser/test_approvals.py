@@ -22,6 +22,7 @@ from tests.support.browser import (
     landing,
     overflowing,
     screenshot,
+    send,
     serious_violations,
     start_conversation,
 )
@@ -150,10 +151,8 @@ def test_remembered_tool_runs_without_a_card_the_second_time(
         "Approved, and allowed for the rest of this conversation."
     )
     expect(page.locator(".message.role-assistant").last).to_contain_text("First.")
-    expect(page.locator("#send-button")).to_be_visible()  # the turn has ended: Enter sends again
 
-    page.fill("#message-input", "write two")
-    page.keyboard.press("Enter")
+    send(page, "write two")
     expect(page.locator(".message.role-assistant").last).to_contain_text("Second.")
     expect(page.locator(".tool-card").last).to_contain_text("stored note 'two'")
     expect(page.locator(".approval")).to_have_count(1)  # only the first call's card

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from tests.support.browser import WIDTHS, Site, landing, screenshot, start_conversation
+from tests.support.browser import WIDTHS, Site, landing, screenshot, send, start_conversation
 from tests.support.llm import Text
 
 pytestmark = pytest.mark.browser
@@ -45,8 +45,7 @@ def test_model_picker_and_usage(open_page: Any, site: Site, width: int) -> None:
     ) as saved_model:
         picker.select_option("")
     assert saved_model.value.json() == {"id": conversation, "model": ""}
-    page.fill("#message-input", "And now?")
-    page.keyboard.press("Enter")
+    send(page, "And now?")
     last = page.locator(".message.role-assistant").last
     expect(last).to_contain_text("Uncounted answer.")
     assert site.llm.requests[-1]["model"] == "test-model"

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from tests.support.browser import WIDTHS, Site, landing, open_drawer, screenshot, start_conversation
+from tests.support.browser import WIDTHS, Site, landing, open_drawer, screenshot, send, start_conversation
 from tests.support.llm import ScriptedLLM, Text
 
 pytestmark = pytest.mark.browser
@@ -139,7 +139,6 @@ def test_the_status_line_tells_the_truth_about_the_model(open_page: Any, site: S
         ).start()
     expect(model).to_have_text("model: test-model", timeout=30_000)
     site.llm.script(Text("Back again."))
-    page.fill("#message-input", "and now?")
-    page.keyboard.press("Enter")
+    send(page, "and now?")
     expect(page.locator(".message.role-assistant").last).to_contain_text("Back again.")
     expect(model).to_have_text("model: test-model")

@@ -22,6 +22,7 @@ from tests.support.browser import (
     overflowing,
     release,
     screenshot,
+    send,
     serious_violations,
     start_conversation,
 )
@@ -226,8 +227,7 @@ def test_a_held_message_refused_goes_back_into_the_composer(open_page: Any, site
     conversation = start_conversation(other, "first")
     expect(other.locator(".message.role-assistant")).to_contain_text("First answer.")
     site.llm.script(Stall(text="Busy writing", seconds=60))
-    other.fill("#message-input", "keep going")
-    other.keyboard.press("Enter")
+    send(other, "keep going")
     expect(other.locator(".message.status-streaming")).to_contain_text("Busy writing")
     requests = len(site.llm.requests)
     try:
@@ -239,8 +239,7 @@ def test_a_held_message_refused_goes_back_into_the_composer(open_page: Any, site
             text = (
                 f"Typed while reconnecting ({'refused by the server' if rewrite else 'turn known'})\nline two"
             )
-            page.fill("#message-input", text)
-            page.keyboard.press("Enter")
+            send(page, text)
             expect(page.locator("#chat-error")).to_contain_text("your message is sent as soon as")
             expect(page.locator("#message-input")).to_have_value("")
             page.fill("#message-input", "and more")  # typed meanwhile: kept after the held text

@@ -11,7 +11,16 @@ from typing import Any
 
 import pytest
 
-from tests.support.browser import WIDTHS, XSS, Site, landing, overflowing, screenshot, start_conversation
+from tests.support.browser import (
+    WIDTHS,
+    XSS,
+    Site,
+    landing,
+    overflowing,
+    screenshot,
+    send,
+    start_conversation,
+)
 from tests.support.llm import Call, Text, ToolCalls
 
 pytestmark = pytest.mark.browser
@@ -89,15 +98,13 @@ def test_tool_cards_show_results_without_a_click(open_page: Any, site: Site, wid
     expect(rows.locator(".tool-arguments")).to_contain_text('"word": "tea"')
 
     # An image inline, without a click.
-    page.fill("#message-input", "/call toolbox_media")
-    page.keyboard.press("Enter")
+    send(page, "/call toolbox_media")
     image = page.locator(".tool-card img.tool-image").last
     expect(image).to_be_visible()
     assert image.get_attribute("src").startswith("data:image/png;base64,")
 
     # Output cut in the preview: "Show all" fetches the whole stored output.
-    page.fill("#message-input", '/call catalog_lines {"count": 400}')
-    page.keyboard.press("Enter")
+    send(page, '/call catalog_lines {"count": 400}')
     long = _card(page, "lines")
     expect(long.locator(".badge")).to_have_text("done")
     expect(long.locator(".tool-output")).not_to_contain_text("line 0400")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import time
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +15,7 @@ from django.test import Client
 from django.urls import reverse
 
 from mcpclient.models import McpServer, McpTool
-from tests.support.live import live_daphne
+from tests.support.live import live_daphne, seed_migrated
 from tests.support.processes import PYTHON, ROOT, TOOLBOX
 
 pytestmark = pytest.mark.processes
@@ -83,6 +84,7 @@ def test_the_server_list_fits_a_1280_pixel_screen(browser: Any, tmp_path: Path) 
         "call_command('migrate', interactive=False, verbosity=0); call_command('boocode_sync'); "
         "call_command('ensure_admin')"
     )
+    seed_migrated(data, env)
     subprocess.run([PYTHON, "-c", setup], cwd=ROOT, env=env, check=True, capture_output=True)
     with live_daphne(env) as (_, port):
         page = browser.new_page(viewport={"width": 1280, "height": 800})
@@ -93,12 +95,14 @@ def test_the_server_list_fits_a_1280_pixel_screen(browser: Any, tmp_path: Path) 
         page.fill("#id_password", PASSWORD)
         page.click("input[type=submit]")
         page.goto(f"{base}/admin/mcpclient/mcpserver/")
-        # The hub starts with the first request; wait until every server has settled.
-        for _ in range(60):
-            statuses = page.locator("td.field-status_badge").all_inner_texts()
-            if len(statuses) == 4 and not any("connecting" in s or "disabled" in s for s in statuses):
-                break
-            page.wait_for_timeout(250)
+        # The hub starts with the first request; wait until every server has settled (the
+        # badge's class names the status: a refused server's "reconnecting at ..." is settled).
+        badges = page.locator("td.field-status_badge .mcp-status")
+        unsettled = badges.and_(page.locator(".mcp-status-connecting, .mcp-status-disabled"))
+        deadline = time.monotonic() + 60
+        while badges.count() != 4 or unsettled.count():
+            assert time.monotonic() < deadline, f"servers not settled: {badges.all_inner_texts()}"
+            page.wait_for_timeout(250)  # the list is not live: poll it
             page.reload()
         assert page.title() == "Select MCP server to change | BooCode admin"
         fits = page.evaluate(

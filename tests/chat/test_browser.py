@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from tests.support.browser import CHROMIUM, log_in
-from tests.support.live import live_daphne
+from tests.support.live import live_daphne, seed_migrated
 from tests.support.llm import Call, ScriptedLLM, Stall, Text, ToolCalls
 from tests.support.processes import PYTHON, ROOT, TOOLBOX, free_port
 
@@ -75,6 +75,7 @@ def daphne_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServ
         "import django; django.setup(); from django.core.management import call_command; "
         "call_command('migrate', interactive=False, verbosity=0); call_command('ensure_admin')"
     )
+    seed_migrated(data, env)
     subprocess.run(
         [PYTHON, "-c", setup],
         cwd=ROOT,

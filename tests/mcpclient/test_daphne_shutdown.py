@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.live import live_daphne, server_log
+from tests.support.live import live_daphne, seed_migrated, server_log
 from tests.support.processes import PYTHON, ROOT, pids_with, toolbox_entry
 
 pytestmark = pytest.mark.processes
@@ -37,6 +37,7 @@ def test_ctrl_c_stops_stdio_children(tmp_path: Path):
         "BOOCODE_MCP_STDIO_COMMANDS": f"npx,uvx,node,{PYTHON}",
     }
     env.pop("BOOCODE_DATABASE_URL", None)
+    seed_migrated(tmp_path, env)
     for command in (["migrate", "-v0"], ["mcp_sync"]):
         subprocess.run([PYTHON, "manage.py", *command], cwd=ROOT, env=env, check=True, capture_output=True)
     with live_daphne(env) as (daphne, port):

@@ -12,6 +12,7 @@ import pytest
 
 from mcpclient.config import parse_server
 from mcpclient.hub import Hub, Status
+from tests.support.live import seed_migrated
 from tests.support.processes import PYTHON, ROOT, TEST_COMMANDS
 
 pytestmark = pytest.mark.processes
@@ -43,6 +44,7 @@ def test_mcp_call_exits_1_with_one_line_instead_of_a_traceback(tmp_path: Path) -
     }
     env.pop("BOOCODE_DATABASE_URL", None)
     run = {"cwd": ROOT, "env": env, "capture_output": True, "text": True, "timeout": 120}
+    seed_migrated(tmp_path, env)
     subprocess.run([PYTHON, "manage.py", "migrate", "-v0"], check=True, **run)
     done = subprocess.run([PYTHON, "manage.py", "mcp_call", "liar_weather", "{}"], **run)
     assert done.returncode == 1

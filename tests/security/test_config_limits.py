@@ -25,6 +25,7 @@ from mcpclient import runtime
 from mcpclient.config import ConfigError, parse_server, resolve_server
 from mcpclient.models import McpServer
 from tests.support.hubs import stop_process_hub
+from tests.support.live import seed_migrated
 from tests.support.processes import PYTHON, ROOT, TEST_COMMANDS, toolbox_entry
 
 pytestmark = pytest.mark.processes
@@ -50,6 +51,7 @@ def manage(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
 
 @pytest.fixture
 def data_dir(tmp_path: Path) -> Path:
+    seed_migrated(tmp_path, {})
     assert manage(tmp_path, "migrate", "-v0").returncode == 0
     return tmp_path
 

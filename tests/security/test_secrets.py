@@ -32,7 +32,7 @@ from mcpclient.admin_services import MASK
 from mcpclient.models import McpServer
 from tests.support.accounts import conversation_of_new, login
 from tests.support.admin import form_fields
-from tests.support.live import create_accounts, live_daphne, server_log
+from tests.support.live import create_accounts, live_daphne, seed_migrated, server_log
 from tests.support.llm import MODEL, Call, ScriptedLLM, Text, ToolCalls
 from tests.support.processes import PYTHON, ROOT, TEST_COMMANDS, TOOLBOX, free_port
 from tests.support.tabs import Tab
@@ -248,6 +248,7 @@ def test_mcp_discover_json_masks_literal_secrets(tmp_path: Path, shared_http_too
     }
     env.pop("BOOCODE_DATABASE_URL", None)
     run = {"cwd": ROOT, "env": env, "capture_output": True, "text": True, "timeout": 120}
+    seed_migrated(tmp_path, env)
     subprocess.run([PYTHON, "manage.py", "migrate", "-v0"], check=True, **run)
     done = subprocess.run([PYTHON, "manage.py", "mcp_discover", "--json"], **run)
     assert done.returncode == 0, done.stderr

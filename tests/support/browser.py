@@ -7,7 +7,7 @@ users, ``admin`` (staff, made by ``ensure_admin``) and ``reader`` (not staff), b
 browser tests' conftest runs the session's site with it, and a module that needs other servers
 overrides the ``site`` fixture with its own (:func:`questions_site` for the questions tests).
 
-Page helpers take a Playwright page: :func:`landing`, :func:`start_conversation`,
+Page helpers take a Playwright page: :func:`landing`, :func:`send`, :func:`start_conversation`,
 :func:`log_in` (the one way a browser test logs in; ``open_page`` uses it), :func:`open_drawer`,
 :func:`screenshot`, :func:`overflowing` (what sticks out sideways),
 :func:`serious_violations` (axe-core, tests/node).
@@ -31,7 +31,7 @@ from typing import Any
 
 import pytest
 
-from tests.support.live import live_daphne
+from tests.support.live import live_daphne, seed_migrated
 from tests.support.llm import Call, ScriptedLLM, Text, ToolCalls
 from tests.support.processes import PYTHON, ROOT, TOOLBOX
 
@@ -232,6 +232,7 @@ def running_site(
         **(env or {}),
     }
     try:
+        seed_migrated(data, full_env)
         subprocess.run(
             [PYTHON, "-c", _SETUP % PASSWORD],
             cwd=ROOT,
@@ -316,10 +317,22 @@ def landing(page: Any, site: Site) -> None:
     expect(page.locator("#chat")).not_to_have_attribute("data-conversation", re.compile(".*"))
 
 
-def start_conversation(page: Any, text: str) -> int:
-    """Send the first message from the landing; the id of the conversation it created."""
+def send(page: Any, text: str) -> None:
+    """Type ``text`` and send it with Enter, once the page shows no turn running.
+
+    A turn's last words arrive before the frame that ends it, and Enter does nothing while a
+    turn runs (Send is Stop then): the wait is on the Send button, which comes back with the end.
+    """
+    from playwright.sync_api import expect
+
+    expect(page.locator("#send-button")).to_be_visible()
     page.fill("#message-input", text)
     page.keyboard.press("Enter")
+
+
+def start_conversation(page: Any, text: str) -> int:
+    """Send the first message from the landing; the id of the conversation it created."""
+    send(page, text)
     page.wait_for_url(lambda url: "/c/" in url and url.rstrip("/").split("/")[-1].isdigit())
     return int(page.url.rstrip("/").split("/")[-1])
 

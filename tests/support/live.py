@@ -1,7 +1,8 @@
 """Live servers: Daphne in a subprocess, the accounts in its database, a PostgreSQL database of its own.
 
 The one way tests (and ``bench/chat_load.py``) start a real web process: :func:`live_daphne`.
-:func:`make_accounts` creates users in the database a live process uses, each with a
+:func:`seed_migrated` puts a migrated SQLite database in a new data folder (a copy: migrating
+costs seconds). :func:`make_accounts` creates users in the database a live process uses, each with a
 conversation and logged-in sessions; :func:`create_accounts` is its short form (``count``
 users with one session each) and :func:`live_server` both at once (a data folder of its own,
 named accounts with :data:`PASSWORD`, Daphne).
@@ -12,13 +13,15 @@ Lifecycle: :func:`live_daphne` yields once Daphne accepts connections and kills 
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
+import shutil
 import subprocess
 import tempfile
 import uuid
 import weakref
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -81,6 +84,35 @@ print(json.dumps(out))
 """
 
 
+_migrated_template: Path | None = None
+
+
+def seed_migrated(data: Path, env: Mapping[str, str] | None = None) -> None:
+    """Put a migrated SQLite database in the data folder ``data``, unless it has one.
+
+    A copy of one migrated once per test process: migrating a new database costs seconds of
+    CPU, and nearly every live process a test starts would do it. The process started on
+    ``data`` still runs ``migrate``, which then finds nothing to do. Nothing is done when
+    ``env`` (default: this process's) points at a database server instead.
+    """
+    global _migrated_template
+    if (env if env is not None else os.environ).get("BOOCODE_DATABASE_URL"):
+        return
+    if _migrated_template is None:
+        template = Path(tempfile.mkdtemp(prefix="migrated-", dir=os.environ.get("BOOCODE_DATA_DIR")))
+        template_env = {**os.environ, "BOOCODE_DATA_DIR": str(template)}
+        template_env.setdefault("DJANGO_SETTINGS_MODULE", "tests.settings")
+        template_env.pop("BOOCODE_DATABASE_URL", None)
+        migrate = [PYTHON, "manage.py", "migrate", "-v0"]
+        subprocess.run(migrate, cwd=ROOT, env=template_env, check=True, capture_output=True)
+        atexit.register(shutil.rmtree, template, True)
+        _migrated_template = template / "boocode.sqlite3"
+    target = data / _migrated_template.name
+    if not target.exists():
+        data.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(_migrated_template, target)
+
+
 @contextmanager
 def fresh_database(prefix: str) -> Iterator[str]:
     """A PostgreSQL database of its own (``prefix`` and a name per run), dropped afterwards: its URL."""
@@ -103,6 +135,8 @@ def make_accounts(
     not staff); each user gets ``password`` (``None``: none usable) and one conversation.
     Returns ``{username: {"id": pk, "sessions": [session key, ...], "conversation": id}}``.
     """
+    if "BOOCODE_DATA_DIR" in env:
+        seed_migrated(Path(env["BOOCODE_DATA_DIR"]), env)
     done = subprocess.run(
         [PYTHON, "-c", _ACCOUNTS, json.dumps(accounts), password or ""],
         cwd=ROOT,

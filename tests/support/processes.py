@@ -24,19 +24,33 @@ PYTHON = sys.executable
 TEST_COMMANDS = ["npx", "uvx", "node", PYTHON]
 
 
+def _worker_index() -> int | None:
+    """This pytest-xdist worker's number in the machine's test runs, ``None`` outside xdist.
+
+    Two runs at once (``make test`` runs two: scripts/run-tests) are told apart by
+    ``BOOCODE_TEST_SLOT``: slot N's workers count from 4 N (up to four workers a run, four runs).
+    Without it, the run's id spreads two runs apart (likely, not surely).
+    """
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    if not worker.startswith("gw"):
+        return None
+    slot = os.environ.get("BOOCODE_TEST_SLOT")
+    offset = 4 * int(slot) if slot else zlib.crc32(os.environ.get("PYTEST_XDIST_TESTRUNUID", "").encode())
+    return int(worker[2:]) + offset
+
+
 def _port_block() -> range:
     """The ports this test process hands out: a block of its own below the kernel's ephemeral range.
 
     A port the kernel picks for ``bind(0)`` may be picked again (for another worker's server, or
     for an outgoing connection) between the moment it is returned and the moment a server binds
     it. Ports below 32768 are never given to outgoing connections, and each pytest-xdist worker
-    of a run takes its own block of 1,000 (the run's id spreads two runs at once apart).
+    takes its own block of 1,000 (:func:`_worker_index`).
     """
-    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
-    if not worker.startswith("gw"):
+    index = _worker_index()
+    if index is None:
         return range(0)
-    run = zlib.crc32(os.environ.get("PYTEST_XDIST_TESTRUNUID", "").encode())
-    block = (int(worker[2:]) + run) % 16
+    block = index % 16
     return range(16_000 + block * 1_000, 17_000 + block * 1_000)
 
 
@@ -59,8 +73,7 @@ def free_port() -> int:
 
 def redis_url() -> str:
     """A Redis database of this test process's own on the local server (db 1-15, one per worker)."""
-    worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0")
-    return f"redis://127.0.0.1:6379/{1 + int(worker.removeprefix('gw') or 0) % 15}"
+    return f"redis://127.0.0.1:6379/{1 + (_worker_index() or 0) % 15}"
 
 
 def wait_for_port(port: int, process: subprocess.Popen[Any], timeout: float = 30.0) -> None:
