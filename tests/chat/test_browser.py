@@ -188,6 +188,9 @@ def test_a_form_an_mcp_server_asks_for(page: Any, daphne_server: LiveServer) -> 
     page.keyboard.press("Enter")
     expect(page.locator("#connection-state")).to_have_text("connected")
     expect(page.locator("#server-states .server-ready[data-name=forms]")).to_contain_text("forms: ready")
+    # Answered: its turn has started, so the click below waits for the Send button to come back
+    # (a message sent while a turn runs is refused and put back in the box).
+    expect(page.locator(".message.role-notice")).to_contain_text("may use")
 
     llm.script(ToolCalls([Call("forms_ask_profile", {})]), Text("Thanks for telling me."))
     page.fill("#message-input", "ask me something")
