@@ -154,8 +154,11 @@ export class AgentPicker {
   async open() {
     this.renderOptions();
     this.popover.open(this.button);
+    const shown = JSON.stringify(this.agents);
     await this.refresh();
-    if (this.popover.isOpen) {
+    // Drawn again only when the list changed: an option must not be replaced under the pointer
+    // of a person who is clicking it.
+    if (this.popover.isOpen && JSON.stringify(this.agents) !== shown) {
       const focusedValue = document.activeElement && document.activeElement.value;
       this.renderOptions();
       const again = this.optionsEl.querySelector(`input[value="${CSS.escape(focusedValue || this.select.value)}"]`);

@@ -46,7 +46,9 @@ def _status_frame_seen(page: Any) -> None:
 def _choose_agent(page: Any, name: str) -> None:
     from playwright.sync_api import expect
 
-    page.click("#agent-button")
+    # The panel re-reads the agents as it opens: the click waits for that answer.
+    with page.expect_response(lambda response: response.url.endswith("/api/agents/")):
+        page.click("#agent-button")
     panel = page.get_by_role("dialog", name="Choose an agent")
     panel.locator(".agent-option", has_text=name).click()
     expect(panel).to_be_hidden()
