@@ -91,6 +91,9 @@ def test_missing_file_means_no_servers(mcp_file):
 @pytest.mark.django_db(transaction=True)
 async def test_running_hub_persists_state_and_follows_file_edits(mcp_file, settings):
     settings.MCP_AUTOSTART = True
+    # The crashed server's state is read below; the hub's own reconnect (test_healing.py) waits
+    # long enough not to move it on first, however slow the machine.
+    settings.MCP_RECONNECT_BASE, settings.MCP_RECONNECT_CAP = 60.0, 120.0
     write_config(mcp_file, {"tb": toolbox_entry()})
     await _sync()
     try:
