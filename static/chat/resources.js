@@ -342,6 +342,7 @@ export class Attacher {
     this.template.hidden = true;
     this.results.hidden = false;
     this.search.value = "";
+    this.results.replaceChildren(); // the last opening's results are not this one's
     this.showError("");
     this.dialog.showModal();
     this.search.focus();
@@ -355,18 +356,23 @@ export class Attacher {
 
   async runSearch() {
     const token = ++this.searchToken;
-    this.results.replaceChildren(el("p", "note", "Loading…"));
+    // Results already shown stay (and can be picked) until the new ones arrive: a click is not
+    // lost to a list replaced under the pointer.
+    this.results.setAttribute("aria-busy", "true");
+    if (!this.results.querySelector(".resource-options")) this.results.replaceChildren(el("p", "note", "Loading…"));
     let data;
     try {
       data = await getJson("/api/resources/", { q: this.search.value.trim(), conversation: currentConversation() });
     } catch (error) {
       if (token === this.searchToken) {
+        this.results.setAttribute("aria-busy", "false");
         this.results.replaceChildren();
         this.showError(`Could not list resources (${error.message}).`);
       }
       return;
     }
     if (token !== this.searchToken) return;
+    this.results.setAttribute("aria-busy", "false");
     this.showError("");
     this.completions = new Map((data.servers || []).map((server) => [server.name, server.completions]));
     const list = el("ul", "resource-options");
