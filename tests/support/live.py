@@ -187,7 +187,9 @@ def live_daphne(
     )
     _logs[process] = sink
     try:
-        wait_for_port(port, process)
+        # A deadline, not a wait: Daphne's start (Django, the SDK, the hub) took over 30 s on
+        # 2 cores running a whole make test beside a browser loop.
+        wait_for_port(port, process, timeout=120)
         yield process, port
     finally:
         if process.poll() is None and graceful:
