@@ -57,8 +57,11 @@ test-browser: test-deps
 test-postgres: install-dev
 	BOOCODE_DATABASE_URL=$(POSTGRES_URL) $(PYTEST) -n $(JOBS) --dist loadfile -m "postgres and not postgres_only"
 
+## ruff, the import contracts and mypy (the first step of `make test`).
 lint: install-dev
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/lint-imports
+	$(VENV)/bin/mypy
 
 bench: test-deps
 	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(PY) bench/tool_calls.py

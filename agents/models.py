@@ -11,7 +11,7 @@ from agents.parser import DEFAULT_MAX_TOOL_CALLS, DEFAULT_TEMPERATURE, MAX_NAME_
 class Agent(models.Model):
     """An agent: system prompt, model settings and the glob patterns for the tools it may use.
 
-    Rows are written only by ``agents.services.sync_agents()``; edit AGENTS.md instead.
+    Rows are written only by ``agents.roster.sync_agents()``; edit AGENTS.md instead.
     """
 
     name = models.CharField(max_length=MAX_NAME_LENGTH, unique=True)

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from mcpclient.patterns import glob_match
+from mcpclient.core.patterns import glob_match
 
 __all__ = ["glob_match", "is_allowed", "select", "unmatched_patterns"]
 

@@ -115,8 +115,8 @@ async def run(
 
     django.setup()
     from mcpclient import runtime
-    from mcpclient.config import parse_server
-    from mcpclient.hub import Hub
+    from mcpclient.config.entries import parse_server
+    from mcpclient.engine.hub import Hub
 
     local = Hub(allowed_commands=[python])
     await local.start([parse_server("toolbox", {"command": python, "args": [str(toolbox)]})])

@@ -1,6 +1,6 @@
 """Recovery: how long a server is gone after its stdio child crashes, and after a hang.
 
-Runs the project's toolbox test server over stdio in a hub that heals (mcpclient/healing.py),
+Runs the project's toolbox test server over stdio in a hub that heals (mcpclient/engine/healing.py),
 kills the child (its ``crash`` tool exits the process) ``--rounds`` times and prints, as median
 and p90 in milliseconds:
 
@@ -36,9 +36,11 @@ os.environ.setdefault("BOOCODE_DATA_DIR", tempfile.mkdtemp(prefix="boocode-bench
 os.environ["BOOCODE_MCP_AUTOSTART"] = "0"
 django.setup()
 
-from mcpclient.config import parse_server  # noqa: E402
-from mcpclient.healing import HealPolicy  # noqa: E402
-from mcpclient.hub import Hub, Status  # noqa: E402
+from mcpclient.config.entries import parse_server  # noqa: E402
+from mcpclient.core.state import Status  # noqa: E402
+from mcpclient.engine.healing import HealPolicy  # noqa: E402
+from mcpclient.engine.hub import Hub  # noqa: E402
+from mcpclient.runtime import heal_policy  # noqa: E402
 from tests.support.processes import PYTHON, TEST_COMMANDS, TOOLBOX  # noqa: E402
 
 
@@ -96,7 +98,7 @@ async def main() -> None:
     parser.add_argument("--ping-interval", type=float, default=1.0)
     parser.add_argument("--ping-timeout", type=float, default=1.0)
     options = parser.parse_args()
-    defaults = HealPolicy.from_settings()
+    defaults = heal_policy()
     short = HealPolicy(
         ping_interval=options.ping_interval,
         ping_timeout=options.ping_timeout,

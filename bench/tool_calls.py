@@ -49,8 +49,8 @@ from mcp.shared._httpx_utils import create_mcp_http_client  # noqa: E402
 
 from boocode.tools.registry import available_tools, execute_tool  # noqa: E402
 from mcpclient import runtime  # noqa: E402
-from mcpclient.config import parse_server  # noqa: E402
-from mcpclient.hub import Hub  # noqa: E402
+from mcpclient.config.entries import parse_server  # noqa: E402
+from mcpclient.engine.hub import Hub  # noqa: E402
 from tests.support.processes import PYTHON, TEST_COMMANDS, TOOLBOX, HttpServer, free_port  # noqa: E402
 
 ARGS = {"text": "ping"}

@@ -16,6 +16,7 @@ from urllib.parse import urlsplit
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
+from boocode import __version__
 from boocode.env import env_bool, env_float, env_int, env_list, env_origins, env_str
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -247,7 +248,7 @@ if MCP_HUB == "worker" and not _redis_url:
     )
 # The channel the hub worker listens on (one worker per channel name).
 MCP_HUB_CHANNEL = env_str("BOOCODE_HUB_CHANNEL", "mcp-hub")
-# Servers heal themselves (mcpclient/healing.py): each session is pinged every PING_INTERVAL
+# Servers heal themselves (mcpclient/engine/healing.py): each session is pinged every PING_INTERVAL
 # seconds (0: never) and is dead when a ping fails or gets no answer within PING_TIMEOUT; a dead
 # or failed server is reconnected after RECONNECT_BASE * 2**(n-1) seconds (capped at
 # RECONNECT_CAP, half of it random), RECONNECT_ATTEMPTS times in a row (0: never), then the
@@ -265,12 +266,12 @@ if MCP_RECONNECT_CAP < MCP_RECONNECT_BASE:
 MCP_RECONNECT_ATTEMPTS = env_int("BOOCODE_MCP_RECONNECT_ATTEMPTS", 8, minimum=0)
 MCP_RECONNECT_CIRCUIT_SECONDS = env_float("BOOCODE_MCP_RECONNECT_CIRCUIT_SECONDS", 300.0, minimum=1.0)
 MCP_RECONNECT_CONCURRENCY = env_int("BOOCODE_MCP_RECONNECT_CONCURRENCY", 4, minimum=1)
-# The secret store's Fernet keys (mcpclient/secret_store.py), kept apart from the database:
+# The secret store's Fernet keys (mcpclient/secrets/store.py), kept apart from the database:
 # comma-separated, the first encrypts and all decrypt (rotation). Unset: one key generated
 # into SECRETS_KEY_FILE (0600) the first time a secret is stored.
 SECRETS_KEYS = env_list("BOOCODE_SECRETS_KEY", [])
 SECRETS_KEY_FILE = DATA_DIR / "secrets.key"
-# OAuth sign-in to remote servers (mcpclient/authorization.py). PUBLIC_URL is where browsers and
+# OAuth sign-in to remote servers (mcpclient/engine/authorization.py). PUBLIC_URL is where browsers and
 # authorization servers reach BooCode: the redirect URI (<PUBLIC_URL>/oauth/callback/) and, over
 # https, the Client ID Metadata Document (<PUBLIC_URL>/oauth/client-metadata.json) derive from it.
 PUBLIC_URL = env_str("BOOCODE_PUBLIC_URL", "http://127.0.0.1:8000").rstrip("/")
@@ -316,13 +317,16 @@ TITLE_FROM_MODEL = env_bool("BOOCODE_TITLE_FROM_MODEL", False)
 
 ADMIN_PASSWORD = env_str("BOOCODE_ADMIN_PASSWORD")
 
+# What BooCode calls itself to MCP servers (clientInfo) and to OAuth servers (software_version).
+VERSION = __version__
+
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     # Redacting: a URL's userinfo and query values and bearer tokens never reach a log line.
     "formatters": {
         "plain": {
-            "()": "mcpclient.redaction.RedactingFormatter",
+            "()": "mcpclient.core.redaction.RedactingFormatter",
             "format": "%(asctime)s %(levelname)s %(name)s: %(message)s",
         }
     },
@@ -334,7 +338,7 @@ LOGGING = {
         # The SDK logs every session id and reconnect at INFO; the hub reports what matters.
         "mcp": {"level": "WARNING"},
         # The SDK logs each failed sign-in with a traceback ("OAuth flow error"), a sign-in that
-        # simply waits for someone to connect included; mcpclient.authorization reports the
+        # simply waits for someone to connect included; mcpclient.engine.authorization reports the
         # failure with its step instead.
         "mcp.client.auth.oauth2": {"level": "CRITICAL"},
         # Axes logs every login at INFO; failures and lockouts are WARNING.

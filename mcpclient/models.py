@@ -2,7 +2,7 @@
 
 ``McpServer.config`` holds the entry exactly as written in the file (placeholders such as
 ``${TOKEN}`` unexpanded, unknown keys kept). Status fields are written by the hub.
-``StoredSecret`` rows are read and written only by :mod:`mcpclient.secret_store`.
+``StoredSecret`` rows are read and written only by :mod:`mcpclient.secrets.store`.
 """
 
 from __future__ import annotations
@@ -54,7 +54,7 @@ class McpServer(models.Model):
     protocol_version = models.CharField(max_length=40, blank=True)
     server_info = models.JSONField(default=dict, blank=True)
     stderr_tail = models.TextField(blank=True, help_text="The last lines the server wrote to stderr.")
-    # Healing (mcpclient/healing.py): automatic reconnect attempts in a row, when the next starts.
+    # Healing (mcpclient/engine/healing.py): automatic reconnect attempts in a row, when the next starts.
     reconnect_attempts = models.PositiveIntegerField(
         default=0, help_text="Automatic reconnect attempts in a row since the server was last ready."
     )
@@ -92,7 +92,7 @@ class McpTool(models.Model):
     ``rejected``: the read-only guard refused it. ``filtered``: the entry's ``includeTools`` /
     ``excludeTools`` left it out. Either way it is never offered to the model; ``reject_reason``
     says why. ``title`` and ``icons`` come from the server, cleaned by
-    :mod:`mcpclient.tool_metadata`: they are untrusted and only ever shown as text.
+    :mod:`mcpclient.core.tool_metadata`: they are untrusted and only ever shown as text.
     """
 
     server = models.ForeignKey(McpServer, on_delete=models.CASCADE, related_name="tools")
@@ -149,7 +149,7 @@ class McpState(models.Model):
 class StoredSecret(models.Model):
     """One encrypted secret (an ``${input:ID}`` value, an OAuth credential).
 
-    Only :mod:`mcpclient.secret_store` reads or writes this table: ``ciphertext`` is a Fernet
+    Only :mod:`mcpclient.secrets.store` reads or writes this table: ``ciphertext`` is a Fernet
     token whose key lives outside the database, so a copy of the database alone reveals nothing.
     """
 

@@ -1,6 +1,6 @@
 """OAuth pages: Connect / Disconnect, the authorization callback, the client metadata document.
 
-The views are async: they run on the loop that holds the hub (see :mod:`mcpclient.signin`).
+The views are async: they run on the loop that holds the hub (see :mod:`mcpclient.runtime.signin`).
 Connect and Disconnect are POSTs (CSRF-checked); the callback is a GET from the provider's
 redirect and only completes a sign-in the same logged-in person started.
 """
@@ -15,7 +15,8 @@ from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_POST, require_safe
 
-from mcpclient import authorization, signin
+from mcpclient.engine import authorization
+from mcpclient.runtime import signin
 
 # The callback's parameters handed to the flow (RFC 6749 §4.1.2, RFC 9207).
 CALLBACK_KEYS = ("code", "state", "iss", "error", "error_description")

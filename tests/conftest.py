@@ -14,10 +14,10 @@ from typing import Any
 import pytest
 from channels.layers import channel_layers
 
-from agents.services import reset_sync_state
+from agents.roster import reset_sync_state
 from boocode.chat import llm as llm_client
-from mcpclient.config import ServerConfig
-from mcpclient.hub import Hub
+from mcpclient.config.model import ServerConfig
+from mcpclient.engine.hub import Hub
 from mcpclient.runtime import set_hub
 from tests.support.browser import CHROMIUM, CHROMIUM_ARGS
 from tests.support.hubs import make_config

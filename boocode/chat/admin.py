@@ -6,12 +6,28 @@ with the time they were replaced: nothing a user replaces is lost.
 Tool approvals are an audit trail: staff see every decision (who, when, which tool and
 arguments, whether it was remembered for the conversation), filterable, and nobody can add,
 change or delete one here.
+
+Agents are read-only too (AGENTS.md is their source): each shows its patterns as written, the
+tools they resolve to right now (native tools and the tools of MCP servers ready in this
+process) and the patterns that match nothing, usually a typo or a server that is down. Opening
+the list re-reads the file if it changed and shows its errors. Their admin lives here, above
+the tool registry it asks, so that ``agents`` stays below the tools.
 """
 
-from django.contrib import admin
-from django.http import HttpRequest
+from __future__ import annotations
 
+from typing import Any
+
+from django.contrib import admin, messages
+from django.http import HttpRequest, HttpResponse
+from django.utils.html import format_html, format_html_join
+
+from agents import roster
+from agents.models import Agent
+from agents.policy import unmatched_patterns
 from boocode.chat.models import Conversation, Message, ToolApproval, ToolCall
+from boocode.tools.registry import Tool, agent_tools, available_tools
+from mcpclient.runtime import get_hub
 
 
 class MessageInline(admin.TabularInline):
@@ -102,3 +118,74 @@ class ToolApprovalAdmin(admin.ModelAdmin):
 
     def has_delete_permission(self, request: HttpRequest, obj: ToolApproval | None = None) -> bool:
         return False
+
+
+def _patterns_text(agent: Agent) -> str:
+    if agent.tools is None:
+        return "all tools (no tools: key)"
+    if not agent.tools:
+        return "no tools ([])"
+    return ", ".join(agent.tools)
+
+
+@admin.register(Agent)
+class AgentAdmin(admin.ModelAdmin):
+    """View-only admin for agents, with the tools each one resolves to."""
+
+    list_display = ("name", "description", "model_display", "patterns", "tool_count", "unmatched", "error")
+    search_fields = ("name", "description")
+    fields = (
+        "name", "description", "patterns", "resolved_tools", "unmatched", "model_display", "temperature",
+        "top_p", "max_tool_calls", "prompt", "extra", "line", "is_builtin", "error", "updated_at",
+    )
+    readonly_fields = ("patterns", "resolved_tools", "unmatched", "model_display")
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Agent | None = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Agent | None = None) -> bool:
+        return False
+
+    def changelist_view(
+        self, request: HttpRequest, extra_context: dict[str, Any] | None = None
+    ) -> HttpResponse:
+        """Re-read AGENTS.md if it changed, then show its errors above the list."""
+        roster.refresh_agents_if_changed()
+        for error in roster.agents_file_errors():
+            messages.warning(request, str(error))
+        if get_hub() is None:
+            messages.info(request, "The MCP hub is not running in this process: only native tools are shown.")
+        return super().changelist_view(request, extra_context)
+
+    def _tools(self, agent: Agent) -> list[Tool]:
+        return agent_tools(agent)
+
+    @admin.display(description="tool patterns")
+    def patterns(self, agent: Agent) -> str:
+        return _patterns_text(agent)
+
+    @admin.display(description="model")
+    def model_display(self, agent: Agent) -> str:
+        return agent.model or "(default model)"
+
+    @admin.display(description="tools now")
+    def tool_count(self, agent: Agent) -> int:
+        return len(self._tools(agent))
+
+    @admin.display(description="resolved tools")
+    def resolved_tools(self, agent: Agent) -> str:
+        tools = self._tools(agent)
+        if not tools:
+            return "(none)"
+        return format_html(
+            "<ul>{}</ul>",
+            format_html_join("", "<li><code>{}</code> ({})</li>", ((t.name, t.source) for t in tools)),
+        )
+
+    @admin.display(description="patterns matching nothing")
+    def unmatched(self, agent: Agent) -> str:
+        names = [tool.name for tool in available_tools()]
+        return ", ".join(unmatched_patterns(agent.tools, names)) or "-"

@@ -29,12 +29,15 @@ import json
 import re
 from typing import TYPE_CHECKING, Any
 
-from mcpclient import resources
-from mcpclient.resources import ResourceError
-from mcpclient.results import MAX_OUTPUT_BYTES, cap_output
+from agents.policy import is_allowed
+from mcpclient.core.results import MAX_OUTPUT_BYTES, cap_output
+from mcpclient.engine import resources
+from mcpclient.engine.resources import ResourceError
+from mcpclient.runtime import TURN_CHECK_INTERVAL
+from mcpclient.runtime.signin import person_hub
 
 if TYPE_CHECKING:
-    from mcpclient.hub import Hub
+    from mcpclient.engine.hub import Hub
 
 MAX_ATTACHMENTS = 10
 MAX_URI_CHARS = resources.MAX_URI_CHARS
@@ -80,8 +83,6 @@ def checked_attachments(value: Any) -> list[dict[str, str]]:
 
 def reachable_servers(hub: Hub, user_id: int | None, patterns: Any = None) -> list[str]:
     """The servers ``user_id`` may take resources from (see the module); ``patterns``: the agent's."""
-    from agents.policy import is_allowed
-
     visible = resources.visible_servers(hub, user_id)
     if patterns is None:
         return visible
@@ -129,7 +130,7 @@ async def read_attachments(
 ) -> list[dict[str, Any]]:
     """Read each attachment; the entries to store (see the module). Failures become notes.
 
-    The texts share one budget of :data:`~mcpclient.results.MAX_OUTPUT_BYTES`, like a tool result.
+    The texts share one budget of :data:`~mcpclient.core.results.MAX_OUTPUT_BYTES`, like a tool result.
     ``earlier``: the stored entries of the message an ``edit`` replaces. Each is read again (the
     resource may have changed), but when the server fails to answer now, the text read before
     is kept with a note instead of being lost.
@@ -219,9 +220,6 @@ async def read_for_turn(
     earlier: list[dict[str, Any]] | None = None,
 ) -> list[dict[str, Any]]:
     """A turn's attachments read through the hub (started, the person's sessions open)."""
-    from mcpclient.runtime import TURN_CHECK_INTERVAL
-    from mcpclient.signin import person_hub
-
     hub = await person_hub(user_id, max_age=TURN_CHECK_INTERVAL)
     reachable = reachable_servers(hub, user_id, patterns)
     return await read_attachments(hub, attachments, user_id, reachable, earlier)

@@ -4,7 +4,7 @@ The consumer only routes: it checks the user, joins the conversation's group, se
 history, starts or cancels the turn task (never awaiting a turn itself, so ``cancel`` frames
 get through) and relays group events. Closing the socket leaves the turn running.
 ``regenerate`` and ``edit`` are checked here (a clear error frame, nothing started) and then
-run as turns of their own kind (:mod:`boocode.chat.turns`). Every connect asks for a check of
+run as turns of their own kind (:mod:`boocode.chat.turn`). Every connect asks for a check of
 the model server, and open sockets keep it checked in the background (:mod:`boocode.chat.status`).
 
 The socket lives only as long as the session that opened it (:mod:`boocode.security.sessions`):
@@ -25,13 +25,15 @@ from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from django.db import DatabaseError
 
-from boocode.chat import prompting, services, status
+from boocode.chat import conversations, prompt_insertion, status
 from boocode.chat.attachments import BadAttachments, checked_attachments
 from boocode.chat.attachments import refs as attachment_refs
 from boocode.chat.events import group_emitter, group_name
+from boocode.chat.payloads import conversation_info, history_payload
 from boocode.chat.status import status_payload
-from boocode.chat.text import text_problem
-from boocode.chat.turns import MAX_MESSAGE_CHARS, TurnInProgress, TurnRequest, merge_live_text, registry
+from boocode.chat.storable import text_problem
+from boocode.chat.turn import MAX_MESSAGE_CHARS, TurnRequest
+from boocode.chat.turn_registry import TurnInProgress, merge_live_text, registry
 from boocode.security import sessions
 from mcpclient.runtime import STATUS_GROUP
 
@@ -72,7 +74,7 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
             await self.close(code=CLOSE_UNAUTHENTICATED)
             return
         conversation_id = int(self.scope["url_route"]["kwargs"]["conversation_id"])
-        if await database_sync_to_async(services.owned_conversation)(user.pk, conversation_id) is None:
+        if await database_sync_to_async(conversations.owned_conversation)(user.pk, conversation_id) is None:
             await self.close(code=CLOSE_FORBIDDEN)
             return
         self.conversation_id = conversation_id
@@ -195,7 +197,7 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
         if registry.running(self.conversation_id):
             await self._error("turn_in_progress", TURN_IN_PROGRESS)
             return
-        if await database_sync_to_async(services.regenerate_target)(self.conversation_id) is None:
+        if await database_sync_to_async(conversations.regenerate_target)(self.conversation_id) is None:
             await self._error("nothing_to_regenerate", "There is no message to answer again yet.")
             return
         await self._start(TurnRequest(self.conversation_id, "", user_id=self.user_id, kind="regenerate"))
@@ -219,11 +221,11 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
             await self._error("turn_in_progress", TURN_IN_PROGRESS)
             return
         message_id = content.get("message_id")
-        if not await database_sync_to_async(services.is_editable)(self.conversation_id, message_id):
+        if not await database_sync_to_async(conversations.is_editable)(self.conversation_id, message_id):
             await self._error("unknown_message", "No current user message with this id in this conversation.")
             return
         if attached is None:
-            kept = database_sync_to_async(services.stored_attachments)
+            kept = database_sync_to_async(conversations.stored_attachments)
             attached = tuple(attachment_refs(await kept(self.conversation_id, message_id)))
         await self._start(
             TurnRequest(
@@ -237,12 +239,12 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
         )
 
     async def _prompt(self, content: dict[str, Any]) -> None:
-        """Insert an MCP prompt's messages and answer them (checked in :mod:`boocode.chat.prompting`)."""
+        """Insert an MCP prompt's messages and answer them (the frame checked by :mod:`.prompt_insertion`)."""
         assert self.conversation_id is not None
         try:
-            hub = await prompting.running_hub(self.user_id)
-            request = prompting.checked_frame(content, hub, self.user_id)
-        except prompting.BadPrompt as exc:
+            hub = await prompt_insertion.running_hub(self.user_id)
+            request = prompt_insertion.checked_frame(content, hub, self.user_id)
+        except prompt_insertion.BadPrompt as exc:
             await self._error(exc.code, str(exc))
             return
         await self._start(
@@ -382,4 +384,4 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
 
 def _history_and_info(conversation_id: int) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """The history frame's messages and conversation object, read in one unit of work."""
-    return services.history_payload(conversation_id), services.conversation_info(conversation_id)
+    return history_payload(conversation_id), conversation_info(conversation_id)

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from channels.layers import get_channel_layer
 
-from boocode.chat.turns import Emit
+# Where a turn sends its events (and the forms, approvals and progress of its tool calls theirs).
+Emit = Callable[[dict[str, Any]], Awaitable[None]]
 
 
 def group_name(conversation_id: int) -> str:
@@ -15,7 +17,7 @@ def group_name(conversation_id: int) -> str:
 
 
 def group_emitter(conversation_id: int) -> Emit:
-    """An ``emit`` callback for :mod:`boocode.chat.turns` that sends to the conversation's group."""
+    """An :data:`Emit` for a turn of the conversation: it sends to the conversation's group."""
     layer = get_channel_layer()
     group = group_name(conversation_id)
 

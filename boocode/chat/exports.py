@@ -18,7 +18,7 @@ from django.utils import timezone
 from django.utils.text import slugify
 
 from boocode.chat.models import Conversation, Message
-from boocode.chat.services import conversation_usage
+from boocode.chat.payloads import conversation_usage
 
 FORMAT = "boocode.conversation/1"
 ROLE_HEADINGS = {

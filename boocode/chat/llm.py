@@ -44,9 +44,9 @@ from urllib.request import getproxies, proxy_bypass
 import aiohttp
 from django.conf import settings
 
-from boocode.chat.text import storable
-from boocode.shutdown import on_server_shutdown
-from mcpclient.redaction import redact_text, redact_url
+from boocode.chat.storable import storable
+from mcpclient.core.redaction import redact_text, redact_url
+from mcpclient.runtime.shutdown import on_server_shutdown
 
 logger = logging.getLogger(__name__)
 
@@ -157,6 +157,9 @@ class ToolCallRequest:
     arguments: str
 
 
+Usage = tuple[int, int]  # (prompt tokens, completion tokens) of one model call
+
+
 @dataclass
 class Completion:
     """The end of one model call."""
@@ -164,7 +167,7 @@ class Completion:
     text: str
     tool_calls: list[ToolCallRequest] = field(default_factory=list)
     finish_reason: str | None = None
-    usage: tuple[int, int] | None = None  # (prompt tokens, completion tokens); None: not reported
+    usage: Usage | None = None  # None: not reported
     model: str = ""  # the model the server says answered ("" when it did not say)
 
 

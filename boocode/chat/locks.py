@@ -1,14 +1,8 @@
 """One turn per conversation across web processes: a Redis lock that also says who runs the turn.
 
 Used only with the Redis channel layer (BOOCODE_REDIS_URL, several Daphne processes); the
-embedded default (in-memory layer, one process) keeps the in-process registry alone.
-
-Why Redis and not a PostgreSQL advisory lock: a multi-process deployment already needs Redis
-for the channel layer, and one Redis key can be both the lock and the shared state other
-processes need (the turn's id and the control channel of the process running it), so a tab on
-another process learns both in one round trip and needs no second connection kind. A
-session-level advisory lock would be released sooner after a crash, but it needs a dedicated
-PostgreSQL connection per process and still a second place for the turn's id and owner.
+embedded default (in-memory layer, one process) keeps the in-process registry alone. Why Redis
+and not a PostgreSQL advisory lock: docs/architecture.md ("One turn per conversation").
 
 Keys (under the channel layer's prefix, so tests and deployments sharing a Redis stay apart):
 
@@ -17,7 +11,7 @@ Keys (under the channel layer's prefix, so tests and deployments sharing a Redis
 - ``<prefix>:turn-open:<conversation>``: the running turn's id, no TTL. A normal end deletes it
   with the lock (one script). Found without a lock, it means the owner died mid-turn: whoever
   sees it first (a new turn's start, a tab connecting, each process's periodic sweep) claims
-  the lock, settles the conversation (:func:`boocode.chat.services.close_interrupted`) and then
+  the lock, settles the conversation (:func:`boocode.chat.conversations.close_interrupted`) and then
   deletes both.
 
 Start: the first use in a process creates its control channel (a channel-layer channel of this
@@ -38,6 +32,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
+import redis.asyncio as redis
 from channels.layers import get_channel_layer
 from django.conf import settings
 
@@ -113,8 +108,6 @@ class SharedTurns:
     """The Redis side of the turn registry for one process (see the module docstring)."""
 
     def __init__(self, address: str, prefix: str, ttl: float, handler: Handler) -> None:
-        import redis.asyncio as redis
-
         self._client = redis.Redis.from_url(address)
         self._prefix = prefix
         self.ttl = ttl

@@ -6,7 +6,7 @@ from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.views.decorators.http import require_safe
 
-from boocode.chat import prompting
+from boocode.chat import prompt_insertion
 
 
 @require_safe
@@ -15,8 +15,8 @@ async def prompts_api(request: HttpRequest) -> HttpResponse:
     """``{"commands", "prompts"}``: the console commands and the MCP prompts the person may use now.
 
     Prompts come from the ready shared servers and the person's own "perUser" sessions (opened
-    here if they signed in); see :mod:`boocode.chat.prompting` for why agents do not filter them.
+    here if they signed in); see :mod:`boocode.chat.prompt_insertion` for why agents do not filter them.
     """
     user = await request.auser()
-    hub = await prompting.running_hub(user.pk)
-    return JsonResponse(prompting.menu(hub, user.pk))
+    hub = await prompt_insertion.running_hub(user.pk)
+    return JsonResponse(prompt_insertion.menu(hub, user.pk))

@@ -19,7 +19,6 @@ from __future__ import annotations
 import base64
 import binascii
 import functools
-import json
 import re
 from typing import Any
 
@@ -72,6 +71,7 @@ DARK_STYLE = "monokai"
 IMAGE_MIME_TYPES = frozenset({"image/png", "image/jpeg", "image/gif", "image/webp"})
 MAX_IMAGE_BYTES = 2 * 1024 * 1024  # base64 characters per tool call shown in the page
 PREVIEW_CHARS = 4000
+ELLIPSIS = "…"
 
 _formatter = HtmlFormatter(nowrap=True, classprefix=TOKEN_CLASS_PREFIX)
 
@@ -261,9 +261,11 @@ def preview(text: str, limit: int = PREVIEW_CHARS) -> tuple[str, bool]:
     return text[:limit], True
 
 
-def pretty_arguments(arguments: str) -> str:
-    """Arguments as indented JSON when they parse, else as written."""
-    try:
-        return json.dumps(json.loads(arguments), indent=2, ensure_ascii=False)
-    except ValueError:
-        return arguments
+def shorten(text: str, limit: int) -> str:
+    """``text`` in at most ``limit`` characters, cut at a word boundary and ended with "…"."""
+    if len(text) <= limit:
+        return text
+    window = text[:limit]  # one character more than is kept: is the cut at a space?
+    space = window.rfind(" ")
+    kept = window[:space] if space >= limit // 2 else window[: limit - len(ELLIPSIS)]
+    return kept.rstrip(" ,;:.-\u2013\u2014") + ELLIPSIS

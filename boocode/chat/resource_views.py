@@ -19,13 +19,13 @@ from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.views.decorators.http import require_safe
 
-from boocode.chat import services
+from boocode.chat import agent_choice, conversations
 from boocode.chat.attachments import MAX_SERVER_CHARS, MAX_URI_CHARS, reachable_servers
 from boocode.chat.models import Conversation
 from boocode.chat.rendering import render_markdown
-from mcpclient import resources
-from mcpclient.resources import ResourceError
-from mcpclient.signin import person_hub
+from mcpclient.engine import resources
+from mcpclient.engine.resources import ResourceError
+from mcpclient.runtime.signin import person_hub
 
 MAX_RESULTS = 200  # resources (and as many templates) in one answer of the picker
 MAX_QUERY_CHARS = 200
@@ -47,10 +47,10 @@ def _agent_patterns(user_id: int, raw_id: str) -> tuple[bool, Any]:
         return False, None
     if not Conversation.objects.filter(pk=number, owner_id=user_id).exists():
         return False, None
-    services.agent_names()  # AGENTS.md read again if it changed
+    agent_choice.agent_names()  # AGENTS.md read again if it changed
     try:
-        agent = services.resolve_agent(services.conversation_agent_name(number))
-    except services.AgentUnavailable:
+        agent = agent_choice.resolve_agent(conversations.conversation_agent_name(number))
+    except agent_choice.AgentUnavailable:
         return True, []  # fail closed: the agent is gone, so are its servers
     return True, agent.tools
 

@@ -22,6 +22,7 @@ from django.conf import settings as django_settings
 
 from boocode.chat import llm as llm_client
 from boocode.chat.llm import LLMSettings
+from mcpclient.runtime import hub_statuses
 
 logger = logging.getLogger(__name__)
 
@@ -35,8 +36,6 @@ _loop_task: asyncio.Task[None] | None = None
 
 def status_payload(*, staff: bool = False) -> dict[str, Any]:
     """The ``status`` frame (see docs/protocol.md); servers' errors only for ``staff``."""
-    from mcpclient.runtime import hub_statuses
-
     settings = LLMSettings.from_settings()
     return {
         "type": "status",

@@ -26,16 +26,19 @@ from django.urls import reverse
 from django.utils.http import content_disposition_header, url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_http_methods, require_POST, require_safe
 
-from boocode.chat import exports, services
+from boocode.chat import agent_choice, conversations, exports
 from boocode.chat import llm as llm_client
 from boocode.chat.events import group_emitter
 from boocode.chat.llm import LLMSettings
 from boocode.chat.models import MODEL_NAME_LENGTH, Conversation
+from boocode.chat.payloads import conversation_info
 from boocode.chat.search import search_conversations
-from boocode.chat.text import text_problem
-from boocode.chat.turns import MAX_MESSAGE_CHARS, registry
+from boocode.chat.storable import text_problem
+from boocode.chat.turn import MAX_MESSAGE_CHARS
+from boocode.chat.turn_registry import registry
 from boocode.security.headers import policy_header, with_sources
-from mcpclient.signin import account_states
+from mcpclient.runtime import ensure_hub
+from mcpclient.runtime.signin import account_states
 
 
 def with_csp(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
@@ -66,7 +69,7 @@ def _wants_json(request: HttpRequest) -> bool:
 @with_csp
 def index(request: HttpRequest) -> HttpResponse:
     """The most recent conversation, or an empty page offering a new one."""
-    latest = services.conversations_for(request.user).first()
+    latest = conversations.conversations_for(request.user).first()
     if latest is not None:
         return redirect("chat:conversation", conversation_id=latest.pk)
     return _page(request, None)
@@ -81,19 +84,19 @@ def conversation(request: HttpRequest, conversation_id: int) -> HttpResponse:
 
 
 def _page(request: HttpRequest, current: Conversation | None) -> HttpResponse:
-    agents_info = services.agents_info(request.user.pk)
+    agents_info = agent_choice.agents_info(request.user.pk)
     agents = [agent["name"] for agent in agents_info]
     current_agent = current.agent_name if current and current.agent_name else (agents[0] if agents else "")
     default_model = _default_model(agents_info, current_agent)
     llm = LLMSettings.from_settings(current.model if current and current.model else default_model)
-    conversations = list(services.conversations_for(request.user)[:200])
+    recent = list(conversations.conversations_for(request.user)[:200])
     return render(
         request,
         "chat/page.html",
         {
             "conversation": current,
-            "conversations": conversations,
-            "conversation_groups": services.conversation_groups(conversations),
+            "conversations": recent,
+            "conversation_groups": conversations.conversation_groups(recent),
             "agents": agents,
             "agents_info": agents_info,
             "current_agent": current_agent,
@@ -104,7 +107,7 @@ def _page(request: HttpRequest, current: Conversation | None) -> HttpResponse:
             "llm_server_model": settings.LLM_MODEL,  # the status line's fallback (agents without model:)
             "max_message_chars": MAX_MESSAGE_CHARS,
             "accounts": account_states(request.user.pk),
-            "theme": services.user_theme(request.user),
+            "theme": conversations.user_theme(request.user),
             "is_staff": request.user.is_staff,
         },
     )
@@ -128,9 +131,9 @@ def new_conversation(request: HttpRequest) -> HttpResponse:
     if request.method != "POST":
         return _page(request, None)
     agent = request.POST.get("agent", "")
-    if agent and agent not in services.agent_names():
+    if agent and agent not in agent_choice.agent_names():
         agent = ""
-    created = services.create_conversation(owner=request.user, agent_name=agent)
+    created = conversations.create_conversation(owner=request.user, agent_name=agent)
     if _wants_json(request):
         return JsonResponse({"id": created.pk, "url": reverse("chat:conversation", args=[created.pk])})
     return redirect("chat:conversation", conversation_id=created.pk)
@@ -147,7 +150,7 @@ def rename_conversation(request: HttpRequest, conversation_id: int) -> HttpRespo
         if _wants_json(request):
             return JsonResponse({"error": problem}, status=400)
         return HttpResponseBadRequest(problem, content_type="text/plain; charset=utf-8")
-    renamed = services.rename_conversation(conversation=target, title=title)
+    renamed = conversations.rename_conversation(conversation=target, title=title)
     if _wants_json(request):
         return JsonResponse({"id": renamed.pk, "title": renamed.title})
     return redirect("chat:conversation", conversation_id=renamed.pk)
@@ -178,11 +181,11 @@ def set_agent(request: HttpRequest, conversation_id: int) -> HttpResponse:
     """Choose the conversation's agent (used from the next turn on)."""
     target = _owned(request, conversation_id)
     agent = request.POST.get("agent", "")
-    if agent not in services.agent_names():
+    if agent not in agent_choice.agent_names():
         if _wants_json(request):
             return JsonResponse({"error": f'Unknown agent "{agent}"'}, status=400)
         raise Http404("unknown agent")
-    services.set_conversation_agent(conversation=target, agent_name=agent)
+    conversations.set_conversation_agent(conversation=target, agent_name=agent)
     if _wants_json(request):
         return JsonResponse({"id": target.pk, "agent": agent})
     return redirect("chat:conversation", conversation_id=target.pk)
@@ -192,7 +195,7 @@ def set_agent(request: HttpRequest, conversation_id: int) -> HttpResponse:
 @login_required
 def tool_output(request: HttpRequest, conversation_id: int, call_id: int) -> HttpResponse:
     """The full output of a tool call, as plain text."""
-    call = services.tool_output(request.user.pk, call_id)
+    call = conversations.tool_output(request.user.pk, call_id)
     if call is None or call.message.conversation_id != conversation_id:
         raise Http404("no such tool call")
     response = HttpResponse(call.output, content_type="text/plain; charset=utf-8")
@@ -226,10 +229,10 @@ async def models_api(request: HttpRequest) -> HttpResponse:
 
 def _agent_default_model(agent_name: str) -> str:
     """The ``model:`` of ``agent_name`` (or the default agent), else BOOCODE_LLM_MODEL."""
-    services.agent_names()  # AGENTS.md read again if it changed
+    agent_choice.agent_names()  # AGENTS.md read again if it changed
     try:
-        agent = services.resolve_agent(agent_name)
-    except services.AgentUnavailable:
+        agent = agent_choice.resolve_agent(agent_name)
+    except agent_choice.AgentUnavailable:
         agent = None
     return (agent.model if agent is not None else "") or settings.LLM_MODEL
 
@@ -267,10 +270,10 @@ async def set_model(request: HttpRequest, conversation_id: int) -> HttpResponse:
         if _wants_json(request):
             return JsonResponse({"error": problem}, status=400)
         return HttpResponseBadRequest(problem, content_type="text/plain; charset=utf-8")
-    await sync_to_async(services.set_conversation_model)(conversation=target, model=model)
+    await sync_to_async(conversations.set_conversation_model)(conversation=target, model=model)
     # Every open tab follows (picker and status line), and this frame comes after any a turn sent
     # with the old model, so a late one cannot leave the old name on the page.
-    info = await sync_to_async(services.conversation_info)(target)
+    info = await sync_to_async(conversation_info)(target)
     await group_emitter(target.pk)({"type": "conversation", "conversation": info})
     if _wants_json(request):
         return JsonResponse({"id": target.pk, "model": target.model})
@@ -288,7 +291,7 @@ async def agents_api(request: HttpRequest) -> HttpResponse:
     """
     user = await request.auser()
     await _apply_server_changes()
-    agents = await sync_to_async(services.agents_info)(user.pk)
+    agents = await sync_to_async(agent_choice.agents_info)(user.pk)
     return JsonResponse({"agents": agents})
 
 
@@ -296,8 +299,6 @@ async def _apply_server_changes() -> None:
     """Let the hub apply an edited mcp.json (where this process runs the hub)."""
     if not settings.MCP_AUTOSTART:
         return  # no hub in this process (tests, commands): the servers' state is what it is
-    from mcpclient.runtime import ensure_hub
-
     await ensure_hub()
 
 
@@ -343,7 +344,7 @@ def set_theme(request: HttpRequest) -> HttpResponse:
     """Remember the user's theme (``system``, ``light`` or ``dark``); ``{"theme"}``, or back to the page."""
     theme = request.POST.get("theme", "")
     try:
-        services.set_user_theme(user=request.user, theme=theme)
+        conversations.set_user_theme(user=request.user, theme=theme)
     except ValueError as exc:
         if _wants_json(request):
             return JsonResponse({"error": str(exc)}, status=400)

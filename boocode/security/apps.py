@@ -14,6 +14,6 @@ class SecurityConfig(AppConfig):
 
     def ready(self) -> None:
         """Connect the receivers (here, not at import: the user model must be loaded)."""
-        from boocode.security import sessions
+        from boocode.security import sessions  # it imports the user model: only once apps are ready
 
         sessions.connect_receivers()

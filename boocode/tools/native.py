@@ -43,7 +43,7 @@ from boocode.tools.workspace import (
     resolve_path,
     workspace_root,
 )
-from mcpclient.results import MAX_OUTPUT_BYTES
+from mcpclient.core.results import MAX_OUTPUT_BYTES
 
 __all__ = [
     "NATIVE_TOOLS",

@@ -23,7 +23,7 @@ Time limits: nothing a tool does can block the event loop or outlast its limit.
   message); the registry adds :data:`MCP_GRACE` seconds on top for every other path (starting
   the hub, a transport that stops reading) and abandons the call after that. Neither limit
   runs while the server waits on the person behind the call (an elicitation form, see
-  :mod:`mcpclient.elicitation`); the form has its own limit.
+  :mod:`mcpclient.engine.elicitation`); the form has its own limit.
 - Argument validation never runs a regular expression of a tool's schema: jsonschema would use
   Python's backtracking ``re`` on the loop, where ``"^(a+)+$"`` and a crafted argument stall
   every user. ``pattern`` and ``patternProperties`` are left to the server.
@@ -53,12 +53,12 @@ from jsonschema.validators import validator_for
 from referencing.exceptions import Unresolvable
 
 from agents.policy import is_allowed
-from boocode.tools.approval import check_approval
+from boocode.tools.approval_gate import check_approval
 from boocode.tools.native import NATIVE_TOOLS, Deadline, NativeTool, ToolTimeoutError, time_limit_message
 from boocode.tools.workspace import WorkspaceError
-from mcpclient.config import DEFAULT_TIMEOUT_MS
-from mcpclient.elicitation import TimeBudget, timed_by
-from mcpclient.results import ToolResult, cap_output
+from mcpclient.config.model import DEFAULT_TIMEOUT_MS
+from mcpclient.core.results import ToolResult, cap_output
+from mcpclient.engine.elicitation import TimeBudget, timed_by
 from mcpclient.runtime import get_hub, hub_call, hub_tools
 
 __all__ = [
@@ -110,7 +110,7 @@ class Tool:
     executor: Executor = field(repr=False, compare=False)
     title: str = ""
     output_schema: dict[str, Any] | None = None
-    # Why each call waits for the person's approval ("" when it does not; boocode.tools.approval),
+    # Why each call waits for the person's approval ("" when it does not; boocode.tools.approval_gate),
     # and the annotations the approval card shows.
     approval_reason: str = ""
     annotations: dict[str, Any] | None = None
@@ -446,7 +446,7 @@ async def execute_tool(
 
     ``allowed`` is the agent's tool list for this turn; a tool outside it is refused even if it
     exists. Unknown tools, unparsable or invalid arguments come back as error results. A tool
-    that needs approval waits for the gate in the context (:mod:`boocode.tools.approval`).
+    that needs approval waits for the gate in the context (:mod:`boocode.tools.approval_gate`).
     """
     pool = list(allowed) if allowed is not None else available_tools()
     tool = next((candidate for candidate in pool if candidate.name == name), None)

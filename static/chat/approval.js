@@ -6,7 +6,7 @@
 // untrusted text and only ever go in with textContent (dom.js `el`), never as HTML. The hints
 // are what the server declared about its own tool: shown as such, never as a guarantee.
 
-import { announce, el } from "./dom.js";
+import { announce, clockTime, el, showText } from "./dom.js";
 
 const OUTCOMES = {
   approved: "Approved: the call ran.",
@@ -35,10 +35,8 @@ function hintBadges(hints) {
 }
 
 function expiresText(iso) {
-  const when = new Date(iso);
-  if (Number.isNaN(when.getTime())) return "";
-  const time = when.toLocaleTimeString([], { hour: "2-digit", minute: "2-digit" });
-  return `Denied at ${time} if nobody answers.`;
+  const time = clockTime(iso);
+  return time ? `Denied at ${time} if nobody answers.` : "";
 }
 
 function argumentsText(value) {
@@ -50,7 +48,7 @@ function argumentsText(value) {
 }
 
 // The card of one pending approval; `send(frame)` returns false when not connected.
-export function renderApproval(approval, send) {
+function renderApproval(approval, send) {
   uniqueId += 1;
   const headingId = `approval-heading-${uniqueId}`;
   const card = el("section", "approval");
@@ -112,15 +110,14 @@ export function renderApproval(approval, send) {
   return card;
 }
 
-export function showApprovalError(card, message) {
+function showApprovalError(card, message) {
   const error = card.querySelector(".approval-error");
   card.classList.remove("sending");
-  error.textContent = message || "";
-  error.hidden = !message;
+  showText(error, message);
 }
 
 // Decided: the buttons give way to the outcome (the card keeps what was asked).
-export function endApproval(card, frame) {
+function endApproval(card, frame) {
   let text = OUTCOMES[frame.decision] || `Closed (${frame.decision}).`;
   if (frame.decision === "approved" && frame.remember) {
     text = "Approved, and allowed for the rest of this conversation.";

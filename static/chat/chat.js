@@ -7,7 +7,7 @@
 
 import { Approvals } from "./approval.js";
 import { Composer } from "./composer.js";
-import { announce, post } from "./dom.js";
+import { announce, post, showText } from "./dom.js";
 import { endElicitation, markElicitationWaiting, renderElicitation, showElicitationError } from "./elicitation.js";
 import { Thread } from "./messages.js";
 import { Attacher } from "./resources.js";
@@ -40,8 +40,7 @@ const page = {
 };
 
 function showError(text) {
-  errorEl.textContent = text || "";
-  errorEl.hidden = !text;
+  showText(errorEl, text);
 }
 
 function readAgents() {

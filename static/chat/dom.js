@@ -1,5 +1,5 @@
 // Small helpers shared by the chat page's modules: building nodes, icons, HTTP, the clipboard,
-// and the screen-reader announcer.
+// counts and times, and the screen-reader announcer.
 //
 // Text from the model, tools or MCP servers only ever goes in through textContent / Text nodes.
 
@@ -10,6 +10,7 @@ const ICONS = {
   refresh: ["M20 11a8 8 0 1 0-2.3 5.7", "M20 4v7h-7"],
   tool: ["M14.7 6.3a4 4 0 0 0-5.4 5.4L4 17l3 3 5.3-5.3a4 4 0 0 0 5.4-5.4l-2.5 2.5-2.5-.5-.5-2.5z"],
   chevron: ["M6 9l6 6 6-6"],
+  clip: ["M21 11.5l-8.5 8.5a5 5 0 0 1-7-7L14 4.5a3.5 3.5 0 0 1 5 5L10.5 18a2 2 0 0 1-3-3L15 7.5"],
   agent: ["M12 3a7 7 0 0 0-7 7v10l2.3-1.7L9.6 20l2.4-1.7 2.4 1.7 2.3-1.7L19 20V10a7 7 0 0 0-7-7z"],
 };
 const SVG = "http://www.w3.org/2000/svg";
@@ -19,6 +20,12 @@ export function el(tag, className, text) {
   if (className) node.className = className;
   if (text !== undefined && text !== null) node.textContent = String(text);
   return node;
+}
+
+// An error or note line: shows `text`, or hides the node when there is none.
+export function showText(node, text) {
+  node.textContent = text || "";
+  node.hidden = !text;
 }
 
 // A decorative icon (the control around it carries the label).
@@ -46,7 +53,7 @@ export function iconButton(name, label, className) {
   return button;
 }
 
-export function csrfToken() {
+function csrfToken() {
   const field = document.querySelector("input[name=csrfmiddlewaretoken]");
   return field ? field.value : "";
 }
@@ -90,7 +97,7 @@ export function announce(text) {
 }
 
 // Copy text; works on plain-HTTP LAN addresses too, where navigator.clipboard is absent.
-export async function copyText(text) {
+async function copyText(text) {
   if (navigator.clipboard && window.isSecureContext) {
     try {
       await navigator.clipboard.writeText(text);
@@ -152,6 +159,13 @@ export function formatDuration(ms) {
   if (ms < 1000) return `${ms} ms`;
   if (ms < 60000) return `${(ms / 1000).toFixed(1)} s`;
   return `${Math.floor(ms / 60000)} min ${Math.round((ms % 60000) / 1000)} s`;
+}
+
+// The local time of an ISO timestamp as hours and minutes ("" when it is not a date).
+export function clockTime(iso) {
+  const when = new Date(iso);
+  if (Number.isNaN(when.getTime())) return "";
+  return when.toLocaleTimeString([], { hour: "2-digit", minute: "2-digit" });
 }
 
 // A region that scrolls must be reachable by keyboard (and only then: no useless tab stops).

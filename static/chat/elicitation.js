@@ -10,6 +10,8 @@
 // button opens it, in a new tab without opener or referrer, and only for http(s) URLs. Nothing
 // is fetched or opened before that click.
 
+import { clockTime, el, showText } from "./dom.js";
+
 const OUTCOMES = {
   accepted: "You accepted.",
   declined: "You declined.",
@@ -30,13 +32,6 @@ const LINK_OUTCOMES = {
 const INPUT_TYPES = { email: "email", uri: "url", date: "date", "date-time": "datetime-local" };
 
 let uniqueId = 0;
-
-function el(tag, className, text) {
-  const node = document.createElement(tag);
-  if (className) node.className = className;
-  if (text !== undefined && text !== null) node.textContent = String(text);
-  return node;
-}
 
 function fieldId() {
   uniqueId += 1;
@@ -163,9 +158,8 @@ function readContent(formEl) {
 }
 
 function expiresText(iso) {
-  const when = new Date(iso);
-  if (Number.isNaN(when.getTime())) return "";
-  return `Expires at ${when.toLocaleTimeString([], { hour: "2-digit", minute: "2-digit" })} if not answered.`;
+  const time = clockTime(iso);
+  return time ? `Expires at ${time} if not answered.` : "";
 }
 
 // The URL when it may be opened (http or https), else null.
@@ -310,8 +304,7 @@ export function renderElicitation(elicitation, send) {
 export function showElicitationError(formEl, message) {
   const error = formEl.querySelector(".elicitation-error");
   formEl.classList.remove("sending");
-  error.textContent = message || "";
-  error.hidden = !message;
+  showText(error, message);
 }
 
 // The form (or link) is settled: replace it with one line saying how.

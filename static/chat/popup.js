@@ -2,7 +2,7 @@
 // Esc, a click elsewhere or Tab, with focus returned to the button that opened them.
 
 // Place `popup` (position: fixed) under `anchor`, right-aligned with it, kept 8 px inside the viewport.
-export function placeNear(popup, anchor) {
+function placeNear(popup, anchor) {
   popup.hidden = false;
   const box = anchor.getBoundingClientRect();
   const width = popup.offsetWidth;

@@ -11,14 +11,13 @@
 // images only as data: URLs of raster types (never SVG as markup); links open in a new tab with
 // rel="noopener noreferrer".
 
-import { el } from "./dom.js";
+import { el, icon, iconButton, showText } from "./dom.js";
 
 const IMAGE_TYPES = new Set(["image/png", "image/jpeg", "image/gif", "image/webp"]);
 const BASE64 = /^[A-Za-z0-9+/]*={0,2}$/;
 const SEARCH_DELAY = 200;
 const MAX_SUGGESTIONS = 10;
 const MAX_ATTACHMENTS = 10;
-const SVG = "http://www.w3.org/2000/svg";
 
 function currentConversation() {
   const value = document.getElementById("chat")?.dataset.conversation;
@@ -41,24 +40,12 @@ async function getJson(path, params) {
   return data;
 }
 
-function clipIcon() {
-  const svg = document.createElementNS(SVG, "svg");
-  for (const [key, value] of Object.entries({
-    class: "icon", viewBox: "0 0 24 24", width: "20", height: "20", "aria-hidden": "true", focusable: "false",
-    fill: "none", stroke: "currentColor", "stroke-width": "2", "stroke-linecap": "round", "stroke-linejoin": "round",
-  })) svg.setAttribute(key, value);
-  const path = document.createElementNS(SVG, "path");
-  path.setAttribute("d", "M21 11.5l-8.5 8.5a5 5 0 0 1-7-7L14 4.5a3.5 3.5 0 0 1 5 5L10.5 18a2 2 0 0 1-3-3L15 7.5");
-  svg.append(path);
-  return svg;
-}
-
 function label(item) {
   return item.title || item.name || item.uri;
 }
 
 // --- RFC 6570 templates (the expressions servers use: {a}, {+a}, {#a}, {/a}, {.a}, {?a,b}, {&a}) ------
-export function expandTemplate(template, values) {
+function expandTemplate(template, values) {
   return template.replace(/\{([+#./;?&]?)([^}]*)\}/g, (_, operator, body) => {
     const names = body.split(",").map((part) => part.split(":")[0].replace(/\*$/, "").trim()).filter(Boolean);
     const present = names.filter((name) => values[name] !== undefined && values[name] !== "");
@@ -142,7 +129,7 @@ function renderItem(item) {
 }
 
 // Read a resource through the hub and show it; `server` is whose it is (a tool card's server).
-export async function openResource({ server, uri, name }) {
+async function openResource({ server, uri, name }) {
   const view = viewerDialog();
   const token = ++view.token;
   view.title.textContent = name || uri;
@@ -241,7 +228,7 @@ class EditAttachments {
     this.button = el("button", "secondary edit-attach-button");
     this.button.type = "button";
     this.button.setAttribute("aria-haspopup", "dialog");
-    this.button.append(clipIcon(), el("span", null, "Attach"));
+    this.button.append(icon("clip"), el("span", null, "Attach"));
     this.button.addEventListener("click", () => attacher.open(this));
     this.element.append(this.chips, this.button);
     this.render();
@@ -276,12 +263,8 @@ export class Attacher {
     this.searchToken = 0;
     this.target = null; // an EditAttachments the picker adds to (else the composer's chips)
 
-    this.button = el("button", "icon-button attach-button");
-    this.button.type = "button";
-    this.button.setAttribute("aria-label", "Attach a resource");
-    this.button.title = "Attach a resource";
+    this.button = iconButton("clip", "Attach a resource", "attach-button");
     this.button.setAttribute("aria-haspopup", "dialog");
-    this.button.append(clipIcon());
     const buttons = form.querySelector(".composer-buttons");
     buttons.prepend(this.button);
     this.chips = el("ul", "attachment-chips");
@@ -350,8 +333,7 @@ export class Attacher {
   }
 
   showError(text) {
-    this.error.textContent = text;
-    this.error.hidden = !text;
+    showText(this.error, text);
   }
 
   async runSearch() {

@@ -4,7 +4,7 @@
 //
 // Titles, snippets and search words are text only.
 
-import { announce, el, getJSON, post } from "./dom.js";
+import { announce, el, getJSON, post, showText } from "./dom.js";
 import { Menu } from "./popup.js";
 
 const SEARCH_DELAY = 200;
@@ -226,9 +226,7 @@ export class Sidebar {
   }
 
   showError(dialog, text) {
-    const error = dialog.querySelector(".dialog-error");
-    error.textContent = text || "";
-    error.hidden = !text;
+    showText(dialog.querySelector(".dialog-error"), text);
   }
 
   openRename(id) {

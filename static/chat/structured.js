@@ -2,17 +2,12 @@
 // objects as a table, an object of plain values as a two-column table, anything else as a tree.
 // Every key and value is inserted as text.
 
+import { el } from "./dom.js";
+
 const MAX_ROWS = 200;
 const MAX_COLUMNS = 20;
 const MAX_NODES = 2000;
 const MAX_DEPTH = 8;
-
-function el(tag, className, text) {
-  const node = document.createElement(tag);
-  if (className) node.className = className;
-  if (text !== undefined && text !== null) node.textContent = String(text);
-  return node;
-}
 
 function isObject(value) {
   return value !== null && typeof value === "object" && !Array.isArray(value);

@@ -29,7 +29,7 @@ function view(card) {
 }
 
 // The name people read: the tool's title, else its own name; the server apart.
-export function toolLabel(call) {
+function toolLabel(call) {
   return { server: call.server || "", name: call.title || call.tool || call.name, full: call.name };
 }
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from agents.services import reset_sync_state
+from agents.roster import reset_sync_state
 
 
 @pytest.fixture

@@ -9,7 +9,7 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from agents.models import Agent
-from agents.services import (
+from agents.roster import (
     default_agent,
     get_agent,
     list_agents,

@@ -13,8 +13,8 @@ import pytest
 
 from boocode.chat import llm as llm_client
 from boocode.chat import status
-from mcpclient import resources
-from mcpclient.hub import Hub
+from mcpclient.engine import resources
+from mcpclient.engine.hub import Hub
 from mcpclient.runtime import set_hub
 from tests.support.hubs import make_config
 from tests.support.llm import MODELS, ScriptedLLM

@@ -14,8 +14,8 @@ from django.test import AsyncClient, Client
 from django.utils import timezone
 
 from boocode.chat.models import Conversation, Message, Preference, ToolCall
-from boocode.chat.turns import TurnRequest, run_turn
-from mcpclient.hub import Hub
+from boocode.chat.turn import TurnRequest, run_turn
+from mcpclient.engine.hub import Hub
 from mcpclient.runtime import set_hub
 from tests.support.hubs import stop_process_hub
 from tests.support.llm import Call, ScriptedLLM, Text, ToolCalls

@@ -20,11 +20,12 @@ from django.contrib.auth import get_user_model
 from django.test import Client
 from django.urls import reverse
 
-from boocode.chat.approvals import approvals
+from boocode.chat.approval_requests import approvals
 from boocode.chat.models import Conversation, ToolApproval
-from boocode.chat.turns import registry
+from boocode.chat.turn_registry import registry
 from boocode.tools import registry as tool_registry
-from mcpclient.hub import Hub, Status
+from mcpclient.core.state import Status
+from mcpclient.engine.hub import Hub
 from mcpclient.runtime import set_hub
 from tests.support.accounts import conversation_of, login
 from tests.support.hubs import make_config
@@ -405,7 +406,7 @@ async def test_an_untrusted_servers_read_only_tool_asks_too(
 
 @pytest.mark.django_db
 def test_an_approval_left_pending_by_a_dead_process_is_stopped_at_the_next_turn(django_user_model) -> None:
-    from boocode.chat.services import close_interrupted
+    from boocode.chat.conversations import close_interrupted
 
     owner = django_user_model.objects.create_user("restarted", password="x")
     conversation = Conversation.objects.create(owner=owner)

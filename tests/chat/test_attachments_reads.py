@@ -12,9 +12,9 @@ import pytest
 
 from boocode.chat import attachments
 from boocode.chat.attachments import model_content, read_attachments
-from mcpclient import resources
-from mcpclient.resources import ReadResult, ResourceContent, ResourceError
-from mcpclient.results import MAX_OUTPUT_BYTES
+from mcpclient.core.results import MAX_OUTPUT_BYTES
+from mcpclient.engine import resources
+from mcpclient.engine.resources import ReadResult, ResourceContent, ResourceError
 
 
 class NoCatalogs:
@@ -28,7 +28,7 @@ class NoCatalogs:
 
 
 class HeldReads:
-    """Stands in for :func:`mcpclient.resources.read`: each read waits until released."""
+    """Stands in for :func:`mcpclient.engine.resources.read`: each read waits until released."""
 
     def __init__(self, texts: dict[str, str]) -> None:
         self.texts = texts

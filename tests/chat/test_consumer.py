@@ -11,7 +11,8 @@ from channels.testing import WebsocketCommunicator
 
 from boocode.asgi import application
 from boocode.chat.consumers import MAX_FRAME_BYTES
-from boocode.chat.turns import MAX_MESSAGE_CHARS, registry
+from boocode.chat.turn import MAX_MESSAGE_CHARS
+from boocode.chat.turn_registry import registry
 from tests.support.accounts import conversation_of, login, stored
 from tests.support.llm import Call, ScriptedLLM, Stall, Text, ToolCalls
 from tests.support.tabs import Tab

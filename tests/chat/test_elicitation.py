@@ -15,9 +15,10 @@ from typing import Any
 
 import pytest
 
-from boocode.chat.elicitations import forms
+from boocode.chat.questions import forms
 from boocode.tools import registry as tool_registry
-from mcpclient.hub import Hub, Status
+from mcpclient.core.state import Status
+from mcpclient.engine.hub import Hub
 from mcpclient.runtime import set_hub
 from tests.support.accounts import conversation_of, login
 from tests.support.hubs import make_config

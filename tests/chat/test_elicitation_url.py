@@ -16,8 +16,9 @@ from typing import Any
 
 import pytest
 
-from boocode.chat.elicitations import forms
-from mcpclient.hub import Hub, Status
+from boocode.chat.questions import forms
+from mcpclient.core.state import Status
+from mcpclient.engine.hub import Hub
 from mcpclient.runtime import set_hub
 from tests.support.accounts import conversation_of, login
 from tests.support.hubs import make_config

@@ -14,8 +14,9 @@ from typing import Any
 
 import pytest
 
-from boocode.chat import progress
-from mcpclient.hub import Hub, Status
+from boocode.chat import tool_progress as progress
+from mcpclient.core.state import Status
+from mcpclient.engine.hub import Hub
 from mcpclient.runtime import set_hub
 from tests.support.accounts import conversation_of, login
 from tests.support.llm import Call, ScriptedLLM, Text, ToolCalls

@@ -17,11 +17,12 @@ import pytest
 from asgiref.sync import sync_to_async
 from django.test import AsyncClient
 
-from boocode.chat import prompting
+from boocode.chat import prompt_insertion as prompting
+from boocode.chat.console import COMMANDS
 from boocode.chat.models import Message
-from boocode.chat.turns import COMMANDS, registry
-from mcpclient import prompts
-from mcpclient.hub import Hub
+from boocode.chat.turn_registry import registry
+from mcpclient.engine import prompts
+from mcpclient.engine.hub import Hub
 from mcpclient.runtime import set_hub
 from tests.support.accounts import conversation_of, login
 from tests.support.llm import ScriptedLLM, Text
@@ -50,7 +51,8 @@ async def prompt_hub(hub: Hub, toolbox_config: Callable[..., Any]) -> AsyncItera
     found = prompts.catalog(connection)
     assert found is not None
     with anyio.fail_after(10):
-        await found.listed.wait()
+        while not found.listed:
+            await found.updated.wait()
     set_hub(hub)
     yield hub
     set_hub(None)

@@ -18,7 +18,7 @@ from boocode.chat.rendering import (
     pygments_stylesheet,
     render_markdown,
 )
-from boocode.chat.services import auto_title
+from boocode.chat.titles import auto_title
 
 PNG = base64.b64encode(b"\x89PNG\r\n\x1a\n" + b"\x00" * 16).decode()
 

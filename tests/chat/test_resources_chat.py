@@ -18,8 +18,8 @@ from django.test import AsyncClient
 
 from boocode.chat.attachments import MAX_ATTACHMENTS
 from boocode.chat.models import Message
-from boocode.chat.turns import TurnRequest, run_turn
-from mcpclient.hub import Hub
+from boocode.chat.turn import TurnRequest, run_turn
+from mcpclient.engine.hub import Hub
 from tests.support.accounts import conversation_of, login, new_conversation
 from tests.support.llm import ScriptedLLM, Text
 from tests.support.processes import ROOT

@@ -14,7 +14,8 @@ from typing import Any
 import pytest
 from asgiref.sync import sync_to_async
 
-from boocode.chat import exports, turns
+from boocode.chat import exports
+from boocode.chat import titles as turns
 from boocode.chat.models import Conversation, Message
 from tests.support.accounts import client_of, conversation_of, login
 from tests.support.llm import ScriptedLLM, Text

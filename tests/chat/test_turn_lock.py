@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 import redis
 
-from boocode.chat.services import INTERRUPTED
+from boocode.chat.model_history import INTERRUPTED
 from tests.support.live import create_accounts, fresh_database, live_daphne
 from tests.support.llm import Call, ScriptedLLM, Stall, Text, ToolCalls
 from tests.support.processes import PYTHON, ROOT, redis_url, toolbox_entry

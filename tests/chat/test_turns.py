@@ -12,7 +12,8 @@ from asgiref.sync import sync_to_async
 from django.contrib.auth import get_user_model
 
 from boocode.chat.models import Conversation, Message, ToolCall
-from boocode.chat.turns import TurnInProgress, TurnRequest, registry, run_turn
+from boocode.chat.turn import TurnRequest, run_turn
+from boocode.chat.turn_registry import TurnInProgress, registry
 from tests.support.hubs import stop_process_hub
 from tests.support.llm import Call, Error, Raw, ScriptedLLM, Stall, Text, ToolCalls
 from tests.support.processes import TEST_COMMANDS, toolbox_entry

@@ -15,9 +15,10 @@ from asgiref.sync import sync_to_async
 from django.test import AsyncClient, Client
 
 from boocode.chat import llm as llm_client
-from boocode.chat import status, turns
+from boocode.chat import status
+from boocode.chat import titles as turns
 from boocode.chat.models import Conversation, Message
-from boocode.chat.turns import TITLE_PROMPT
+from boocode.chat.titles import TITLE_PROMPT
 from tests.support.accounts import client_of, conversation_of, login
 from tests.support.llm import MODELS, Call, Error, ScriptedLLM, Text, ToolCalls
 from tests.support.processes import PYTHON, ROOT

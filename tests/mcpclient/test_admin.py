@@ -23,9 +23,9 @@ from django.test import AsyncClient, Client
 from django.urls import reverse
 
 from mcpclient import runtime
-from mcpclient.admin_services import MASK
-from mcpclient.config import parse_server
-from mcpclient.hub import Hub
+from mcpclient.admin.changes import MASK
+from mcpclient.config.entries import parse_server
+from mcpclient.engine.hub import Hub
 from mcpclient.models import McpServer, McpState, McpTool
 from tests.support.admin import AsgiAdmin, form_fields, write_config
 from tests.support.hubs import stop_process_hub

@@ -1,9 +1,9 @@
 """One change stream per session, and rediscovery of everything a server lists.
 
 A 2026-07-28 session opens ONE ``subscriptions/listen`` stream for tools, resources and prompts
-(:func:`mcpclient.protocol.watch_changes`); each event reaches the right listing, and a dropped
+(:func:`mcpclient.engine.protocol.watch_changes`); each event reaches the right listing, and a dropped
 stream is opened again with every list fetched anew. An administrator's rediscovery
-(:meth:`mcpclient.hub.Hub.rediscover`) lists tools, resources and prompts again. Real server:
+(:meth:`mcpclient.engine.hub.Hub.rediscover`) lists tools, resources and prompts again. Real server:
 the toolbox with its resources and prompts groups, over stdio.
 """
 
@@ -17,9 +17,9 @@ import anyio
 import pytest
 from mcp.client.subscriptions import SubscriptionLost
 
-from mcpclient import prompts, resources
-from mcpclient.hub import Hub
-from mcpclient.protocol import HubClient
+from mcpclient.engine import prompts, resources
+from mcpclient.engine.hub import Hub
+from mcpclient.engine.protocol import HubClient
 from tests.support.hubs import make_config
 from tests.support.processes import PYTHON, ROOT
 
@@ -82,7 +82,8 @@ async def start(hub: Hub) -> tuple[resources.ResourceCatalog, prompts.Catalog]:
     found = prompts.catalog(connection)
     assert found is not None
     with anyio.fail_after(10):
-        await found.listed.wait()
+        while not found.listed:
+            await found.updated.wait()
     return listed, found
 
 
@@ -91,7 +92,7 @@ async def seen(hub: Hub, listed: resources.ResourceCatalog, found: prompts.Catal
     await hub.wait_until(lambda: f"box_{name}" in {tool.prefixed_name for tool in hub.tools()}, 10)
     with anyio.fail_after(10):
         while f"toolbox://added/{name}" not in {r.uri for r in listed.resources}:
-            await listed._updated.wait()
+            await listed.updated.wait()
         while name not in {p.name for p in found.prompts}:
             await found.updated.wait()
 

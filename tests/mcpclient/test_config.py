@@ -11,14 +11,10 @@ from pathlib import Path
 import pytest
 from django.test import override_settings
 
-from mcpclient.config import (
-    ConfigError,
-    ServerConfig,
-    load_config,
-    parse_env_file,
-    parse_server,
-    resolve_server,
-)
+from mcpclient.config.dotenv import parse_env_file
+from mcpclient.config.entries import load_config, parse_server
+from mcpclient.config.model import ConfigError, ServerConfig
+from mcpclient.config.resolve import resolve_server
 
 ALLOWED = ["npx", "uvx", "node"]
 

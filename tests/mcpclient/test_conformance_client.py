@@ -17,8 +17,8 @@ from typing import Any
 
 import pytest
 
-from mcpclient.conformance import PLANS, planner_for
-from mcpclient.hub import DiscoveredTool
+from mcpclient.core.state import DiscoveredTool
+from mcpclient.runtime.conformance import PLANS, planner_for
 from tests.support.processes import PYTHON, ROOT, free_port
 
 pytestmark = pytest.mark.processes

@@ -4,7 +4,7 @@ Real servers: tests/servers/modern.py with ``--elicit-tools`` over Streamable HT
 at 2026-07-28 (``InputRequiredResult``, answered by the SDK's ``Client.call_tool``) and at
 2025-11-25 (``--handshake-only``: ``elicitation/create`` requests mid-call, on the call's POST
 stream, on the standalone GET stream, or on stdio). The person is a plain async function put
-in the call's context with :func:`mcpclient.elicitation.asking`, as the chat does.
+in the call's context with :func:`mcpclient.engine.elicitation.asking`, as the chat does.
 """
 
 from __future__ import annotations
@@ -15,9 +15,10 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 
 import pytest
 
-from mcpclient.elicitation import Answer, asking
-from mcpclient.elicitation_schema import Form
-from mcpclient.hub import Hub, Status
+from mcpclient.core.state import Status
+from mcpclient.engine.elicitation import Answer, asking
+from mcpclient.engine.elicitation_form import Form
+from mcpclient.engine.hub import Hub
 from tests.support.hubs import make_config
 from tests.support.processes import PYTHON, ROOT, HttpServer, free_port
 

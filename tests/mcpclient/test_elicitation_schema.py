@@ -6,7 +6,13 @@ from typing import Any
 
 import pytest
 
-from mcpclient.elicitation_schema import AnswerError, FormError, complete_answer, defaults_answer, parse_form
+from mcpclient.engine.elicitation_form import (
+    AnswerError,
+    FormError,
+    complete_answer,
+    defaults_answer,
+    parse_form,
+)
 
 EVERY_KIND = {
     "type": "object",

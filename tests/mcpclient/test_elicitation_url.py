@@ -17,9 +17,10 @@ from collections.abc import AsyncIterator, Callable, Iterator
 
 import pytest
 
-from mcpclient.elicitation import Answer, Link, asking
-from mcpclient.elicitation_schema import Form
-from mcpclient.hub import Hub, Status
+from mcpclient.core.state import Status
+from mcpclient.engine.elicitation import Answer, Link, asking
+from mcpclient.engine.elicitation_form import Form
+from mcpclient.engine.hub import Hub
 from tests.support.hubs import make_config
 from tests.support.processes import PYTHON, ROOT, TOOLBOX, HttpServer, free_port
 

@@ -18,8 +18,9 @@ from collections.abc import AsyncIterator, Callable
 import anyio
 import pytest
 
-from mcpclient.healing import HealPolicy, RetryState, retry_fields
-from mcpclient.hub import Hub, ServerSnapshot, Status
+from mcpclient.core.state import ServerSnapshot, Status
+from mcpclient.engine.healing import HealPolicy, RetryState, retry_fields
+from mcpclient.engine.hub import Hub
 from tests.support.hubs import make_config, stop_process_hub
 from tests.support.processes import PYTHON, TEST_COMMANDS, TOOLBOX, HttpServer, free_port, toolbox_entry
 
@@ -280,7 +281,7 @@ async def test_the_retry_plan_is_persisted_and_in_the_status_frame(tmp_path, set
 
     from mcpclient import runtime
     from mcpclient.models import McpServer
-    from mcpclient.sync import sync_servers
+    from mcpclient.runtime.sync import sync_servers
 
     settings.MCP_CONFIG = tmp_path / "mcp.json"
     settings.MCP_STDIO_COMMANDS = TEST_COMMANDS

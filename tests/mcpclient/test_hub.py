@@ -15,8 +15,9 @@ from pathlib import Path
 import anyio
 import pytest
 
-from mcpclient.hub import Hub, Status
-from mcpclient.results import MAX_OUTPUT_BYTES
+from mcpclient.core.results import MAX_OUTPUT_BYTES
+from mcpclient.core.state import Status
+from mcpclient.engine.hub import Hub
 from tests.support.hubs import make_config
 from tests.support.processes import (
     PYTHON,

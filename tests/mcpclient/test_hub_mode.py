@@ -9,10 +9,10 @@ import subprocess
 import msgpack
 import pytest
 
-from mcpclient import worker_wire
-from mcpclient.elicitation_schema import parse_form
-from mcpclient.hub import DiscoveredTool, HubTool, ServerSnapshot, Status
-from mcpclient.results import ToolResult
+from mcpclient.core.results import ToolResult
+from mcpclient.core.state import DiscoveredTool, HubTool, ServerSnapshot, Status
+from mcpclient.engine.elicitation_form import parse_form
+from mcpclient.worker import wire as worker_wire
 from tests.support.processes import PYTHON, ROOT
 
 pytestmark = pytest.mark.processes

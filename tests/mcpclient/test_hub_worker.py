@@ -30,7 +30,7 @@ import aiohttp
 import pytest
 from yarl import URL
 
-from mcpclient import worker_wire
+from mcpclient.worker import wire as worker_wire
 from tests.support.live import create_accounts, fresh_database, live_daphne, with_default_sigint
 from tests.support.llm import Call, ScriptedLLM, Text, ToolCalls
 from tests.support.oauth import OAuthServer

@@ -21,9 +21,10 @@ from django.test import AsyncClient, Client
 from django.urls import reverse
 
 from mcpclient import runtime
-from mcpclient.inputs import env_name, input_ids, input_value
+from mcpclient.config.resolve import env_name
 from mcpclient.models import McpServer, StoredSecret
-from mcpclient.secret_store import get_secret, put_secret
+from mcpclient.secrets.inputs import input_ids, input_value
+from mcpclient.secrets.store import get_secret, put_secret
 from tests.support.admin import AsgiAdmin, form_fields, write_config
 from tests.support.hubs import stop_process_hub
 from tests.support.processes import TEST_COMMANDS, free_port

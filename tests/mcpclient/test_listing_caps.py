@@ -10,7 +10,7 @@ from typing import Any
 
 import mcp.types as types
 
-from mcpclient import prompts, resources
+from mcpclient.engine import prompts, resources
 
 
 class Pages:

@@ -10,8 +10,9 @@ from pathlib import Path
 import anyio
 import pytest
 
-from mcpclient.config import parse_server
-from mcpclient.hub import Hub, Status
+from mcpclient.config.entries import parse_server
+from mcpclient.core.state import Status
+from mcpclient.engine.hub import Hub
 from tests.support.live import seed_migrated
 from tests.support.processes import PYTHON, ROOT, TEST_COMMANDS
 

@@ -1,4 +1,4 @@
-"""Prompts through the hub (mcpclient/prompts.py): listing, paging, list changes, get, errors.
+"""Prompts through the hub (mcpclient/engine/prompts.py): listing, paging, list changes, get, errors.
 
 Real servers: the toolbox with its prompts group over stdio (2026-07-28), as a 2025-11-25
 server (``--handshake-only``), over Streamable HTTP, and without the prompts capability.
@@ -9,9 +9,9 @@ from __future__ import annotations
 import anyio
 import pytest
 
-from mcpclient import prompts
-from mcpclient.hub import Hub
-from mcpclient.prompts import PromptError
+from mcpclient.engine import prompts
+from mcpclient.engine.hub import Hub
+from mcpclient.engine.prompts import PromptError
 from tests.support.hubs import make_config
 from tests.support.processes import PYTHON, ROOT, HttpServer, free_port
 
@@ -31,7 +31,8 @@ async def listed(hub: Hub, name: str = "box") -> prompts.Catalog:
     found = prompts.catalog(connection)  # made before the server became ready
     assert found is not None
     with anyio.fail_after(10):
-        await found.listed.wait()
+        while not found.listed:
+            await found.updated.wait()
     assert not found.error, found.error
     return found
 
@@ -148,9 +149,9 @@ async def test_over_streamable_http(hub: Hub) -> None:
 
 
 async def test_server_everything_prompts_arguments_and_completion(hub: Hub) -> None:
-    from mcpclient import resources
-    from mcpclient.hub import Status
-    from mcpclient.resources import make_ref
+    from mcpclient.core.state import Status
+    from mcpclient.engine import resources
+    from mcpclient.engine.resources import make_ref
 
     config = make_config(
         "every",

@@ -11,7 +11,8 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from mcpclient.hub import Hub, Status
+from mcpclient.core.state import Status
+from mcpclient.engine.hub import Hub
 from tests.support.hubs import make_config
 from tests.support.processes import PYTHON, ROOT, HttpServer, free_port
 

@@ -1,4 +1,4 @@
-"""Resources, templates and completions through the hub (mcpclient/resources.py).
+"""Resources, templates and completions through the hub (mcpclient/engine/resources.py).
 
 Real servers: the toolbox with its resources group over stdio (2026-07-28) and as a
 2025-11-25 server (``--handshake-only``), over Streamable HTTP, and without the capability.
@@ -10,10 +10,11 @@ import base64
 
 import pytest
 
-from mcpclient import resources
-from mcpclient.hub import Hub, Status
-from mcpclient.resources import ResourceError
-from mcpclient.results import MAX_OUTPUT_BYTES
+from mcpclient.core.results import MAX_OUTPUT_BYTES
+from mcpclient.core.state import Status
+from mcpclient.engine import resources
+from mcpclient.engine.hub import Hub
+from mcpclient.engine.resources import ResourceError
 from tests.support.hubs import make_config
 from tests.support.processes import PYTHON, ROOT, HttpServer, free_port
 

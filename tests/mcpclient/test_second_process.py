@@ -21,8 +21,8 @@ from django.core.management import call_command
 from django.db import connection
 
 from mcpclient import runtime
-from mcpclient.config import parse_server
-from mcpclient.hub import Hub
+from mcpclient.config.entries import parse_server
+from mcpclient.engine.hub import Hub
 from mcpclient.models import McpServer, McpState, McpTool
 from tests.support.hubs import stop_process_hub
 from tests.support.processes import PYTHON, ROOT, TEST_COMMANDS
@@ -112,7 +112,7 @@ async def test_discovery_and_toggles_in_another_process_reach_the_running_hub(
             # rows change there, and the running hub closes the session here.
             await manage(
                 "shell", "-c",
-                "from mcpclient.admin_services import set_servers_enabled; "
+                "from mcpclient.admin.changes import set_servers_enabled; "
                 "set_servers_enabled(names=['web'], enabled=False)",
                 config=config,
             )

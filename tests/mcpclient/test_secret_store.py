@@ -15,7 +15,7 @@ from django.core.management.base import CommandError
 from django.db import connection
 
 from mcpclient.models import StoredSecret
-from mcpclient.secret_store import (
+from mcpclient.secrets.store import (
     SecretKeyError,
     SecretUnreadable,
     delete_secret,

@@ -26,9 +26,9 @@ from django.test import AsyncClient
 from django.urls import reverse
 
 from mcpclient import runtime
-from mcpclient.hub import Hub
+from mcpclient.engine.hub import Hub
 from mcpclient.models import McpServer
-from mcpclient.server_log_store import LogTailWriter
+from mcpclient.runtime.log_store import LogTailWriter
 from tests.support.hubs import stop_process_hub
 from tests.support.processes import PYTHON, ROOT, TEST_COMMANDS, toolbox_entry
 

@@ -18,11 +18,13 @@ import anyio
 import pytest
 from django.core.management import call_command
 
-from mcpclient import admin_services
-from mcpclient.config import ConfigError, ServerConfig, load_config, load_config_text
-from mcpclient.hub import Hub, Status
-from mcpclient.importing import ImportError_, import_servers
-from mcpclient.shapes import MCP_SERVERS, OPENCODE, SHAPES, VSCODE, ZED
+from mcpclient.admin import changes as admin_services
+from mcpclient.admin.importing import ImportError_, import_servers
+from mcpclient.config.entries import load_config, load_config_text
+from mcpclient.config.model import ConfigError, ServerConfig
+from mcpclient.config.shapes import MCP_SERVERS, OPENCODE, SHAPES, VSCODE, ZED
+from mcpclient.core.state import Status
+from mcpclient.engine.hub import Hub
 from tests.support.processes import PYTHON, ROOT, TEST_COMMANDS, TOOLBOX
 
 pytestmark = pytest.mark.processes
@@ -139,7 +141,7 @@ def test_an_admin_toggle_writes_back_in_the_files_own_shape(
 
 
 def _without_comments(path: Path) -> str:
-    from mcpclient.config import without_comments
+    from mcpclient.config.document import without_comments
 
     return without_comments(path.read_text())
 
@@ -258,7 +260,8 @@ def test_a_file_with_two_shapes_is_refused() -> None:
 
 @pytest.mark.django_db  # ${input:} looks in the secret store when the environment has nothing
 def test_placeholders_of_every_host() -> None:
-    from mcpclient.config import parse_server, resolve_server
+    from mcpclient.config.entries import parse_server
+    from mcpclient.config.resolve import resolve_server
 
     environ = {"A": "1", "EMPTY": "", "HOME": "/home/me"}
     entry = {

@@ -15,9 +15,10 @@ from channels.db import database_sync_to_async
 from django.test import Client
 from django.urls import reverse
 
-from mcpclient.hub import Hub, Status
+from mcpclient.core.state import Status
+from mcpclient.engine.hub import Hub
 from mcpclient.models import McpServer
-from mcpclient.sync import persist_snapshot, sync_servers
+from mcpclient.runtime.sync import persist_snapshot, sync_servers
 from tests.support.admin import write_config
 from tests.support.hubs import make_config
 from tests.support.processes import free_port

@@ -12,7 +12,7 @@ from django.core.management import CommandError, call_command
 
 from mcpclient import runtime
 from mcpclient.models import McpServer, McpState, McpTool
-from mcpclient.sync import sync_servers
+from mcpclient.runtime.sync import sync_servers
 from tests.support.hubs import stop_process_hub
 from tests.support.processes import PYTHON, TEST_COMMANDS, toolbox_entry
 

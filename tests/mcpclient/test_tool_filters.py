@@ -17,9 +17,10 @@ from django.core.management import call_command
 from django.test import Client
 from django.urls import reverse
 
-from mcpclient.hub import Hub, Status, filter_reason
+from mcpclient.core.state import Status, filter_reason
+from mcpclient.engine.hub import Hub
 from mcpclient.models import McpServer, McpTool
-from mcpclient.sync import persist_snapshot, sync_servers
+from mcpclient.runtime.sync import persist_snapshot, sync_servers
 from tests.support.admin import write_config
 from tests.support.hubs import make_config
 from tests.support.processes import TEST_COMMANDS, toolbox_entry

@@ -27,10 +27,11 @@ from django.urls import reverse
 
 from boocode.tools.registry import available_tools
 from mcpclient import runtime
-from mcpclient.config import ServerConfig
-from mcpclient.hub import Hub, Status, discover_tool
+from mcpclient.config.model import ServerConfig
+from mcpclient.core.state import Status, discover_tool
+from mcpclient.core.tool_metadata import MAX_ICON_SRC_BYTES, MAX_ICONS
+from mcpclient.engine.hub import Hub
 from mcpclient.models import McpServer, McpTool
-from mcpclient.tool_metadata import MAX_ICON_SRC_BYTES, MAX_ICONS
 from tests.support.hubs import make_config
 from tests.support.processes import TEST_COMMANDS, HttpServer, toolbox_entry
 

@@ -21,13 +21,15 @@ from django.test import Client
 from django.urls import reverse
 
 from boocode.tools.registry import available_tools, execute_tool
-from mcpclient.approval import UNTRUSTED_REASON, WRITE_REASON, declared_hints, stored_approval_reason
-from mcpclient.config import ConfigError, parse_server
-from mcpclient.hub import Hub, Status, discover_tool
-from mcpclient.importing import import_servers
+from mcpclient.admin.importing import import_servers
+from mcpclient.config.entries import parse_server
+from mcpclient.config.model import ConfigError
+from mcpclient.config.shapes import SHAPES, entry_for
+from mcpclient.core.approval import UNTRUSTED_REASON, WRITE_REASON, declared_hints, stored_approval_reason
+from mcpclient.core.state import Status, discover_tool
+from mcpclient.engine.hub import Hub
 from mcpclient.models import McpServer, McpTool
 from mcpclient.runtime import set_hub
-from mcpclient.shapes import SHAPES, entry_for
 from tests.support.admin import write_config
 from tests.support.hubs import make_config
 from tests.support.processes import PYTHON, ROOT, TEST_COMMANDS, TOOLBOX, HttpServer, free_port, toolbox_entry

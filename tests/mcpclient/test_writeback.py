@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from mcpclient import writeback
-from mcpclient.config import load_config
-from mcpclient.writeback import WritebackError, set_enabled, update_server, write_servers
+from mcpclient.config import writeback
+from mcpclient.config.entries import load_config
+from mcpclient.config.writeback import WritebackError, set_enabled, update_server, write_servers
 
 pytestmark = pytest.mark.processes
 
@@ -229,7 +229,7 @@ def test_concurrent_threads_lose_no_update(config_path: Path) -> None:
 
 def test_concurrent_processes_lose_no_update(config_path: Path) -> None:
     script = (
-        "import sys; from pathlib import Path; from mcpclient.writeback import update_server\n"
+        "import sys; from pathlib import Path; from mcpclient.config.writeback import update_server\n"
         "for i in range(15): update_server(Path(sys.argv[1]), f'{sys.argv[2]}{i}', {'command': 'npx'})\n"
     )
     processes = [

@@ -18,11 +18,13 @@ import httpx2
 import pytest
 from cryptography.fernet import Fernet
 
-from mcpclient import authorization, signin
-from mcpclient.authorization import HeadlessConsent
-from mcpclient.config import parse_server
-from mcpclient.hub import Hub, Status
+from mcpclient.config.entries import parse_server
+from mcpclient.core.state import Status
+from mcpclient.engine import authorization
+from mcpclient.engine.authorization import HeadlessConsent
+from mcpclient.engine.hub import Hub
 from mcpclient.models import StoredSecret
+from mcpclient.runtime import signin
 from tests.support.oauth import OAuthServer
 from tests.support.processes import ROOT
 

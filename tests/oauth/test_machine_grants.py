@@ -26,9 +26,11 @@ from cryptography.fernet import Fernet
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 
-from mcpclient.authorization import CredentialStore
-from mcpclient.config import ConfigError, parse_server
-from mcpclient.hub import Hub, Status
+from mcpclient.config.entries import parse_server
+from mcpclient.config.model import ConfigError
+from mcpclient.core.state import Status
+from mcpclient.engine.authorization import CredentialStore
+from mcpclient.engine.hub import Hub
 from tests.support.oauth import OAuthServer, json_of
 from tests.support.processes import ROOT
 

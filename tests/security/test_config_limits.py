@@ -22,7 +22,9 @@ from django.test import Client
 from django.urls import reverse
 
 from mcpclient import runtime
-from mcpclient.config import ConfigError, parse_server, resolve_server
+from mcpclient.config.entries import parse_server
+from mcpclient.config.model import ConfigError
+from mcpclient.config.resolve import resolve_server
 from mcpclient.models import McpServer
 from tests.support.hubs import stop_process_hub
 from tests.support.live import seed_migrated

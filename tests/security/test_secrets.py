@@ -26,9 +26,9 @@ from django.test import Client
 from django.urls import reverse
 
 from boocode.chat.models import Message
-from boocode.chat.turns import TurnRequest, run_turn
+from boocode.chat.turn import TurnRequest, run_turn
 from mcpclient import runtime
-from mcpclient.admin_services import MASK
+from mcpclient.admin.changes import MASK
 from mcpclient.models import McpServer
 from tests.support.accounts import conversation_of_new, login
 from tests.support.admin import form_fields

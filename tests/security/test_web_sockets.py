@@ -26,7 +26,7 @@ from django.utils import timezone
 
 from boocode.asgi import application
 from boocode.chat.models import Conversation, Message, ToolCall
-from boocode.chat.turns import registry
+from boocode.chat.turn_registry import registry
 from tests.support.accounts import conversation_of, login, stored
 from tests.support.llm import Call, ScriptedLLM, Text, ToolCalls
 from tests.support.processes import PYTHON, ROOT
@@ -243,8 +243,8 @@ async def test_tool_call_arguments_the_database_refuses_are_stored_safely(llm: S
 
 
 def test_tool_output_the_database_refuses_is_stored_safely() -> None:
-    from boocode.chat import services
-    from mcpclient.results import ToolResult
+    from boocode.chat import conversations as services
+    from mcpclient.core.results import ToolResult
 
     user = get_user_model().objects.create_user("alice")
     conversation = Conversation.objects.create(owner=user)

@@ -2,7 +2,7 @@
 
 ``freeze`` blocks the server's event loop for ``seconds``: the process stays alive and its pipes
 stay open, but no request gets an answer, so only a ping with a deadline can tell that the
-session is dead (the hub's healing, see mcpclient/healing.py).
+session is dead (the hub's healing, see mcpclient/engine/healing.py).
 """
 
 from __future__ import annotations

@@ -8,7 +8,8 @@ from channels.db import database_sync_to_async
 from django.db import connection
 
 from mcpclient import runtime
-from mcpclient.config import ServerConfig, parse_server
+from mcpclient.config.entries import parse_server
+from mcpclient.config.model import ServerConfig
 
 
 def make_config(name: str, entry: dict[str, Any]) -> ServerConfig:

@@ -9,7 +9,7 @@ import pytest
 
 from boocode.tools.native import Deadline, ToolTimeoutError, grep, list_dir, view_file
 from boocode.tools.workspace import WorkspaceConfigError, WorkspaceError, workspace_root
-from mcpclient.results import MAX_OUTPUT_BYTES
+from mcpclient.core.results import MAX_OUTPUT_BYTES
 
 
 @pytest.fixture

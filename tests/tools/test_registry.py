@@ -21,8 +21,8 @@ from boocode.tools.registry import (
     openai_tools,
     validate_arguments,
 )
-from mcpclient.hub import Hub
-from mcpclient.results import ToolResult
+from mcpclient.core.results import ToolResult
+from mcpclient.engine.hub import Hub
 
 pytestmark = pytest.mark.processes
 

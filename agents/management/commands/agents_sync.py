@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from agents.services import sync_agents
+from agents.roster import sync_agents
 from mcpclient.management.base import require_migrated_database
 
 

@@ -1,8 +1,8 @@
 """``manage.py hub_worker``: run the one process that holds every MCP session (BOOCODE_HUB=worker).
 
-Channels' worker (what ``manage.py runworker`` runs; :class:`mcpclient.worker.HubWorker`)
+Channels' worker (what ``manage.py runworker`` runs; :class:`mcpclient.runtime.hub_worker.HubWorker`)
 listens on the hub channel; see
-:mod:`mcpclient.worker` for what it does and docs/deployment.md for how to run it.
+:mod:`mcpclient.runtime.hub_worker` for what it does and docs/deployment.md for how to run it.
 """
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ from channels.routing import ChannelNameRouter
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
-from mcpclient import runtime, worker_wire
-from mcpclient.worker import (
+from mcpclient import runtime
+from mcpclient.runtime.hub_worker import (
     HubConsumer,
     HubWorker,
     broadcast_state,
@@ -26,8 +26,9 @@ from mcpclient.worker import (
     poll_changes,
     stop_all_calls,
 )
+from mcpclient.worker import wire as worker_wire
 
-logger = logging.getLogger("mcpclient.worker")
+logger = logging.getLogger("mcpclient.runtime.hub_worker")
 
 
 class Command(BaseCommand):
@@ -47,7 +48,7 @@ class Command(BaseCommand):
         # soon as it hears of a worker (messages wait in the channel's queue until read).
         name = await layer.new_channel(prefix=f"{channel}.worker.")
         await layer.group_add(channel, name)
-        runtime.serve_for_web_processes()
+        runtime.serve_for_web_processes(broadcast_state)
         hub = await runtime.ensure_hub()
         worker = HubWorker(
             application=ChannelNameRouter({name: HubConsumer.as_asgi()}),

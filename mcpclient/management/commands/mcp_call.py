@@ -10,9 +10,9 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from mcpclient.config import ConfigError
+from mcpclient.config.model import ConfigError
 from mcpclient.management.base import require_migrated_database
-from mcpclient.services import call_tool_once
+from mcpclient.runtime.commands import call_tool_once
 
 
 class Command(BaseCommand):

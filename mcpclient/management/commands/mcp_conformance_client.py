@@ -4,7 +4,7 @@ The suite starts a mock server per scenario and runs this command with the serve
 the last argument, the scenario's name in ``MCP_CONFORMANCE_SCENARIO`` and, for some
 scenarios, JSON in ``MCP_CONFORMANCE_CONTEXT`` (see docs/conformance.md). The hub connects the
 URL like any Streamable HTTP entry and makes the calls the scenario expects
-(:mod:`mcpclient.conformance`). mcp.json is not used; the database is migrated first, since
+(:mod:`mcpclient.runtime.conformance`). mcp.json is not used; the database is migrated first, since
 OAuth tokens and registrations go to the product's encrypted store as they would for any
 server.
 
@@ -18,8 +18,8 @@ from typing import Any
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from mcpclient.config import ConfigError
-from mcpclient.conformance import (
+from mcpclient.config.model import ConfigError
+from mcpclient.runtime.conformance import (
     CONTEXT_ENV,
     SCENARIO_ENV,
     ConformanceError,

@@ -14,7 +14,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from mcpclient.management.base import database_problem
-from mcpclient.services import DiscoveryReport, EntryError, discovery_report
+from mcpclient.runtime.commands import DiscoveryReport, EntryError, discovery_report
 
 
 class Command(BaseCommand):

@@ -4,7 +4,7 @@ from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from mcpclient.importing import ImportError_, import_servers
+from mcpclient.admin.importing import ImportError_, import_servers
 from mcpclient.management.base import require_migrated_database
 
 

@@ -3,10 +3,10 @@
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
-from mcpclient.config import ConfigError
+from mcpclient.config.model import ConfigError
+from mcpclient.config.writeback import WritebackError, remove_stale_temp_files
 from mcpclient.management.base import require_migrated_database
-from mcpclient.sync import sync_servers
-from mcpclient.writeback import WritebackError, remove_stale_temp_files
+from mcpclient.runtime.sync import sync_servers
 
 
 class Command(BaseCommand):

@@ -8,7 +8,7 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from mcpclient.management.base import require_migrated_database
-from mcpclient.secret_store import KEY_VARIABLE, SecretStoreError, generate_key, rotate_key
+from mcpclient.secrets.store import KEY_VARIABLE, SecretStoreError, generate_key, rotate_key
 
 
 class Command(BaseCommand):

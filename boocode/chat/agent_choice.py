@@ -1,0 +1,81 @@
+"""Which agent answers a conversation: the agents it may pick, and the one it has picked.
+
+Every read here first re-reads AGENTS.md if it changed (one ``stat()`` otherwise,
+:mod:`agents.roster`). A conversation whose agent left the file is not answered by another
+agent (:class:`AgentUnavailable`): that could give it more tools than its own agent allowed.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from agents.models import Agent
+from agents.roster import default_agent, get_agent, list_agents, refresh_agents_if_changed
+from boocode.chat.rendering import shorten
+from boocode.tools.registry import agent_tools, available_tools
+from mcpclient.runtime import hub_tools
+
+TOOL_DESCRIPTION_CHARS = 1000  # of a tool's description in the agent picker
+
+
+class AgentUnavailable(Exception):
+    """The conversation's agent is no longer defined; ``str()`` is a message for the user."""
+
+
+def agent_names() -> list[str]:
+    """The agents a conversation can pick, in file order."""
+    refresh_agents_if_changed()
+    return [agent.name for agent in list_agents()]
+
+
+def agents_info(user_id: int | None = None) -> list[dict[str, Any]]:
+    """Every agent with its description, model and the tools it may use now (for ``user_id``).
+
+    Reads AGENTS.md again if it changed; the tools are the registry's current ones (the MCP
+    servers' state in memory), filtered by each agent's patterns. The first agent is the default.
+    """
+    refresh_agents_if_changed()
+    names = {tool.prefixed_name: tool for tool in hub_tools(user_id)}
+    tools = available_tools(user_id)
+    result = []
+    for position, agent in enumerate(list_agents()):
+        entries = []
+        for tool in agent_tools(agent, tools):
+            hub_tool = names.get(tool.name)
+            description = " ".join((tool.description or "").split())
+            entries.append(
+                {
+                    "name": tool.name,
+                    "server": hub_tool.server if hub_tool else "",
+                    "tool": hub_tool.name if hub_tool else tool.name,
+                    "title": tool.title,
+                    "description": shorten(description, TOOL_DESCRIPTION_CHARS),
+                }
+            )
+        result.append(
+            {
+                "name": agent.name,
+                "description": agent.description,
+                "model": agent.model,
+                "default": position == 0,
+                "tools": entries,
+            }
+        )
+    return result
+
+
+def resolve_agent(name: str) -> Agent:
+    """The agent row called ``name`` (``""``: the default agent).
+
+    Raises :class:`AgentUnavailable` when ``name`` is gone from AGENTS.md: falling back to
+    another agent could hand the conversation more tools than its own agent allowed.
+    """
+    if not name:
+        return default_agent()
+    agent = get_agent(name)
+    if agent is None:
+        raise AgentUnavailable(
+            f'The agent "{name}" of this conversation is no longer defined in AGENTS.md, so nothing '
+            "was sent to the model and no tool ran. Choose another agent to continue."
+        )
+    return agent

@@ -1,0 +1,609 @@
+"""One chat turn: a message (or a regenerate, an edit, a prompt, a console command) in;
+streamed text, tool calls and their results out.
+
+Ownership: a turn runs as a task of the turn registry (:mod:`boocode.chat.turn_registry`), at
+most one per conversation, and belongs to no websocket. Every event goes to its ``emit`` (the
+conversation's group), so a dropped socket does not stop it and every open tab sees it.
+
+Order: what the user sent is stored in one write unit while the first model request goes out,
+and no event of the answer is handled before that unit has finished, so frames and rows keep
+their order (``message`` echo, ``message_start``, ``text_delta``...). The tool calls of one
+step run concurrently (:mod:`boocode.chat.calls`) and go back to the model in the order it
+asked for them. ``turn_end`` is the last frame of the turn proper: the status line is refreshed
+just before it and a ``conversation`` frame follows it. Regenerated and edited messages are
+superseded (a ``superseded`` frame), never deleted.
+
+Bounds: at most the agent's ``max_tool_calls`` tool calls run per turn; then the model is asked
+once more without tools and a notice says so. Each write is one short
+``database_sync_to_async`` call and the model is never awaited inside one; the one read before
+the first model request runs on the loop's worker threads (``thread_sensitive=False``), so it
+never queues behind other turns' writes. Streamed text is saved every :data:`SAVE_INTERVAL`
+seconds (a reloaded page shows it) and sent at most every :data:`DELTA_INTERVAL` seconds.
+
+Cancellation: a stop (:meth:`~boocode.chat.turn_registry.TurnRegistry.cancel`) cancels the task
+wherever it waits: in the model stream (the HTTP response is closed) or in the tool calls (the
+task group cancels them and the hub the MCP requests). The turn then saves the partial text as
+``stopped``, marks unfinished tool calls ``cancelled``, emits ``turn_end`` with status
+``stopped`` and re-raises.
+
+Failures: an :class:`~boocode.chat.llm.LLMError` (or any unexpected error, which is logged)
+marks the message ``failed`` with a message for the user and ends the turn ``failed``;
+everything stored before stays. A prompt that cannot be got ends it ``failed`` with a notice.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+import uuid
+from collections.abc import Coroutine
+from dataclasses import dataclass, field
+from datetime import datetime
+from functools import partial
+from typing import Any
+
+from channels.db import database_sync_to_async
+from django.conf import settings
+from django.core.exceptions import ObjectDoesNotExist
+from django.db import DatabaseError
+
+from agents.models import Agent
+from agents.roster import refresh_agents_if_changed
+from boocode.chat import agent_choice, conversations, model_history, payloads, titles
+from boocode.chat import llm as llm_client
+from boocode.chat.attachments import model_content, read_for_turn, unread
+from boocode.chat.calls import call_scope, execute, prepare_hub
+from boocode.chat.console import parse_command, run_command
+from boocode.chat.events import Emit
+from boocode.chat.llm import Completion, LLMError, LLMSettings, TextDelta, ToolCallRequest, stream_chat
+from boocode.chat.models import Message, ToolCall
+from boocode.chat.prompt_insertion import PromptRequest, insert_prompt
+from boocode.chat.questions import forms
+from boocode.chat.status import status_payload
+from boocode.tools.registry import Tool, agent_tools, openai_tools
+from mcpclient.core.results import ToolResult
+
+logger = logging.getLogger(__name__)
+
+SAVE_INTERVAL = 0.25  # seconds between saves of the text being streamed
+# Text arriving within this many seconds of the last frame waits and goes out with the next one:
+# fewer frames for every open tab, no visible difference. The first text is never held back.
+DELTA_INTERVAL = 0.03
+MAX_MESSAGE_CHARS = 32_000
+NOT_CONFIGURED = (
+    "No model is configured: set BOOCODE_LLM_BASE_URL and BOOCODE_LLM_MODEL. "
+    "The tool console still works: /tools lists the agent's tools, /call <tool> {json} runs one."
+)
+INTERNAL_ERROR = "Internal error while running this turn; the details are in the server log."
+
+
+@dataclass(frozen=True)
+class TurnRequest:
+    """What a user sent: the text of a message or a console command."""
+
+    conversation_id: int
+    text: str
+    turn_id: str = field(default_factory=lambda: uuid.uuid4().hex)
+    # The conversation's owner: their own sessions ("perUser" servers) serve the turn's tools.
+    user_id: int | None = None
+    # "message" (text is new), "regenerate" (answer the last user message again; text unused)
+    # or "edit" (text replaces the user message edit_id and everything after it).
+    kind: str = "message"
+    edit_id: int | None = None
+    # Resources attached to the message ({server, uri}), read by the turn (boocode.chat.attachments).
+    attachments: tuple[dict[str, str], ...] = ()
+    # kind "prompt": the checked prompt frame (boocode.chat.prompt_insertion) whose messages are inserted.
+    prompt: PromptRequest | None = None
+
+
+@dataclass
+class TurnContext:
+    """What one turn works with: the agent, its tools right now and the history."""
+
+    agent_name: str
+    llm: LLMSettings
+    tools: list[Tool]
+    openai_tools: list[dict[str, Any]]
+    messages: list[dict[str, Any]]
+    temperature: float | None
+    top_p: float | None
+    max_tool_calls: int
+
+
+def utf16_length(text: str) -> int:
+    """Length in UTF-16 code units, the unit of ``text_delta.offset`` (JavaScript's ``length``)."""
+    return len(text.encode("utf-16-le")) // 2
+
+
+def _read_for_model(conversation_id: int, text: str | None) -> tuple[Agent, str, list[dict[str, Any]]]:
+    """The read before the model request: the agent, the conversation's model and the messages.
+
+    Re-reads AGENTS.md if it changed. The history ends with ``text``, the message that is
+    stored while the request goes out (``None``: the history already ends with it).
+    """
+    refresh_agents_if_changed()
+    agent_name, model = conversations.conversation_choices(conversation_id)
+    agent = agent_choice.resolve_agent(agent_name)
+    history = model_history.llm_history(conversation_id, agent.prompt)
+    if text is not None:
+        history.append({"role": "user", "content": text})
+    return agent, model, history
+
+
+def _conversation_agent(conversation_id: int) -> Agent:
+    """The conversation's agent (or the default), after re-reading AGENTS.md if it changed."""
+    refresh_agents_if_changed()
+    return agent_choice.resolve_agent(conversations.conversation_agent_name(conversation_id))
+
+
+def _stale_agent_notice(agent: Agent) -> str:
+    """Said when the agent's section in AGENTS.md is invalid and its last valid definition is used."""
+    return (
+        f'The agent "{agent.name}" has an error in AGENTS.md; its last valid definition is in use until '
+        "an administrator fixes the file."
+    )
+
+
+def _context(
+    agent: Agent, history: list[dict[str, Any]], user_id: int | None = None, model: str = ""
+) -> TurnContext:
+    """The turn's context; the tools are the registry's current ones (in memory, no query).
+
+    ``model`` is the conversation's choice; empty means the agent's ``model:`` (or the default).
+    """
+    tools = agent_tools(agent, user_id=user_id)
+    return TurnContext(
+        agent_name=agent.name,
+        llm=LLMSettings.from_settings(model or agent.model),
+        tools=tools,
+        openai_tools=openai_tools(tools),
+        messages=history,
+        temperature=agent.temperature,
+        top_p=agent.top_p,
+        max_tool_calls=agent.max_tool_calls,
+    )
+
+
+def _eager[T](coroutine: Coroutine[Any, Any, T]) -> asyncio.Task[T]:
+    """A task that runs ``coroutine`` now, up to its first real wait (saves a loop iteration)."""
+    return asyncio.eager_task_factory(asyncio.get_running_loop(), coroutine)
+
+
+db = database_sync_to_async
+# Reads on the loop's worker threads: they do not wait behind the writes on the database thread.
+db_read = partial(database_sync_to_async, thread_sensitive=False)
+
+
+class Turn:
+    """The state of one running turn (see the module docstring)."""
+
+    def __init__(self, request: TurnRequest, emit: Emit) -> None:
+        self.request = request
+        self.conversation_id = request.conversation_id
+        self._emit_event = emit
+        self.request_message_id: int | None = None  # the stored user message or console command
+        self.message_id: int | None = None  # the assistant message being streamed
+        self.message_created_at: datetime | None = None
+        self.parts: list[str] = []  # its text so far
+        self.unsent: list[str] = []  # text not yet sent in a text_delta
+        self.sent = 0  # UTF-16 length of the text sent so far
+        self.last_emit = 0.0
+        self.cap_hit = False
+        self.storing: asyncio.Task[None] | None = None  # the start being stored (first model request)
+        self.model = ""  # the model asked for in this turn (stored on each answer)
+        self.titled = False  # this turn's message named the conversation
+        self.announcing: asyncio.Future[None] | None = None  # the conversation frame of a new title
+        self.attachments: list[dict[str, Any]] = []  # the attached resources as read (stored)
+
+    @property
+    def text(self) -> str:
+        return "".join(self.parts)
+
+    async def emit(self, event: dict[str, Any]) -> None:
+        try:
+            await self._emit_event(event)
+        except Exception:  # the channel layer is a boundary: a lost frame must not end the turn
+            logger.exception("could not emit %s for conversation %s", event.get("type"), self.conversation_id)
+
+    async def run(self) -> str:
+        """Run to the end; returns ``complete`` or ``failed`` (re-raises ``CancelledError``)."""
+        await self.emit(
+            {"type": "turn_start", "turn_id": self.request.turn_id, "conversation": self.conversation_id}
+        )
+        status, error = "complete", ""
+        try:
+            typed = self.request.kind not in ("regenerate", "prompt")
+            command = parse_command(self.request.text) if typed else None
+            if command is not None:
+                if self.request.kind == "edit":
+                    await self._supersede()
+                agent = await self._store_command()
+                await run_command(
+                    *command,
+                    agent=agent,
+                    conversation_id=self.conversation_id,
+                    user_id=self.request.user_id,
+                    message_id=self.request_message_id,
+                    emit=self.emit,
+                    notice=self._notice,
+                )
+            elif self.request.kind == "prompt" and (error := await self._insert_prompt()):
+                status = "failed"  # nothing inserted; the notice says why
+            else:
+                await self._converse()
+        except asyncio.CancelledError:
+            forms.stop(self.conversation_id)
+            await self._stored()
+            await self._stopped()
+            await self._end("stopped", "")
+            raise
+        except LLMError as exc:
+            status, error = "failed", str(exc)
+            llm_client.note_error(exc)
+            await self._stored()
+            await self._failed(error)
+        except agent_choice.AgentUnavailable as exc:
+            status, error = "failed", str(exc)
+            await self._stored()
+            await self._failed(error)
+        except (conversations.NothingToRegenerate, conversations.UnknownMessage):
+            # Checked before the turn started; only another tab's edit in between gets here.
+            status, error = "failed", "The message to answer again is gone (changed in another tab)."
+        except Exception:  # the top of the turn task: the user gets a message, the log the traceback
+            logger.exception("turn %s in conversation %s failed", self.request.turn_id, self.conversation_id)
+            status, error = "failed", INTERNAL_ERROR
+            await self._stored()
+            await self._failed(error)
+        await self._end(status, error)
+        return status
+
+    async def _insert_prompt(self) -> str:
+        """Insert the request's prompt and announce its messages; ``""``, or why nothing was inserted."""
+        assert self.request.prompt is not None
+        inserted = await insert_prompt(self.request.prompt, self.conversation_id, self.request.user_id)
+        if inserted.error:
+            await self._notice(f"The prompt was not inserted: {inserted.error}")
+            return inserted.error
+        for payload in inserted.payloads:
+            await self.emit({"type": "message", "message": payload})
+        if inserted.titled:
+            self.titled = True
+            self.announcing = asyncio.ensure_future(self._send_conversation())
+        return ""
+
+    async def _store_command(self) -> Agent:
+        """Store a console command (echoed to the clients); the conversation's agent."""
+        payload, _, _ = await db(conversations.begin_turn)(
+            self.conversation_id, Message.Role.CONSOLE, self.request.text
+        )
+        self.request_message_id = payload["id"]
+        await self.emit({"type": "message", "message": payload})
+        agent = await db_read(_conversation_agent)(self.conversation_id)
+        if agent.error:
+            await self._notice(_stale_agent_notice(agent))
+        return agent
+
+    async def _store_message(self, answer: bool) -> None:
+        """Store the user's message (echoed) and, with ``answer``, open the answer's message.
+
+        A regenerated answer has no new user message: only the answer's message is opened.
+        """
+        if self.request.kind in ("regenerate", "prompt"):  # the history already ends with the question
+            if answer:
+                await self._open_message(
+                    await db(conversations.add_message)(
+                        self.conversation_id,
+                        Message.Role.ASSISTANT,
+                        status=Message.Status.STREAMING,
+                        model=self.model,
+                    )
+                )
+            return
+        payload, opened, self.titled = await db(conversations.begin_turn)(
+            self.conversation_id,
+            Message.Role.USER,
+            self.request.text,
+            open_answer=answer,
+            model=self.model,
+            attachments=self.attachments,
+        )
+        self.request_message_id = payload["id"]
+        await self.emit({"type": "message", "message": payload})
+        if opened is not None:
+            await self._open_message(opened)
+        if self.titled:
+            # The new title goes out while the answer streams (its read waits on nothing here).
+            self.announcing = asyncio.ensure_future(self._send_conversation())
+
+    async def _supersede(self) -> None:
+        """Regenerate or edit: mark what is replaced superseded and tell the tabs to remove it."""
+        if self.request.kind == "regenerate":
+            self.request_message_id, ids = await db(conversations.begin_regenerate)(self.conversation_id)
+        else:
+            assert self.request.edit_id is not None
+            ids = await db(conversations.begin_edit)(self.conversation_id, self.request.edit_id)
+        if ids:
+            await self.emit({"type": "superseded", "message_ids": ids})
+
+    async def _send_conversation(self) -> None:
+        """The ``conversation`` frame: title, model and usage as stored now."""
+        try:
+            info = await db_read(payloads.conversation_info)(self.conversation_id)
+        except (DatabaseError, ObjectDoesNotExist):
+            logger.warning(
+                "conversation %s: could not read it for its frame", self.conversation_id, exc_info=True
+            )
+            return
+        await self.emit({"type": "conversation", "conversation": info})
+
+    async def _stored(self) -> None:
+        """Let the start being stored finish (before a turn ends, so it is settled and echoed)."""
+        storing, self.storing = self.storing, None
+        if storing is None:
+            return
+        try:
+            await storing
+        except Exception:  # the ending below reports the turn's failure; this is the detail
+            logger.warning(
+                "conversation %s: could not store the start of the turn", self.conversation_id, exc_info=True
+            )
+
+    # --- the conversation with the model -----------------------------------------------------
+    async def _converse(self) -> None:
+        if self.request.kind in ("regenerate", "edit"):
+            await self._supersede()
+        text = None if self.request.kind in ("regenerate", "prompt") else self.request.text
+        try:
+            agent, model, history = await db_read(_read_for_model)(self.conversation_id, text)
+        except agent_choice.AgentUnavailable:
+            self.storing = asyncio.ensure_future(self._store_message(answer=False))  # kept, never lost
+            raise
+        if self.request.attachments and text is not None:
+            attached = list(self.request.attachments)
+            earlier = []  # an edit keeps what the replaced message read if a server fails now
+            if self.request.kind == "edit":
+                stored = db_read(conversations.stored_attachments)
+                earlier = await stored(self.conversation_id, self.request.edit_id)
+            try:
+                self.attachments = await read_for_turn(agent.tools, attached, self.request.user_id, earlier)
+            except asyncio.CancelledError:  # stopped while reading: the message is kept all the same
+                self.attachments = unread(attached, "stopped before it was read")
+                self.storing = asyncio.ensure_future(self._store_message(answer=False))
+                raise
+            history[-1] = {"role": "user", "content": model_content(text, self.attachments)}
+        llm = LLMSettings.from_settings(model or agent.model)
+        self.model = llm.model
+        configured = llm.configured
+        if agent.error:  # rare: store first, so the notice follows the message it is about
+            await self._store_message(answer=False)
+            await self._notice(_stale_agent_notice(agent))
+        else:
+            self.storing = asyncio.ensure_future(self._store_message(answer=configured))
+        # The first turn may wait here while the MCP servers start; the echo goes out meanwhile.
+        await prepare_hub(self.request.user_id)
+        context = _context(agent, history, self.request.user_id, model)
+        if not context.llm.configured:
+            raise LLMError(NOT_CONFIGURED, kind="not_configured")
+        used = 0
+        while True:
+            offered = context.openai_tools if not self.cap_hit else None
+            completion, calls = await self._stream_step(context, offered)
+            llm_client.note_success()
+            if not calls:
+                break
+            budget = max(context.max_tool_calls - used, 0)
+            results = await self._run_calls(context, completion.tool_calls, calls, budget)
+            used += min(len(calls), budget)
+            context.messages.append(
+                model_history.assistant_entry(
+                    completion.text, ((c.id, c.name, c.arguments) for c in completion.tool_calls)
+                )
+            )
+            context.messages.extend(
+                model_history.tool_entry(request.id, result.output)
+                for request, result in zip(completion.tool_calls, results, strict=True)
+            )
+            if used >= context.max_tool_calls:
+                self.cap_hit = True
+        if self.cap_hit:
+            notice = (
+                f"Tool call limit reached: agent {context.agent_name} may make {context.max_tool_calls} tool "
+                "calls per turn, so the model was asked to answer without tools."
+            )
+            payload = await db(conversations.add_message)(self.conversation_id, Message.Role.NOTICE, notice)
+            await self.emit({"type": "message", "message": payload})
+
+    async def _stream_step(
+        self, context: TurnContext, tools: list[dict[str, Any]] | None
+    ) -> tuple[Completion, list[dict[str, Any]]]:
+        """One model call, streamed into a new assistant message; returns it and its tool calls."""
+        stream = stream_chat(
+            context.messages,
+            llm=context.llm,
+            tools=tools,
+            temperature=context.temperature,
+            top_p=context.top_p,
+        )
+        completion: Completion | None = None
+        async with contextlib.aclosing(stream):
+            # Each next event is awaited as a task: the request goes out while the message rows
+            # are written, and text waiting for its frame is flushed while the model is silent.
+            # The tasks start eagerly (the request is on its way before the first one is
+            # awaited; an event already received costs no loop iteration). The generator must
+            # be idle again before aclosing() closes it.
+            upcoming = _eager(anext(stream))
+            try:
+                if self.storing is not None:  # the first request: the start is being stored meanwhile
+                    # Shielded: a stop now must not cancel the echo; the ending waits for it.
+                    await asyncio.shield(self.storing)
+                    self.storing = None
+                if self.message_id is None:
+                    await self._open_message(
+                        await db(conversations.add_message)(
+                            self.conversation_id,
+                            Message.Role.ASSISTANT,
+                            status=Message.Status.STREAMING,
+                            model=context.llm.model,
+                        )
+                    )
+                last_save = time.monotonic()
+                while True:
+                    if self.unsent:
+                        wait = DELTA_INTERVAL - (time.monotonic() - self.last_emit)
+                        if wait > 0:
+                            await asyncio.wait([upcoming], timeout=wait)
+                        if not upcoming.done():
+                            await self._flush()
+                    try:
+                        event = await upcoming
+                    except StopAsyncIteration:
+                        break
+                    if isinstance(event, TextDelta):
+                        self.parts.append(event.text)
+                        self.unsent.append(event.text)
+                        if time.monotonic() - self.last_emit >= DELTA_INTERVAL:
+                            await self._flush()
+                        if time.monotonic() - last_save >= SAVE_INTERVAL:
+                            await db(conversations.save_partial)(self.message_id, self.text)
+                            last_save = time.monotonic()
+                    else:
+                        completion = event
+                    upcoming = _eager(anext(stream))
+            except BaseException:
+                upcoming.cancel()
+                await asyncio.wait([upcoming])
+                if not upcoming.cancelled():
+                    upcoming.exception()  # retrieved: the error that matters is the one raised here
+                raise
+            await self._flush()
+        assert completion is not None  # stream_chat always ends with a Completion or raises
+        requested = completion.tool_calls if tools else []
+        identities = {
+            call.name: conversations.tool_identity(call.name, self.request.user_id) for call in requested
+        }
+        final = await db(conversations.finish_message)(
+            self.message_id,
+            content=completion.text,
+            status=Message.Status.COMPLETE,
+            tool_calls=[(call.id, call.name, call.arguments) for call in requested],
+            identities=identities,
+            created_at=self.message_created_at,
+            conversation_id=self.conversation_id,
+            model=completion.model or context.llm.model,
+            usage=completion.usage,
+        )
+        self.message_id = None
+        await self.emit({"type": "message_complete", "message": final})
+        return completion, final["tool_calls"]
+
+    async def _open_message(self, payload: dict[str, Any]) -> None:
+        """Start streaming into the assistant message ``payload`` (just created)."""
+        self.message_id, self.parts, self.unsent, self.sent = payload["id"], [], [], 0
+        self.message_created_at = datetime.fromisoformat(payload["created_at"])
+        self.last_emit = 0.0  # the first text goes out at once
+        await self.emit({"type": "message_start", "message": payload})
+
+    async def _flush(self) -> None:
+        """Send the text not yet sent as one ``text_delta`` (deltas are coalesced per DELTA_INTERVAL)."""
+        if not self.unsent or self.message_id is None:
+            return
+        text = "".join(self.unsent)
+        self.unsent.clear()
+        offset = self.sent
+        self.sent += utf16_length(text)
+        self.last_emit = time.monotonic()
+        await self.emit({"type": "text_delta", "message_id": self.message_id, "offset": offset, "text": text})
+
+    async def _run_calls(
+        self,
+        context: TurnContext,
+        requests: list[ToolCallRequest],
+        calls: list[dict[str, Any]],
+        budget: int,
+    ) -> list[ToolResult]:
+        """Run one step's tool calls concurrently; calls beyond ``budget`` are skipped."""
+        for call in calls:
+            await self.emit({"type": "tool_call", "call": call})
+
+        async def run_one(request: ToolCallRequest, call: dict[str, Any], allowed: bool) -> ToolResult:
+            if not allowed:
+                result = ToolResult(
+                    output=f"Not run: the limit of {context.max_tool_calls} tool calls per turn was reached.",
+                    is_error=True,
+                )
+                skipped = ToolCall.Status.SKIPPED
+                final = await db(conversations.finish_tool_call)(call, result, 0, status=skipped)
+            else:
+                started = time.monotonic()
+                with call_scope(self.conversation_id, call, self.emit):
+                    result = await execute(request.name, request.arguments, context.tools)
+                duration = int((time.monotonic() - started) * 1000)
+                final = await db(conversations.finish_tool_call)(call, result, duration)
+            await self.emit({"type": "tool_result", "call": final})
+            return result
+
+        async with asyncio.TaskGroup() as group:
+            tasks = [
+                group.create_task(run_one(request, call, index < budget))
+                for index, (request, call) in enumerate(zip(requests, calls, strict=True))
+            ]
+        return [task.result() for task in tasks]
+
+    async def _notice(self, text: str) -> None:
+        payload = await db(conversations.add_message)(self.conversation_id, Message.Role.NOTICE, text)
+        await self.emit({"type": "message", "message": payload})
+
+    # --- endings -----------------------------------------------------------------------------
+    async def _stopped(self) -> None:
+        await self._settle(Message.Status.STOPPED, "", conversations.CANCELLED_OUTPUT)
+
+    async def _failed(self, error: str) -> None:
+        await self._settle(Message.Status.FAILED, error, f"Not finished: {error}")
+
+    async def _settle(self, status: str, error: str, call_output: str) -> None:
+        """Store how the turn ended (text so far, unfinished calls) and tell the clients."""
+        try:
+            message, created, calls = await db(conversations.settle_turn)(
+                self.conversation_id,
+                self.message_id,
+                content=self.text if self.message_id is not None else "",
+                status=status,
+                error=error,
+                call_output=call_output,
+            )
+        except (DatabaseError, ObjectDoesNotExist):
+            logger.warning(
+                "conversation %s: could not save how the turn ended", self.conversation_id, exc_info=True
+            )
+            return
+        self.message_id = None
+        if message is not None:
+            await self.emit({"type": "message" if created else "message_complete", "message": message})
+        for call in calls:
+            await self.emit({"type": "tool_result", "call": call})
+
+    async def _end(self, status: str, error: str) -> None:
+        # turn_end is the last frame of the turn proper; the status line is refreshed just before
+        # it, and the conversation's title, model and usage follow it.
+        if self.announcing is not None:
+            await self.announcing
+        await self.emit(status_payload())
+        await self.emit(
+            {
+                "type": "turn_end",
+                "turn_id": self.request.turn_id,
+                "status": status,
+                "error": error or None,
+                "cap_hit": self.cap_hit,
+            }
+        )
+        await self._send_conversation()
+        if self.titled and status == "complete" and settings.TITLE_FROM_MODEL and self.model:
+            titles.ask_model_later(self.conversation_id, self.model, self._emit_event)
+
+
+async def run_turn(request: TurnRequest, emit: Emit) -> str:
+    """Run one turn to its end (see the module docstring); returns its final status."""
+    return await Turn(request, emit).run()

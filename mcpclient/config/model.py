@@ -1,0 +1,186 @@
+"""What mcp.json says, as values: a server's entry as written, and as resolved for connecting.
+
+``ServerConfig`` holds the entry *as written* (placeholders unexpanded, nothing read from the
+environment), so it can be stored and shown. ``ResolvedServer`` holds the expanded values and
+lives only while a server connects.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from mcpclient.config.shapes import (
+    MCP_SERVERS,
+    Shape,
+)
+from mcpclient.core.approval import WRITE_TOOLS_REJECT
+
+STDIO = "stdio"
+STREAMABLE_HTTP = "streamableHttp"
+SSE = "sse"
+
+
+SERVER_NAME_RE = re.compile(r"^[A-Za-z0-9_-]+$")
+
+
+DEFAULT_TIMEOUT_MS = 60_000
+DEFAULT_INIT_TIMEOUT_MS = 30_000
+
+
+class ConfigError(ValueError):
+    """An invalid mcp.json; ``str()`` is the full message, naming the file, server and key."""
+
+
+@dataclass(frozen=True)
+class ServerConfig:
+    """One validated ``mcpServers`` entry, as written (placeholders unexpanded)."""
+
+    name: str
+    transport: str
+    command: str | None = None
+    args: tuple[str, ...] = ()
+    env: dict[str, str] = field(default_factory=dict)
+    env_file: str | None = None
+    cwd: str | None = None
+    url: str | None = None
+    headers: dict[str, str] = field(default_factory=dict)
+    enabled: bool = True
+    timeout: float = DEFAULT_TIMEOUT_MS / 1000
+    init_timeout: float = DEFAULT_INIT_TIMEOUT_MS / 1000
+    # Gemini CLI's per-server tool filters (globs in the agent pattern syntax, original names).
+    include_tools: tuple[str, ...] | None = None
+    exclude_tools: tuple[str, ...] = ()
+    # A "url" without an explicit transport: try Streamable HTTP, then legacy SSE.
+    sse_fallback: bool = False
+    # How the hub signs in to an http/sse server (None for stdio, or when "oauth": false).
+    oauth: OAuthConfig | None = None
+    # Tools with readOnlyHint false: "reject" (the read-only guard) or "approve" (offered, each
+    # call approved by the person). trusted false: every tool of the server needs approval.
+    write_tools: str = WRITE_TOOLS_REJECT
+    trusted: bool = True
+    raw: dict[str, Any] = field(default_factory=dict)
+    # The config file's name, for error messages raised when resolving.
+    source: str = "mcp.json"
+
+
+SHARED = "shared"
+PER_USER = "perUser"
+# Grants: a person consents in a browser; the client's own credentials (machine to machine);
+# an identity provider's ID token exchanged for an ID-JAG (SEP-990, enterprise-managed).
+AUTHORIZATION_CODE = "authorization_code"
+CLIENT_CREDENTIALS = "client_credentials"
+IDENTITY_ASSERTION = "identity_assertion"
+GRANTS = (AUTHORIZATION_CODE, CLIENT_CREDENTIALS, IDENTITY_ASSERTION)
+TOKEN_ENDPOINT_AUTH_METHODS = ("client_secret_basic", "client_secret_post", "none")
+PRIVATE_KEY_JWT = "private_key_jwt"
+# What PyJWT signs with (asymmetric only: the key is the client's private key).
+SIGNING_ALGORITHMS = (
+    "RS256",
+    "RS384",
+    "RS512",
+    "PS256",
+    "PS384",
+    "PS512",
+    "ES256",
+    "ES384",
+    "ES512",
+    "EdDSA",
+)
+
+
+@dataclass(frozen=True)
+class IdentityProviderConfig:
+    """``oauth.identityProvider`` of an ``identity_assertion`` entry: where the ID token is
+    exchanged for an ID-JAG (RFC 8693), as whom, and the ID token itself (a placeholder)."""
+
+    token_endpoint: str
+    client_id: str
+    id_token: str = field(repr=False)
+    client_secret: str | None = field(default=None, repr=False)
+
+
+@dataclass(frozen=True)
+class OAuthConfig:
+    """An http/sse entry's ``oauth`` object, as written (``clientSecret`` may be a placeholder).
+
+    Every http/sse entry gets one unless it says ``"oauth": false`` or ``"oauth": {"enabled":
+    false}`` or sends its own ``Authorization`` header: the hub then signs in when the server
+    answers 401 (the MCP authorization spec). ``mode`` is ``"shared"`` (one sign-in, by an
+    administrator, for everybody) or ``"perUser"`` (each person signs in to their own account).
+    ``client_id`` / ``client_secret``: a client registered with the provider beforehand (else the
+    hub uses its Client ID Metadata Document or dynamic registration). ``scopes``: what to ask
+    for on top of what the server asks for. ``grant``: ``authorization_code`` (a person
+    consents), or one of the two machine grants, always shared: ``client_credentials`` (the
+    client's secret, or its ``private_key`` signing a ``private_key_jwt`` assertion) and
+    ``identity_assertion`` (SEP-990: ``identity_provider``'s ID token for an ID-JAG, then the
+    JWT-bearer grant). ``issuer``: the authorization server the credentials belong to (they are
+    sent nowhere else). ``client_secret``, ``private_key`` and the identity provider's secrets
+    are placeholders here; :class:`OAuthSecrets` holds them expanded.
+    """
+
+    mode: str = SHARED
+    grant: str = AUTHORIZATION_CODE
+    issuer: str | None = None
+    client_id: str | None = None
+    client_secret: str | None = field(default=None, repr=False)
+    private_key: str | None = field(default=None, repr=False)
+    signing_algorithm: str = "RS256"
+    scopes: tuple[str, ...] | None = None
+    token_endpoint_auth_method: str | None = None
+    identity_provider: IdentityProviderConfig | None = None
+
+    @property
+    def per_user(self) -> bool:
+        """True when each person signs in with their own account."""
+        return self.mode == PER_USER
+
+
+@dataclass(frozen=True)
+class OAuthSecrets:
+    """An ``oauth`` entry's secrets, expanded: never logged, never stored (repr shows none)."""
+
+    client_secret: str | None = field(default=None, repr=False)
+    private_key: str | None = field(default=None, repr=False)
+    id_token: str | None = field(default=None, repr=False)
+    idp_client_secret: str | None = field(default=None, repr=False)
+
+
+@dataclass(frozen=True)
+class ResolvedServer:
+    """A server ready to connect: placeholders expanded, envFile merged, allowlist checked.
+
+    Holds secrets: build it right before connecting and never log or store it. Its repr
+    leaves out every field that may contain an expanded value.
+    """
+
+    config: ServerConfig
+    command: str | None
+    args: list[str] = field(repr=False)
+    env: dict[str, str] = field(repr=False)
+    cwd: str | None
+    url: str | None = field(repr=False)
+    headers: dict[str, str] = field(repr=False)
+    # The entry's OAuth secrets, placeholders expanded.
+    oauth_secrets: OAuthSecrets = field(default_factory=OAuthSecrets, repr=False)
+
+
+@dataclass
+class LoadedConfig:
+    """The result of reading mcp.json."""
+
+    path: Path
+    exists: bool
+    servers: dict[str, ServerConfig]
+    errors: dict[str, str]
+    # Every entry exactly as written, in file order, valid or not (an invalid entry may not
+    # even be an object).
+    raw_servers: dict[str, Any]
+    shape: Shape = MCP_SERVERS  # the host shape the file is written in
+
+
+def per_user(config: ServerConfig) -> bool:
+    """True for a server each person signs in to with their own account."""
+    return config.oauth is not None and config.oauth.per_user

@@ -1,0 +1,685 @@
+"""One server's session: the owner task that opens, heals and closes it, and the state it publishes.
+
+Invariants. Only the owner task enters and leaves the transport and the SDK ``Client`` (anyio
+requires both in one task); any task may call ``call_tool`` on a ready client concurrently.
+The owner lists tools again on a change notification (a burst costs one listing). Each connect,
+negotiation and listing is bounded by the entry's ``initTimeout``. ``last_error`` ends with the
+last lines of the server's stderr, which can hold secrets: it is for staff; users and the model
+read ``reason``, the same text without stderr, URLs redacted in both. An end of stream makes the
+server ``unavailable`` at once and every call in flight gets ``MCP server "<name>" unreachable``.
+After a lost session or a failed start the owner waits for its retry time (backoff, jitter, then
+an open circuit: :mod:`mcpclient.engine.healing`); sign-in failures, configuration errors and
+stopped servers are not retried. Stop: the owner leaves its ``async with`` blocks (stdio
+children get stdin closed, SIGTERM, then SIGKILL).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import datetime as dt
+import functools
+import logging
+import time
+from collections import deque
+from collections.abc import AsyncIterator, Callable, Iterable
+from pathlib import Path
+from typing import Any, cast
+
+import anyio
+import httpx2
+import mcp.types as types
+import pydantic
+from channels.db import database_sync_to_async
+from mcp import Client, MCPError
+from mcp.client import InputRequiredRoundsExceededError
+from mcp_types import CONNECTION_CLOSED, REQUEST_TIMEOUT
+
+from mcpclient.config.entries import inputs_used
+from mcpclient.config.model import SSE, STDIO, STREAMABLE_HTTP, ConfigError, ResolvedServer, ServerConfig
+from mcpclient.config.resolve import InputLookup, resolve_server
+from mcpclient.core.redaction import redact_text
+from mcpclient.core.results import ToolResult, extract_result
+from mcpclient.core.state import DiscoveredTool, ServerSnapshot, Status, discover_tool
+from mcpclient.engine import prompts, protocol
+from mcpclient.engine.authorization import (
+    AuthFailure,
+    BrowserConsent,
+    Consent,
+    CredentialStore,
+    HubOAuth,
+    NoConsent,
+    preregistered_client,
+)
+from mcpclient.engine.catalog import KeptFresh
+from mcpclient.engine.healing import Healer, RetryState, ping_loop
+from mcpclient.engine.prompts import Catalog as PromptCatalog
+from mcpclient.engine.resources import ResourceCatalog, keep_listed
+from mcpclient.engine.server_logs import ServerLogs
+from mcpclient.engine.transports import EndWatcher, FallbackFailed, FirstAnswer, open_streams
+from mcpclient.secrets.store import SecretStoreError
+
+logger = logging.getLogger("mcpclient.hub")
+
+
+STDERR_LINES = 200
+
+
+# How the SDK's RuntimeError begins when a tool's structured content breaks its outputSchema.
+_OUTPUT_SCHEMA_ERRORS = ("Invalid structured content returned by tool", "Invalid schema for tool")
+
+
+def _describe(exc: BaseException) -> str:
+    """A one-line description of a connection failure, without secrets from URLs."""
+    return redact_text(_description(exc))
+
+
+def _description(exc: BaseException) -> str:
+    if isinstance(exc, BaseExceptionGroup):
+        inner = [e for e in exc.exceptions if not isinstance(e, anyio.get_cancelled_exc_class())]
+        if inner:
+            return _description(inner[0])
+    if isinstance(exc, FileNotFoundError):
+        return f"command not found: {exc.filename or exc}"
+    if isinstance(exc, PermissionError):
+        return f"permission denied: {exc.filename or exc}"
+    if isinstance(exc, MCPError):
+        return exc.error.message if hasattr(exc, "error") else str(exc)
+    if isinstance(exc, httpx2.ConnectError):
+        return f"connection refused or unreachable ({exc})"
+    if isinstance(exc, httpx2.HTTPStatusError):
+        return f"HTTP {exc.response.status_code} from the server"
+    text = str(exc) or type(exc).__name__
+    return text if len(text) < 500 else text[:500] + "..."
+
+
+class ServerConnection:
+    """The owner task of one server and the state it publishes."""
+
+    def __init__(
+        self,
+        config: ServerConfig,
+        *,
+        base_dir: Path,
+        allowed_commands: list[str] | None,
+        notify: Callable[[ServerConnection], None],
+        owner_id: int | None = None,
+        consent: Consent | None = None,
+        healer: Healer | None = None,
+        input_value: InputLookup | None = None,
+        consent_timeout: float = 600.0,
+        client_version: str = "0",
+    ) -> None:
+        self.config = config
+        # Handed down by the hub (mcpclient.runtime.new_hub fills them from the settings): where
+        # ${input:} values come from, how long a person may take to sign in, what the hub calls itself.
+        self._input_value = input_value
+        self._consent_timeout = consent_timeout
+        self._client_info = types.Implementation(name="boocode", version=client_version)
+        self.name = config.name
+        # Whose session this is: None for everybody's, a user id for a "perUser" server.
+        self.owner_id = owner_id
+        # Who can sign in when the server asks (None: nobody now, the server waits for Connect).
+        self.consent = consent
+        self.auth: HubOAuth | None = None
+        self.last_used = time.monotonic()
+        self._base_dir = base_dir
+        self._allowed_commands = allowed_commands
+        self._notify = notify
+        self.status = Status.CONNECTING
+        # Why the server is not ready: ``reason`` is what users and the model may read; ``last_error``
+        # adds the last lines of the server's stderr, which can hold secrets (staff and admin only).
+        self.reason = ""
+        self.last_error = ""
+        self.connected_at: dt.datetime | None = None
+        self.protocol_version = ""
+        self.server_info: dict[str, Any] = {}
+        self.transport = ""  # the transport the live session uses
+        self.tools: list[DiscoveredTool] = []
+        self.stderr_tail: deque[str] = deque(maxlen=STDERR_LINES)
+        # notifications/message of this session and the log level asked for (mcpclient.engine.server_logs).
+        self.logs = ServerLogs(config.name)
+        self.client: Client | None = None
+        # Resources and templates of the live session (mcpclient.engine.resources keeps them listed).
+        self.resources = ResourceCatalog()
+        # The prompts of the current session (mcpclient.engine.prompts.watch sets them).
+        self.prompts: PromptCatalog | None = None
+        self._commands: asyncio.Queue[str] = asyncio.Queue()
+        self._settled = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self._stopping = False
+        # The tool list of the current session, kept fresh like its prompts and resources
+        # (mcpclient.engine.catalog); its first listing is part of connecting.
+        self.tool_list = KeptFresh(supported=True)
+        # Healing (mcpclient.engine.healing): the policy, the retry plan, whether a reconnect slot is held.
+        self._healer = healer
+        self.retry = RetryState()
+        self._holds_slot = False
+        self._no_retry = False  # a failure that a reconnect cannot cure (sign-in, configuration)
+
+    # -- control (any task) -------------------------------------------------------------
+    async def start(self) -> None:
+        """Start the owner task and wait until the server is ready or has failed."""
+        self._task = asyncio.create_task(self._run(), name=f"mcp-server:{self.name}")
+        # A task cancelled before its first step never runs _run's finally block.
+        self._task.add_done_callback(self._on_owner_done)
+        await self._settled.wait()
+
+    def _on_owner_done(self, _: object = None) -> None:
+        self.client = None
+        self.logs.forget_client()
+        if isinstance(self.consent, BrowserConsent):
+            self.consent.fail(self.reason or "the connection attempt ended")
+        if self.status is Status.CONNECTING:
+            self.status = Status.DISABLED
+        self._settled.set()
+
+    async def stop(self) -> None:
+        """Ask the owner to close the session and wait for it (the child is stopped)."""
+        if self._task is None or self._task.done():
+            return
+        self._stopping = True
+        if self.status is Status.CONNECTING:
+            self._task.cancel()  # still starting: don't wait for initTimeout
+        else:
+            self._commands.put_nowait("stop")
+        try:
+            await asyncio.shield(self._task)
+        except asyncio.CancelledError:
+            if not self._task.done():
+                raise
+
+    async def wait_settled(self) -> None:
+        """Wait until the server is ready or has failed (after :meth:`start` was called)."""
+        await self._settled.wait()
+
+    def cancel_start(self) -> None:
+        """Give up a start still in progress (the server ends up disabled)."""
+        if self._task is not None and not self._task.done() and self.status is Status.CONNECTING:
+            self._stopping = True
+            self._task.cancel()
+
+    def request_relist(self) -> None:
+        """List the tools again soon (after a tool-list change of either era); bursts coalesce."""
+        self.tool_list.request_refresh()
+
+    async def relist(self) -> None:
+        """List the tools again and wait for the result (an administrator's rediscovery)."""
+        if self.client is not None and self.status is Status.READY:
+            await self.tool_list.refresh_now(2 * self.config.timeout + 1)
+
+    @property
+    def running(self) -> bool:
+        """True while the owner task is alive."""
+        return self._task is not None and not self._task.done()
+
+    @property
+    def reconnecting(self) -> bool:
+        """True while an automatic reconnect attempt holds one of the hub's reconnect slots."""
+        return self._holds_slot
+
+    # -- calls (any task) ---------------------------------------------------------------
+    async def call_tool(self, tool: str, arguments: dict[str, Any]) -> ToolResult:
+        """Call ``tool`` on the live session, bounded by the server's timeout."""
+        client = self.client
+        if client is None or self.status is not Status.READY:
+            return self.unreachable(self.reason or f"the server is {self.status.value}")
+        self.last_used = time.monotonic()
+        try:
+            # Client.call_tool answers a 2026-07-28 InputRequiredResult itself (elicitation through
+            # mcpclient.engine.elicitation); an input the hub cannot give (sampling, roots) ends as an
+            # MCPError below.
+            meta = cast("types.RequestParamsMeta | None", self.logs.call_meta())
+            timeout = self.config.timeout
+            result = await client.call_tool(tool, arguments, read_timeout_seconds=timeout, meta=meta)
+        except MCPError as exc:
+            if exc.error.code == REQUEST_TIMEOUT:
+                return ToolResult.error(
+                    f'MCP server "{self.name}": tool "{tool}" timed out after {self.config.timeout:g} s '
+                    f'(the server\'s "timeout" in mcp.json)'
+                )
+            if self.mark_unavailable_if_closed(exc, client):
+                return self.unreachable(self.reason)
+            if self.auth is not None and self.auth.failure is not None:
+                # The token was refused (revoked, expired and not refreshable): sign in again.
+                self._set_auth_failure(self.auth.failure)
+                return self.unreachable(self.reason)
+            return ToolResult.error(f'MCP server "{self.name}": tool "{tool}" failed: {exc.error.message}')
+        except pydantic.ValidationError as exc:
+            # e.g. a 2026-07-28 result without ``resultType``: the server broke the protocol.
+            first = str(exc).splitlines()[0]
+            return ToolResult.error(
+                f'MCP server "{self.name}": tool "{tool}" returned an invalid result '
+                f"for protocol {self.protocol_version}: {first}"
+            )
+        except RuntimeError as exc:
+            # The SDK checks structured content against the tool's outputSchema and raises a bare
+            # RuntimeError when it does not match: the server broke its own contract.
+            if not str(exc).startswith(_OUTPUT_SCHEMA_ERRORS) and "has an output schema" not in str(exc):
+                raise
+            first = str(exc).splitlines()[0]
+            return ToolResult.error(
+                f'MCP server "{self.name}": tool "{tool}" returned a result that does not match its '
+                f"output schema: {first}"
+            )
+        except InputRequiredRoundsExceededError:
+            return ToolResult.error(
+                f'MCP server "{self.name}": tool "{tool}" failed: the server kept asking for more input'
+            )
+        except httpx2.TransportError as exc:
+            # One HTTP exchange failed (the transport turns most of these into an error answer,
+            # see mcpclient.engine.transports.DeliveryGuard): the call fails, the session stays. A dead
+            # session shows as the end of its stream or a failed ping instead.
+            return ToolResult.error(
+                f'MCP server "{self.name}": tool "{tool}" failed: the HTTP request failed ({_describe(exc)})'
+            )
+        except (anyio.ClosedResourceError, anyio.BrokenResourceError, OSError) as exc:
+            self._set_unavailable(_describe(exc), client)
+            return self.unreachable(self.reason)
+        return extract_result(result)
+
+    async def _list_within_timeout(self, client: Client, *, fresh: bool = False) -> list[types.Tool]:
+        try:
+            with anyio.fail_after(self.config.timeout):
+                return await protocol.list_all_tools(client, fresh=fresh)
+        except TimeoutError:
+            raise MCPError(code=REQUEST_TIMEOUT, message="tools/list timed out") from None
+
+    def unreachable(self, reason: str) -> ToolResult:
+        """The error result a call to this server gets while it is not ready (with the retry plan)."""
+        plan = self.retry_plan()
+        return ToolResult.error(
+            f'MCP server "{self.name}" unreachable: {reason}' + (f" ({plan})" if plan else "")
+        )
+
+    def retry_plan(self) -> str:
+        """When the server is tried again, in a few words ("" when no reconnect is under way)."""
+        if self._healer is None:
+            return ""
+        if self.status is Status.CONNECTING and self.retry.attempts:
+            return "reconnecting now"
+        return self.retry.describe(self._healer.policy)
+
+    def mark_unavailable_if_closed(self, exc: MCPError, client: Client | None = None) -> bool:
+        if exc.error.code != CONNECTION_CLOSED:
+            return False
+        self._set_unavailable("connection closed", client)
+        return True
+
+    # -- state ---------------------------------------------------------------------------
+    def snapshot(self) -> ServerSnapshot:
+        """A copy of the state for listeners (names are filled in by the hub)."""
+        return ServerSnapshot(
+            name=self.name,
+            status=self.status,
+            last_error=self.last_error,
+            connected_at=self.connected_at,
+            protocol_version=self.protocol_version,
+            server_info=dict(self.server_info),
+            tools=tuple(self.tools),
+            prefixed_names={},
+            warnings={},
+            stderr_tail=tuple(self.stderr_tail),
+            transport=self.transport if self.status is Status.READY else "",
+            attempts=self.retry.attempts,
+            next_retry_at=self.retry.next_retry_at,
+            circuit_open=self.retry.circuit_open,
+            log_note=self.logs.note,
+        )
+
+    def _discover(self, tools: Iterable[types.Tool]) -> list[DiscoveredTool]:
+        config = self.config
+        return [
+            discover_tool(
+                tool,
+                include=config.include_tools,
+                exclude=config.exclude_tools,
+                write_tools=config.write_tools,
+                trusted=config.trusted,
+            )
+            for tool in tools
+        ]
+
+    def _set_tools(self, tools: Iterable[types.Tool]) -> None:
+        self.tools = self._discover(tools)
+        self._notify(self)
+
+    def _set_unavailable(self, reason: str, client: Client | None = None) -> None:
+        # ``client``: the session the failure was seen on; a late failure of an earlier session
+        # must not end the one that replaced it.
+        if (
+            self.status is not Status.READY
+            or self._stopping
+            or (client is not None and client is not self.client)
+        ):
+            return
+        self.status = Status.UNAVAILABLE
+        self.reason = reason
+        self.last_error = reason + self._stderr_hint()
+        logger.warning('MCP server "%s" is unavailable: %s', self.name, self.last_error)
+        self._commands.put_nowait("closed")
+        self._notify(self)
+
+    def _set_auth_failure(self, failure: AuthFailure) -> None:
+        """A live session lost its authorization: it ends, and the server waits for a sign-in."""
+        if self.status is not Status.READY or self._stopping:
+            return
+        self._no_retry = True  # a reconnect cannot sign in
+        self.status = Status.AUTH_REQUIRED if failure.sign_in_required else Status.FAILED
+        self.reason = self.last_error = failure.describe(self.name)
+        logger.warning("%s", self.reason)
+        self._commands.put_nowait("closed")
+        self._notify(self)
+
+    def _stderr_hint(self) -> str:
+        lines = [line for line in list(self.stderr_tail)[-3:] if line.strip()]
+        return f" (stderr: {' | '.join(lines)})" if lines else ""
+
+    # -- the owner task ------------------------------------------------------------------
+    async def _run(self) -> None:
+        try:
+            resolved = await self._resolve()
+        except ConfigError as exc:
+            self._fail(str(exc))
+            return
+        except SecretStoreError as exc:  # an ${input:} value the keys cannot decrypt
+            self._fail(f'{self.config.source}: server "{self.name}": {exc}')
+            return
+        except Exception as exc:  # the owner is a top-level loop: e.g. the database is down
+            prefix = f'{self.config.source}: server "{self.name}"'
+            self._fail(f"{prefix}: cannot resolve the entry: {_describe(exc)}")
+            return
+        try:
+            while True:
+                await self._attempt(resolved)
+                self._release_slot()
+                self.client = None
+                self.logs.forget_client()
+                if not await self._wait_for_retry():
+                    return
+        finally:
+            self._release_slot()
+            self._on_owner_done()
+
+    async def _attempt(self, resolved: ResolvedServer) -> None:
+        """One connection: connect, serve until the session ends; any failure is recorded on the server."""
+        try:
+            await self._serve(resolved)
+        except anyio.get_cancelled_exc_class():
+            raise
+        except Exception as exc:  # the owner is a top-level loop: any failure is recorded on the server
+            failure = self.auth.failure if self.auth is not None else None
+            if failure is not None and self.status is Status.CONNECTING:
+                self._no_retry = True  # a reconnect cannot sign in
+                status = Status.AUTH_REQUIRED if failure.sign_in_required else None
+                self._fail(failure.describe(self.name), status=status)
+            elif self.status is Status.READY:
+                self._set_unavailable(_describe(exc))
+            elif self.status is Status.CONNECTING:
+                self._fail(_describe(exc), self._stderr_hint())
+            logger.debug('MCP server "%s" owner ended with %r', self.name, exc)
+
+    async def _wait_for_retry(self) -> bool:
+        """After a lost session or a failed attempt: wait for the retry time; False: do not retry.
+
+        The wait listens to the command queue, so :meth:`stop` ends it at once. When the time has
+        come the server is ``connecting`` again and holds one of the hub's reconnect slots (a
+        bound on how many servers connect again at the same time).
+        """
+        healer = self._healer
+        if (
+            healer is None
+            or not healer.policy.reconnects
+            or self._stopping
+            or self._no_retry
+            or self.status not in (Status.FAILED, Status.UNAVAILABLE)
+            # A first sign-in in a person's browser is theirs to try again (Connect), not ours.
+            or (isinstance(self.consent, BrowserConsent) and self.connected_at is None)
+        ):
+            return False
+        delay = self.retry.schedule(healer.policy)
+        logger.info(
+            'MCP server "%s": next connection attempt in %.1f s (%d attempts in a row so far)%s',
+            self.name,
+            delay,
+            self.retry.attempts,
+            "; the circuit is open" if self.retry.circuit_open else "",
+        )
+        self._notify(self)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + delay
+        while (remaining := deadline - loop.time()) > 0:
+            try:
+                command = await asyncio.wait_for(self._commands.get(), remaining)
+            except TimeoutError:
+                break
+            if command == "stop":
+                return False
+        while not self._commands.empty():  # what the ended session left ("closed")
+            if self._commands.get_nowait() == "stop":
+                return False
+        self.retry.begin_attempt()
+        self.status = Status.CONNECTING
+        self._notify(self)
+        await healer.slots.acquire()  # stop() cancels a connecting owner, waiting here included
+        self._holds_slot = True
+        return True
+
+    def _release_slot(self) -> None:
+        if self._holds_slot and self._healer is not None:
+            self._holds_slot = False
+            self._healer.slots.release()
+
+    async def _resolve(self) -> ResolvedServer:
+        """The entry with its placeholders expanded (see :func:`~mcpclient.config.resolve.resolve_server`)."""
+        resolve = functools.partial(
+            resolve_server,
+            self.config,
+            base_dir=self._base_dir,
+            allowed_commands=self._allowed_commands,
+            input_value=self._input_value,
+        )
+        if inputs_used(self.config.raw):
+            # ${input:} values may come from the secret store: the ORM runs in the database thread.
+            return await database_sync_to_async(resolve)()
+        return resolve()
+
+    def _fail(self, message: str, stderr: str = "", *, status: Status | None = None) -> None:
+        self._release_slot()
+        healing = status is None and self.connected_at is not None and self.retry.attempts > 0
+        if healing and not self._no_retry:
+            # A reconnect of a server that was ready failed: it stays "unavailable" with its tools,
+            # so a call of one of them says when the server is tried again (not "Unknown tool").
+            self.status = Status.UNAVAILABLE
+        else:
+            self.status = status or Status.FAILED
+            self.tools = []
+        self.reason = message
+        self.last_error = message + stderr
+        logger.warning('MCP server "%s" failed to start: %s', self.name, self.last_error)
+        self._settled.set()
+        self._notify(self)
+
+    async def _serve(self, resolved: ResolvedServer) -> None:
+        with anyio.CancelScope() as scope:
+            # One deadline for connect + initialize + list, a fallback to SSE included, plus the
+            # time a person may take to sign in when one was asked to.
+            waiting = self._consent_timeout if isinstance(self.consent, BrowserConsent) else 0.0
+            scope.deadline = anyio.current_time() + self.config.init_timeout + waiting
+            if self.config.transport == STREAMABLE_HTTP and self.config.sse_fallback:
+                await self._serve_with_fallback(resolved, scope)
+            else:
+                await self._session(resolved, self.config.transport, scope)
+        if scope.cancelled_caught and self.status is Status.CONNECTING:
+            self._fail(
+                f'no answer within {self.config.init_timeout:g} s (the server\'s "initTimeout")',
+                self._stderr_hint(),
+            )
+
+    async def _serve_with_fallback(self, resolved: ResolvedServer, scope: anyio.CancelScope) -> None:
+        """Streamable HTTP; when the server's answer says it does not speak it, legacy SSE once."""
+        answer = FirstAnswer()
+        try:
+            await self._session(resolved, STREAMABLE_HTTP, scope, answer=answer)
+            return
+        except Exception as exc:  # any failure of the attempt; the answer decides what follows
+            if self.status is not Status.CONNECTING or not answer.not_streamable_http:
+                raise
+            logger.info('MCP server "%s": %s; trying legacy SSE', self.name, answer.describe())
+            logger.debug('MCP server "%s": the Streamable HTTP attempt ended with %r', self.name, exc)
+        try:
+            await self._session(resolved, SSE, scope, fell_back=answer.describe())
+        except Exception as exc:
+            if self.status is not Status.CONNECTING:
+                raise
+            message = f"{answer.describe()}, and legacy SSE failed too: {_describe(exc)}"
+            raise FallbackFailed(message) from exc
+
+    async def _session(
+        self,
+        resolved: ResolvedServer,
+        transport: str,
+        scope: anyio.CancelScope,
+        *,
+        answer: FirstAnswer | None = None,
+        fell_back: str = "",
+    ) -> None:
+        """Open ``transport`` and the client, negotiate, list, serve until told to stop.
+
+        The client negotiates the revision (see :mod:`mcpclient.engine.protocol`); on 2026-07-28 a
+        watcher task subscribes to tool-, resource- and prompt-list changes (one stream) before
+        the first listings.
+        """
+        streams = self._watched_transport(resolved, transport, answer)
+        client = protocol.open_client(
+            streams, client_info=self._client_info, message_handler=self._on_message
+        )
+        async with client, anyio.create_task_group() as watchers:
+            self.tool_list = KeptFresh(supported=True)
+            self.resources = ResourceCatalog()
+            changes: dict[str, Callable[[], None]] = {
+                "tools": self.request_relist,
+                "resources": self.resources.request_refresh,
+                "prompts": functools.partial(prompts.changed, self),
+            }
+            # One subscriptions/listen stream for every list (2026-07-28), before the first listings.
+            await watchers.start(functools.partial(protocol.watch_changes, client, changes, name=self.name))
+            await watchers.start(keep_listed, self, client)
+            await watchers.start(prompts.watch, self, client)  # mcpclient.engine.prompts keeps them listed
+            tools = await protocol.list_all_tools(client)
+            await self.logs.apply(client)  # the log level, applied at every connect (server_logs)
+            scope.deadline = float("inf")
+            self._ready(client, tools, transport, fell_back)
+            relist = functools.partial(self._relist_tools, client)
+            watchers.start_soon(functools.partial(self.tool_list.keep_fresh, relist, now=False))
+            if self._healer is not None and self._healer.policy.ping_interval > 0:
+                dead = functools.partial(self._set_unavailable, client=client)
+                watchers.start_soon(ping_loop, client, self._healer.policy, dead)
+            await self._wait_for_commands()
+            watchers.cancel_scope.cancel()
+
+    def _ready(self, client: Client, tools: list[types.Tool], transport: str, fell_back: str = "") -> None:
+        self._release_slot()
+        if self.retry.attempts:
+            logger.info('MCP server "%s" reconnected after %d attempt(s)', self.name, self.retry.attempts)
+        self.retry.reset()
+        self.client = client
+        self.protocol_version, self.server_info = protocol.negotiated(client)
+        self.transport = transport
+        self.status = Status.READY
+        self.reason = self.last_error = ""
+        self.connected_at = dt.datetime.now(dt.UTC)
+        self.tools = self._discover(tools)
+        logger.info(
+            'MCP server "%s" ready over %s%s: %d tools (%d rejected, %d filtered), protocol %s',
+            self.name,
+            transport,
+            f" ({fell_back})" if fell_back else "",
+            len(self.tools),
+            sum(t.rejected for t in self.tools),
+            sum(t.filtered for t in self.tools),
+            self.protocol_version,
+        )
+        self._settled.set()
+        self._notify(self)
+
+    async def _wait_for_commands(self) -> None:
+        while await self._commands.get() not in ("stop", "closed"):
+            pass
+
+    async def _relist_tools(self, client: Client) -> bool:
+        """List the tools again into :attr:`tools`; False once the session has ended."""
+        try:
+            self._set_tools(await self._list_within_timeout(client, fresh=True))
+            self.tool_list.error = ""
+        except MCPError as exc:
+            if self.mark_unavailable_if_closed(exc, client):
+                return False
+            self.tool_list.error = f"tools/list failed: {exc.error.message}"
+            logger.warning('MCP server "%s": re-listing tools failed: %s', self.name, exc)
+        self.tool_list.finish_listing()
+        return True
+
+    async def _on_message(self, message: Any) -> None:
+        if isinstance(message, types.ToolListChangedNotification):
+            self.request_relist()
+        elif isinstance(message, types.ResourceListChangedNotification):
+            self.resources.request_refresh()
+        elif isinstance(message, types.PromptListChangedNotification):
+            prompts.changed(self)
+        elif isinstance(message, types.LoggingMessageNotification):
+            self.logs.receive(message.params)
+        elif isinstance(message, Exception):
+            logger.debug('MCP server "%s" sent an unreadable message: %s', self.name, message)
+
+    @contextlib.asynccontextmanager
+    async def _watched_transport(
+        self, resolved: ResolvedServer, transport: str, answer: FirstAnswer | None
+    ) -> AsyncIterator[tuple[Any, Any]]:
+        """The transport's streams, the receive side reporting its end (see :class:`EndWatcher`)."""
+        async with self._transport(resolved, transport, answer) as (read, write):
+            yield EndWatcher(read, lambda: self._set_unavailable("connection closed")), write
+
+    @contextlib.asynccontextmanager
+    async def _transport(
+        self, resolved: ResolvedServer, transport: str, answer: FirstAnswer | None = None
+    ) -> AsyncIterator[tuple[Any, Any]]:
+        async with open_streams(
+            resolved,
+            transport,
+            name=self.name,
+            timeout=self.config.timeout,
+            init_timeout=self.config.init_timeout,
+            auth=self._authorization(resolved) if transport != STDIO else None,
+            answer=answer,
+            on_stderr=self.stderr_tail.append,
+        ) as streams:
+            yield streams
+
+    def _authorization(self, resolved: ResolvedServer) -> HubOAuth | None:
+        """The OAuth provider of this connection (None when the entry signs in by itself)."""
+        oauth = self.config.oauth
+        if oauth is None:
+            self.auth = None
+            return None
+        credential_owner = self.owner_id if oauth.per_user else None
+        store = CredentialStore(
+            self.name,
+            credential_owner,
+            resolved.url or "",
+            preregistered_client(oauth, resolved.oauth_secrets.client_secret),
+        )
+        consent = self.consent or NoConsent(
+            "connect your account from the chat (Connect beside the server's name)"
+            if oauth.per_user
+            else "an administrator must connect it (Connect on the server's admin page)"
+        )
+        self.auth = HubOAuth(
+            server=self.name,
+            url=resolved.url or "",
+            store=store,
+            consent=consent,
+            oauth=oauth,
+            secrets=resolved.oauth_secrets,
+        )
+        return self.auth

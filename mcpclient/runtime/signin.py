@@ -1,0 +1,195 @@
+"""Connecting and disconnecting OAuth servers: what the views and the chat turn ask of the hub.
+
+Lifecycle
+---------
+*Connect* (:func:`connect`, on the hub's loop): the hub opens a new session whose sign-in
+goes to the person's browser (:class:`~mcpclient.engine.authorization.BrowserConsent`). Whichever
+comes first decides the answer: the authorization URL (the view redirects the browser there),
+or the session settling without one (tokens still valid: connected; or a failure that names
+the step). The session then waits, up to ``BOOCODE_OAUTH_CONSENT_TIMEOUT``, for BooCode's
+callback: :func:`finish` hands the authorization response to it and waits until the server
+is ready or has failed. A "shared" server is connected by an administrator for everybody; a
+"perUser" server by each person for themselves, and only their sessions see their tokens.
+
+*Turns* (:func:`open_sessions`): before a turn lists its tools, the person's sessions with the
+"perUser" servers they connected are opened if they are not (closed when idle, or after a
+restart). A server that needs a new sign-in is not retried until they connect again.
+
+*Disconnect* (:func:`disconnect`): the session closes and the tokens are revoked where the
+provider supports it (RFC 7009), then deleted.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from typing import Any
+
+from channels.db import database_sync_to_async
+
+from mcpclient.config.model import per_user
+from mcpclient.core.state import Status
+from mcpclient.engine import authorization
+from mcpclient.engine.connection import ServerConnection
+from mcpclient.engine.hub import Hub
+from mcpclient.runtime import TURN_CHECK_INTERVAL, ensure_hub, get_hub, remote
+from mcpclient.worker.client import REQUEST_TIMEOUT, WorkerUnavailable
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What a connect or callback came to: a URL to send the browser to, or a message."""
+
+    url: str = ""
+    message: str = ""
+    ok: bool = False
+
+
+def _settled(connection: ServerConnection) -> Outcome:
+    if connection.status is Status.READY:
+        count = sum(tool.offered for tool in connection.tools)
+        return Outcome(message=f'MCP server "{connection.name}" is connected ({count} tools).', ok=True)
+    return Outcome(
+        message=connection.reason or f'MCP server "{connection.name}" is {connection.status.value}.'
+    )
+
+
+async def connect(name: str, user_id: int, *, staff: bool, return_to: str = "/") -> Outcome:
+    """Start signing in to server ``name`` (see the module docstring). Runs on the hub's loop."""
+    hub = await ensure_hub()
+    config = hub.config(name)
+    if config is None or not config.enabled or config.oauth is None:
+        return Outcome(message=f'"{name}" is not an enabled MCP server that signs in with OAuth.')
+    if not per_user(config) and not staff:
+        return Outcome(message=f'MCP server "{name}" is shared: an administrator connects it for everybody.')
+    if remote():  # the flow needs the session it opens: it runs where the sessions live
+        outcome, _ = await _in_worker(
+            hub, "connect", config.init_timeout, name=name, user_id=user_id, staff=staff, return_to=return_to
+        )
+        return outcome
+    connection, consent = await hub.authorize(name, user_id=user_id)
+    consent.return_to = return_to
+    settled = asyncio.ensure_future(connection.wait_settled())
+    try:
+        done, _ = await asyncio.wait(
+            {consent.url, settled}, timeout=config.init_timeout, return_when=asyncio.FIRST_COMPLETED
+        )
+    finally:
+        settled.cancel()
+    if consent.url in done and consent.url.exception() is None:
+        return Outcome(url=consent.url.result())
+    if settled in done or connection.status is not Status.CONNECTING:
+        return _settled(connection)
+    return Outcome(message=f'MCP server "{name}" did not answer within {config.init_timeout:g} s.')
+
+
+async def finish(state: str, user_id: int, query: dict[str, str]) -> tuple[Outcome, str]:
+    """The callback: deliver the authorization response, wait for the session to settle.
+
+    Returns the outcome and where the person started the sign-in ("/" for an unknown link).
+    """
+    if remote():  # the consent waits in the hub worker, with the session it belongs to
+        hub = await ensure_hub(max_age=TURN_CHECK_INTERVAL)
+        return await _in_worker(hub, "finish", FINISH_WAIT, state=state, user_id=user_id, query=query)
+    try:
+        consent = authorization.complete(state, user_id, query)
+    except authorization.UnknownConsent as exc:
+        return Outcome(message=str(exc)), "/"
+    back = consent.return_to
+    hub = get_hub()
+    connection = None
+    if hub is not None:
+        connection = (
+            hub.user_connection(consent.server, consent.owner_id)
+            if consent.owner_id is not None
+            else hub.connection(consent.server)
+        )
+    if connection is None or connection.consent is not consent:
+        return Outcome(
+            message=f'The sign-in to MCP server "{consent.server}" was abandoned; connect again.'
+        ), back
+    try:
+        async with asyncio.timeout(connection.config.init_timeout):
+            await connection.wait_settled()
+    except TimeoutError:
+        return Outcome(message=f'MCP server "{consent.server}" is still connecting.'), back
+    return _settled(connection), back
+
+
+async def disconnect(name: str, user_id: int, *, staff: bool) -> Outcome:
+    """Close the session, revoke and delete the tokens: the person's own, or the shared ones."""
+    hub = await ensure_hub()
+    config = hub.config(name)
+    if config is None or config.oauth is None:
+        return Outcome(message=f'"{name}" is not an MCP server that signs in with OAuth.')
+    owner = user_id if per_user(config) else None
+    if owner is None and not staff:
+        return Outcome(message=f'MCP server "{name}" is shared: an administrator disconnects it.')
+    if remote():  # the session and its token store live in the hub worker
+        outcome, _ = await _in_worker(hub, "disconnect", 0.0, name=name, user_id=user_id, staff=staff)
+        return outcome
+    url = config.url or ""
+    connection = hub.user_connection(name, user_id) if owner is not None else hub.connection(name)
+    if connection is not None and connection.auth is not None:
+        url = connection.auth.store.url
+    store = authorization.CredentialStore(name, owner, url)
+    done = await authorization.revoke(store)
+    await hub.close_user_session(name, owner)
+    return Outcome(message=f'MCP server "{name}" disconnected: {done}.', ok=True)
+
+
+# How long a callback waits for the hub worker: its session settles within the server's
+# ``initTimeout`` (the default 60 s), which the web process does not look up for a callback.
+FINISH_WAIT = 90.0
+
+
+async def _in_worker(hub: Any, step: str, wait: float, **args: Any) -> tuple[Outcome, str]:
+    """Run a sign-in step in the hub worker (``BOOCODE_HUB=worker``): its outcome and where to go back."""
+    try:
+        done = await hub.request("signin", timeout=wait + REQUEST_TIMEOUT, step=step, **args)
+    except (WorkerUnavailable, RuntimeError) as exc:
+        return Outcome(message=f"Signing in could not go on: {exc}."), "/"
+    return Outcome(**done["outcome"]), done["back"] or "/"
+
+
+async def open_sessions(hub: Hub, user_id: int | None) -> None:
+    """Open ``user_id``'s sessions with the "perUser" servers they connected (before a turn)."""
+    if user_id is None:
+        return
+    servers = hub.per_user_servers()
+    if not servers:
+        return
+    connected = await database_sync_to_async(authorization.signed_in_servers)(user_id)
+    await hub.open_user_sessions(user_id, [config.name for config in servers if config.name in connected])
+
+
+async def person_hub(user_id: int | None, *, max_age: float = 0.0, wait: float = 0.0) -> Hub:
+    """The running hub with ``user_id``'s sessions open and their resource and prompt catalogs at hand.
+
+    ``max_age`` as for :func:`~mcpclient.runtime.ensure_hub`; ``wait``: how long a session's
+    first listing may be waited for (through the hub worker the catalogs are fetched here).
+    """
+    hub = await ensure_hub(max_age=max_age)
+    await open_sessions(hub, user_id)
+    await hub.load_catalogs(user_id, wait=wait)
+    return hub
+
+
+def account_states(user_id: int) -> list[dict[str, Any]]:
+    """The "perUser" servers and where this person stands with each (the chat's Accounts list)."""
+    hub = get_hub()
+    if hub is None:
+        return []
+    connected = authorization.signed_in_servers(user_id)
+    states = []
+    for config in hub.per_user_servers():
+        connection = hub.user_connection(config.name, user_id)
+        if connection is not None and connection.status is not Status.DISABLED:
+            status, reason = connection.status.value, connection.reason
+        elif config.name in connected:
+            status, reason = "signed_in", ""
+        else:
+            status, reason = "not_connected", ""
+        tools = sum(tool.offered for tool in connection.tools) if connection is not None else 0
+        states.append({"name": config.name, "status": status, "reason": reason, "tool_count": tools})
+    return states

@@ -1,0 +1,231 @@
+"""Services that keep the database in step with mcp.json and with the hub.
+
+``sync_servers`` mirrors the file into ``McpServer`` rows (the file is the source of truth);
+``persist_snapshot`` writes a server's live state and discovered tools; ``bump_version``
+tells other processes that servers changed.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import F
+
+from mcpclient.config.entries import load_config, parse_server
+from mcpclient.config.model import ConfigError, ServerConfig
+from mcpclient.config.shapes import MCP_SERVERS, Shape
+from mcpclient.core.state import ServerSnapshot, Status
+from mcpclient.models import McpServer, McpState, McpTool
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class SyncReport:
+    """What ``sync_servers`` changed."""
+
+    created: list[str] = field(default_factory=list)
+    updated: list[str] = field(default_factory=list)
+    deleted: list[str] = field(default_factory=list)
+    unchanged: list[str] = field(default_factory=list)
+    errors: dict[str, str] = field(default_factory=dict)
+    exists: bool = True
+    shape: Shape = MCP_SERVERS  # the host shape the file is written in
+
+    @property
+    def changed(self) -> bool:
+        """True when any row was created, updated or deleted."""
+        return bool(self.created or self.updated or self.deleted)
+
+    def summary(self) -> str:
+        """One line for logs and commands."""
+        if not self.exists:
+            return "mcp.json not found: no MCP servers"
+        parts = [
+            f"{len(self.created)} created",
+            f"{len(self.updated)} updated",
+            f"{len(self.deleted)} deleted",
+            f"{len(self.unchanged)} unchanged",
+        ]
+        if self.errors:
+            parts.append(f"{len(self.errors)} invalid")
+        return ", ".join(parts)
+
+
+def _guess_transport(entry: Any) -> str:
+    if isinstance(entry, dict):
+        kind = entry.get("type")
+        if kind in ("stdio", "local") or (kind is None and "command" in entry):
+            return "stdio"
+        if kind == "sse":
+            return "sse"
+        if kind in ("streamableHttp", "streamable-http", "http", "remote") or "url" in entry:
+            return "streamableHttp"
+    return ""
+
+
+def config_mtime_ns(path: Path | None = None) -> int:
+    """The modification time of mcp.json in nanoseconds (0 when there is no file)."""
+    try:
+        return (path or settings.MCP_CONFIG).stat().st_mtime_ns
+    except FileNotFoundError:
+        return 0
+
+
+def current_state() -> McpState:
+    """The single McpState row (created on first use)."""
+    state, _ = McpState.objects.get_or_create(pk=1)
+    return state
+
+
+def bump_version() -> None:
+    """Tell every process that servers changed (their config, enabled flag or tools)."""
+    current_state()
+    McpState.objects.filter(pk=1).update(version=F("version") + 1)
+
+
+@transaction.atomic
+def sync_servers(path: Path | None = None) -> SyncReport:
+    """Mirror mcp.json into McpServer rows: create new, update changed, delete removed.
+
+    Raises ``ConfigError`` when the file as a whole is unreadable (nothing is changed then).
+    """
+    path = path or settings.MCP_CONFIG
+    loaded = load_config(path)
+    report = SyncReport(exists=loaded.exists, errors=dict(loaded.errors), shape=loaded.shape)
+    existing = {server.name: server for server in McpServer.objects.select_for_update()}
+    for position, (name, entry) in enumerate(loaded.raw_servers.items()):
+        parsed = loaded.servers.get(name)
+        values = {
+            "position": position,
+            "config": entry,
+            "transport": parsed.transport if parsed else _guess_transport(entry),
+            "enabled": parsed.enabled
+            if parsed
+            else bool(isinstance(entry, dict) and entry.get("enabled", True)),
+            "config_error": loaded.errors.get(name, ""),
+        }
+        row = existing.pop(name, None)
+        if row is None:
+            row = McpServer(name=name, **values)
+            _initial_status(row)
+            row.save()
+            report.created.append(name)
+            continue
+        if any(getattr(row, key) != value for key, value in values.items()):
+            for key, value in values.items():
+                setattr(row, key, value)
+            if row.config_error or not row.enabled:
+                _initial_status(row)
+            row.save()
+            report.updated.append(name)
+        else:
+            report.unchanged.append(name)
+    for name, row in existing.items():
+        row.delete()
+        report.deleted.append(name)
+    state = current_state()
+    mtime = config_mtime_ns(path)
+    if report.changed or state.config_mtime_ns != mtime:
+        McpState.objects.filter(pk=1).update(
+            version=F("version") + (1 if report.changed else 0), config_mtime_ns=mtime
+        )
+    if report.errors:
+        for message in report.errors.values():
+            logger.warning("%s", message)
+    return report
+
+
+def _initial_status(row: McpServer) -> None:
+    if row.config_error:
+        row.status, row.last_error = McpServer.Status.FAILED, row.config_error
+    elif not row.enabled:
+        row.status, row.last_error = McpServer.Status.DISABLED, ""
+    else:
+        row.status = McpServer.Status.CONNECTING
+
+
+def server_configs() -> list[ServerConfig]:
+    """Valid server configs from the database rows, in file order.
+
+    A row whose entry failed validation in the file (``config_error``) is left out even when its
+    stored value would parse: a duplicate key, for one, is gone from the stored JSON, and an
+    invalid entry must never run, whatever part of it would have worked.
+    """
+    configs = []
+    for row in McpServer.objects.filter(config_error=""):
+        try:
+            configs.append(parse_server(row.name, row.config, source=settings.MCP_CONFIG.name))
+        except ConfigError:
+            continue  # recorded on the row by sync_servers
+    return configs
+
+
+# Every column but the log fields, which the admin (log_level) and the log writer (log_tail) set.
+_LOG_FIELDS = ("log_level", "log_tail")
+_SNAPSHOT_FIELDS = [
+    f.name for f in McpServer._meta.concrete_fields if not f.primary_key and f.name not in _LOG_FIELDS
+]
+
+
+@transaction.atomic
+def persist_snapshot(snapshot: ServerSnapshot) -> None:
+    """Write a server's live state and its discovered tools (offered, rejected and filtered)."""
+    row = McpServer.objects.select_for_update().filter(name=snapshot.name).first()
+    if row is None:
+        return  # removed from the file meanwhile
+    row.status = snapshot.status.value
+    if snapshot.status is Status.DISABLED and row.config_error:
+        row.status = McpServer.Status.FAILED
+    else:
+        row.last_error = snapshot.last_error
+    row.connected_at = snapshot.connected_at
+    row.protocol_version = snapshot.protocol_version
+    row.server_info = snapshot.server_info
+    row.active_transport = snapshot.transport
+    row.stderr_tail = "\n".join(snapshot.stderr_tail)
+    row.reconnect_attempts = snapshot.attempts
+    row.next_retry_at = snapshot.next_retry_at
+    row.circuit_open = snapshot.circuit_open
+    if snapshot.status in (Status.READY, Status.UNAVAILABLE) or snapshot.tools:
+        _store_tools(row, snapshot)
+    elif snapshot.status in (Status.FAILED, Status.DISABLED):
+        row.tools.all().delete()
+        row.tool_count = row.rejected_count = row.filtered_count = 0
+    # Not the log fields: other threads set them (a save of the whole row would undo their writes).
+    row.save(update_fields=_SNAPSHOT_FIELDS)
+
+
+def _store_tools(row: McpServer, snapshot: ServerSnapshot) -> None:
+    current = {tool.name: tool for tool in row.tools.all()}
+    keep = set()
+    for position, tool in enumerate(snapshot.tools):
+        values = {
+            "prefixed_name": snapshot.prefixed_names.get(tool.name, ""),
+            "title": tool.title,
+            "description": tool.description,
+            "input_schema": tool.input_schema,
+            "output_schema": tool.output_schema,
+            "icons": list(tool.icons),
+            "annotations": tool.annotations,
+            "rejected": tool.rejected,
+            "filtered": tool.filtered,
+            "reject_reason": tool.reject_reason,
+            "warning": snapshot.warnings.get(tool.name, ""),
+            "position": position,
+        }
+        keep.add(tool.name)
+        existing = current.get(tool.name)
+        if existing is None:
+            McpTool.objects.create(server=row, name=tool.name, **values)
+        elif any(getattr(existing, key) != value for key, value in values.items()):
+            McpTool.objects.filter(pk=existing.pk).update(**values)
+    row.tools.exclude(name__in=keep).delete()
+    row.tool_count = sum(tool.offered for tool in snapshot.tools)
+    row.rejected_count = sum(tool.rejected for tool in snapshot.tools)
+    row.filtered_count = sum(tool.filtered for tool in snapshot.tools)
