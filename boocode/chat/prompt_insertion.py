@@ -135,6 +135,11 @@ def _required(prompt: hub_prompts.HubPrompt, key: str) -> bool:
     return any(argument.name == key and argument.required for argument in prompt.arguments)
 
 
+# Seconds a ready server's first prompt listing may take before the menu answers without it (a
+# server is ready once its tools are listed; its prompts may still be on their way).
+LISTING_WAIT = 5.0
+
+
 async def running_hub(user_id: int | None) -> Hub | None:
     """The hub (started, changes applied, ``user_id``'s own sessions open) where this process runs it.
 
@@ -142,7 +147,7 @@ async def running_hub(user_id: int | None) -> Hub | None:
     """
     if not settings.MCP_AUTOSTART:
         return get_hub()
-    return await person_hub(user_id, max_age=TURN_CHECK_INTERVAL)
+    return await person_hub(user_id, max_age=TURN_CHECK_INTERVAL, wait=LISTING_WAIT)
 
 
 def menu(hub: Hub | None, user_id: int | None) -> dict[str, Any]:

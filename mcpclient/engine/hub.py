@@ -42,7 +42,7 @@ from mcpclient.engine.healing import Healer, HealPolicy
 from mcpclient.engine.resources import Completions, ReadResult
 from mcpclient.engine.resources import refresh_now as resources_refresh_now
 from mcpclient.engine.server_logs import EntryListener
-from mcpclient.engine.serving import session_for
+from mcpclient.engine.serving import ready_servers, session_for
 
 logger = logging.getLogger("mcpclient.hub")
 
@@ -323,7 +323,18 @@ class Hub:
     # One interface with the hub worker's stand-in (mcpclient.worker.client.RemoteHub), which
     # forwards these to the worker: callers never reach a session's client themselves.
     async def load_catalogs(self, user_id: int | None, *, wait: float = 0.0) -> None:
-        """Nothing to load: the catalogs of a hub held here are live (the worker's stand-in fetches)."""
+        """Wait up to ``wait`` seconds (all at once) for the first prompt and resource listings of
+        the ready sessions ``user_id`` uses: a server is ready once its tools are listed, and its
+        prompts and resources may still be on their way (the catalogs here are live; the worker's
+        stand-in fetches them)."""
+        if wait <= 0:
+            return
+        listings = []
+        for _, session in ready_servers(self, user_id):
+            listings.append(session.resources.wait_listed(wait))
+            if session.prompts is not None:
+                listings.append(session.prompts.wait_listed(wait))
+        await asyncio.gather(*listings)
 
     async def read_resource(self, server: str, uri: str, user_id: int | None) -> ReadResult:
         """``resources/read`` of ``uri`` through the session ``user_id`` may use (capped)."""

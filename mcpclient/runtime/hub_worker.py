@@ -30,7 +30,6 @@ from channels.worker import Worker
 from mcpclient import runtime
 from mcpclient.config.model import per_user
 from mcpclient.core.results import ToolResult
-from mcpclient.core.state import Status
 from mcpclient.engine import resources
 from mcpclient.engine.elicitation import Answer, Link, asking
 from mcpclient.engine.elicitation_form import Form
@@ -88,15 +87,7 @@ async def view_of(hub: Hub, user_id: int | None, wait: float) -> list[dict[str, 
         connection = session_for(hub, snapshot.name, user_id)
         if connection is not None:
             found.append((per_user(connection.config), connection))
-    if wait > 0:
-        listings = []
-        for _, connection in found:
-            if connection.status is not Status.READY:
-                continue
-            listings.append(connection.resources.wait_listed(wait))
-            if connection.prompts is not None:
-                listings.append(connection.prompts.wait_listed(wait))
-        await asyncio.gather(*listings)
+    await hub.load_catalogs(user_id, wait=wait)
     return [
         {
             "name": connection.name,
