@@ -209,25 +209,33 @@ def test_sigterm_during_a_running_tool_stops_daphne(tmp_path: Path) -> None:
 
 async def test_a_slow_native_call_stops_at_the_limit(settings, tmp_path: Path) -> None:
     settings.WORKSPACE = workspace = tmp_path / "workspace"
-    for index in range(50):
+    for index in range(5):
         directory = workspace / f"pkg{index:02}"
         directory.mkdir(parents=True)
-        for number in range(100):
+        for number in range(10):
             (directory / f"module{number:03}.py").write_text(f"def function_{number}():\n    pass\n")
-    settings.TOOL_TIMEOUT = 0.05  # below the 1 s minimum of the variable: tests only
+    # grep walks the folders in name order: the modules first, then a terabyte without a newline
+    # (sparse), so the limit always falls inside it, however fast or busy the machine, after the
+    # modules' matches (a limit of a few milliseconds could pass before the first file on 2 busy cores).
+    (workspace / "zz").mkdir()
+    with (workspace / "zz" / "huge.log").open("wb") as handle:
+        handle.write(b"x" * 10_000)
+        handle.truncate(1 << 40)
+    settings.TOOL_TIMEOUT = 0.5  # below the 1 s minimum of the variable: tests only
     started = time.monotonic()
     result = await execute_tool("grep", {"pattern": r"def function_\d+", "max_results": 1000})
     elapsed = time.monotonic() - started
     assert result.is_error, result.output[:200]
     assert result.output.startswith(
-        "grep: stopped at the time limit of 0.05 s per tool call (BOOCODE_TOOL_TIMEOUT)"
+        "grep: stopped at the time limit of 0.5 s per tool call (BOOCODE_TOOL_TIMEOUT)"
     )
     assert "narrow the path, glob or pattern" in result.output
     # What grep found before the limit comes along, so the model can narrow the search.
     assert "Found before the limit:\npkg00/module000.py:1: def function_0():" in result.output
-    assert elapsed < 1.0
+    assert "pkg04/module009.py:1: def function_9():" in result.output
+    assert elapsed < 5.0  # reading the terabyte would take minutes
     settings.TOOL_TIMEOUT = 30.0
-    assert not (await execute_tool("grep", {"pattern": r"def function_\d+"})).is_error
+    assert not (await execute_tool("grep", {"pattern": r"def function_\d+", "glob": "*.py"})).is_error
 
 
 def test_the_limit_holds_inside_one_huge_line(tmp_path: Path) -> None:
