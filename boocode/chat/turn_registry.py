@@ -1,7 +1,9 @@
 """The running turns: at most one per conversation, in this process and across web processes.
 
 Start: :meth:`TurnRegistry.start` runs a :class:`~boocode.chat.turn.Turn` as a task of this
-process; a second start in the conversation raises :class:`TurnInProgress`. The task belongs to
+process; a second start in the conversation raises :class:`TurnInProgress`. The turn is over
+just before its ``turn_end`` goes out (its task still sends the conversation frame after it),
+so a message sent the moment a tab hears ``turn_end`` starts the next turn. The task belongs to
 no websocket. With the Redis channel layer the consumer uses :meth:`TurnRegistry.begin`, which
 first takes the conversation's lock (:mod:`boocode.chat.locks`), so no other process starts
 one either, and gives it back just before ``turn_end`` goes out.
@@ -63,6 +65,9 @@ class TurnRegistry:
         self._tasks: dict[int, asyncio.Task[str]] = {}
         self._turns: dict[int, Turn] = {}
         self._cancelled: set[asyncio.Task[str]] = set()
+        # Turns whose turn_end went out: over (a new one may start) while their task still
+        # sends the conversation frame that follows it.
+        self._ended: set[Turn] = set()
         self._swept: set[SharedTurns] = set()  # shared states whose sweep for dead turns runs
 
     def _live_task(self, conversation_id: int) -> asyncio.Task[str] | None:
@@ -77,8 +82,9 @@ class TurnRegistry:
         return task
 
     def running(self, conversation_id: int) -> bool:
-        """Whether a turn is running in the conversation."""
-        return self._live_task(conversation_id) is not None
+        """Whether a turn is running in the conversation (over once its ``turn_end`` went out)."""
+        live = self._live_task(conversation_id) is not None
+        return live and self._turns.get(conversation_id) not in self._ended
 
     def turn_id(self, conversation_id: int) -> str | None:
         """The id of the running turn, if any."""
@@ -90,25 +96,33 @@ class TurnRegistry:
         conversation_id = request.conversation_id
         if self.running(conversation_id):
             raise TurnInProgress(conversation_id)
-        turn = Turn(request, emit)
+
+        async def emit_ending(event: dict[str, Any]) -> None:
+            # Over before any tab hears turn_end: a message sent the moment it arrives is taken.
+            if event.get("type") == "turn_end" and event.get("turn_id") == request.turn_id:
+                self._ended.add(turn)
+            await emit(event)
+
+        turn = Turn(request, emit_ending)
         self._turns[conversation_id] = turn
         # Eager: the turn runs at once up to its first wait (the read before the model request).
         loop = asyncio.get_running_loop()
         task = asyncio.eager_task_factory(loop, turn.run(), name=f"turn-{conversation_id}")
         self._tasks[conversation_id] = task
-        task.add_done_callback(partial(self._forget, conversation_id))
+        task.add_done_callback(partial(self._forget, conversation_id, turn))
         return task
 
-    def _forget(self, conversation_id: int, task: asyncio.Task[str]) -> None:
+    def _forget(self, conversation_id: int, turn: Turn, task: asyncio.Task[str]) -> None:
         if self._tasks.get(conversation_id) is task:
             del self._tasks[conversation_id]
             self._turns.pop(conversation_id, None)
         self._cancelled.discard(task)
+        self._ended.discard(turn)
 
     def cancel(self, conversation_id: int) -> bool:
         """Ask the running turn to stop; ``False`` if none runs. Repeated calls are harmless."""
         task = self._live_task(conversation_id)
-        if task is None:
+        if task is None or not self.running(conversation_id):
             return False
         if task not in self._cancelled:
             self._cancelled.add(task)

@@ -62,6 +62,28 @@ MAX_STDERR_LINE = 2000
 # The JSON-RPC error code (implementation-defined server error range) of a request whose HTTP
 # exchange broke after it was sent: it may or may not have run on the server.
 HTTP_EXCHANGE_FAILED = -32099
+# Requests that only read: one whose exchange broke is sent once more (nothing it does can run
+# twice). Everything else (a tool call above all) is answered with HTTP_EXCHANGE_FAILED.
+READ_ONLY_METHODS = frozenset(
+    {
+        "ping",
+        "server/discover",
+        "tools/list",
+        "prompts/list",
+        "prompts/get",
+        "resources/list",
+        "resources/templates/list",
+        "resources/read",
+        "completion/complete",
+    }
+)
+# The pool forgets an idle connection after this many seconds: before the 5 s after which
+# uvicorn and Node close theirs (httpx2's own default is those same 5 s). A request sent on a
+# connection the server is closing at that moment breaks, and a tool call cannot be sent again.
+KEEPALIVE_SECONDS = 3.0
+KEEPALIVE = httpx2.Limits(
+    max_connections=100, max_keepalive_connections=20, keepalive_expiry=KEEPALIVE_SECONDS
+)
 
 
 class FallbackFailed(Exception):
@@ -121,7 +143,9 @@ class DeliveryGuard(httpx2.AsyncBaseTransport):
     safe); when that fails too the error goes up as before (the server is gone: the session
     ends and healing takes over). A POST whose exchange broke after it was sent (reset, protocol
     error, read timeout) is answered with a JSON-RPC error for that request id: the caller
-    reads "may or may not have run", the session stays.
+    reads "may or may not have run", the session stays. A request that only reads
+    (:data:`READ_ONLY_METHODS`) and broke without timing out is sent once more first, as
+    HTTP clients resend idempotent requests.
     """
 
     def __init__(self, inner: httpx2.AsyncBaseTransport) -> None:
@@ -135,8 +159,12 @@ class DeliveryGuard(httpx2.AsyncBaseTransport):
             return await self._inner.handle_async_request(request)
         except httpx2.ConnectError:
             logger.debug("POST to %s: could not connect; trying once more", request.url.host)
-        except httpx2.TransportError as exc:
+        except httpx2.TimeoutException as exc:
             return _broken_exchange(request, exc)
+        except httpx2.TransportError as exc:
+            if _method(request) not in READ_ONLY_METHODS:
+                return _broken_exchange(request, exc)
+            logger.debug("POST to %s broke (%s): sending it again", request.url.host, type(exc).__name__)
         try:
             return await self._inner.handle_async_request(request)
         except httpx2.ConnectError:
@@ -149,12 +177,22 @@ class DeliveryGuard(httpx2.AsyncBaseTransport):
         await self._inner.aclose()
 
 
+def _message(request: httpx2.Request) -> Any:
+    """The JSON-RPC message a POST carries (None when it is not one)."""
+    try:
+        return json.loads(request.content)
+    except (ValueError, httpx2.RequestNotRead):
+        return None
+
+
+def _method(request: httpx2.Request) -> str | None:
+    message = _message(request)
+    return message.get("method") if isinstance(message, dict) and "id" in message else None
+
+
 def _broken_exchange(request: httpx2.Request, exc: httpx2.TransportError) -> httpx2.Response:
     """A 502 answer carrying a JSON-RPC error for the request's id (no body for a notification)."""
-    try:
-        message = json.loads(request.content)
-    except (ValueError, httpx2.RequestNotRead):
-        message = None
+    message = _message(request)
     kind = type(exc).__name__
     logger.info(
         "POST to %s broke after it was sent (%s): answering the request with an error", request.url.host, kind
@@ -174,7 +212,7 @@ def http_client(headers: dict[str, str] | None, auth: httpx2.Auth | None) -> htt
         headers=headers,
         auth=auth,
         timeout=httpx2.Timeout(MCP_DEFAULT_TIMEOUT, read=MCP_DEFAULT_SSE_READ_TIMEOUT),
-        transport=DeliveryGuard(httpx2.AsyncHTTPTransport()),
+        transport=DeliveryGuard(httpx2.AsyncHTTPTransport(limits=KEEPALIVE)),
     )
 
 

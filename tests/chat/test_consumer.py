@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from typing import Any
 
 import pytest
@@ -114,6 +115,32 @@ async def test_a_turn_with_a_tool_over_the_websocket(llm: ScriptedLLM, toolbox_h
     assert history["messages"][1]["tool_calls"][0]["output"] == "<script>alert(1)</script>"
     assert history["messages"][2]["html"] == "<p>Done.</p>\n"
     await again.close()
+
+
+async def test_a_message_sent_the_moment_turn_end_arrives_starts_the_next_turn(
+    llm: ScriptedLLM, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from boocode.chat import payloads
+
+    # The conversation frame that follows turn_end is read slowly: the turn's task is still
+    # alive when the tab hears turn_end and answers it at once.
+    reading = payloads.conversation_info
+
+    def slow_read(conversation_id: int) -> dict[str, Any]:
+        time.sleep(1.0)
+        return reading(conversation_id)
+
+    monkeypatch.setattr(payloads, "conversation_info", slow_read)
+    cookie = await login("alice")
+    conversation = await conversation_of("alice")
+    async with Tab(conversation, cookie) as tab:
+        llm.script(Text("one"), Text("two"))
+        await tab.send({"type": "user_message", "text": "first"})
+        assert (await tab.until_turn_end())["status"] == "complete"
+        await tab.send({"type": "user_message", "text": "second"})
+        assert (await tab.next_of(("turn_start", "error")))["type"] == "turn_start"
+        assert (await tab.until_turn_end())["status"] == "complete"
+    assert [content for _, _, content in await stored(conversation)] == ["first", "one", "second", "two"]
 
 
 async def test_two_tabs_see_the_same_turn_and_either_can_stop_it(llm: ScriptedLLM) -> None:

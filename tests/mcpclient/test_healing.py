@@ -41,8 +41,8 @@ def record(hub: Hub) -> list[ServerSnapshot]:
     return seen
 
 
-def toolbox_http(port: int) -> HttpServer:
-    return HttpServer([PYTHON, str(TOOLBOX), "--http", str(port)], port, "/mcp")
+def toolbox_http(port: int, *extra: str) -> HttpServer:
+    return HttpServer([PYTHON, str(TOOLBOX), "--http", str(port), *extra], port, "/mcp")
 
 
 # -- the schedule (deterministic) ------------------------------------------------------------
@@ -168,7 +168,8 @@ class FlakyProxy:
     """A TCP proxy that breaks the one exchange whose bytes contain a marker.
 
     ``drop-this-call``: the connection is reset without forwarding anything (the request never
-    reached the server). ``bad-gateway-please``: the proxy answers HTTP 502 itself.
+    reached the server); ``drop-once``: the same, the first time only (a server closing an idle
+    connection as the request arrives). ``bad-gateway-please``: the proxy answers HTTP 502 itself.
     """
 
     def __init__(self, upstream: int) -> None:
@@ -191,7 +192,8 @@ class FlakyProxy:
         async def pump(src: asyncio.StreamReader, dst: asyncio.StreamWriter, inspect: bool) -> None:
             try:
                 while data := await src.read(65536):
-                    if inspect and b"drop-this-call" in data:
+                    dropped_once = inspect and b"drop-once" in data and not self.broken
+                    if dropped_once or (inspect and b"drop-this-call" in data):
                         self.broken += 1
                         sock = writer.get_extra_info("socket")
                         sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
@@ -246,6 +248,21 @@ async def test_one_failed_http_exchange_leaves_the_server_ready(hub: Hub, flaky_
         assert status_of(hub, "remote").status is Status.READY
         assert (await hub.call_tool("remote_echo", {"text": "fine"})).output == "fine"
         assert all(s.status is Status.READY for s in seen)
+    finally:
+        server.stop()
+
+
+async def test_a_read_whose_exchange_broke_is_sent_once_more(hub: Hub, flaky_proxy) -> None:
+    port = free_port()
+    server = toolbox_http(port, "--feature", "resources")
+    proxy = flaky_proxy(port)
+    await proxy.start()
+    try:
+        await hub.start([make_config("remote", {"url": f"http://127.0.0.1:{proxy.port}/mcp"})])
+        read = await hub.read_resource("remote", "toolbox://cities/drop-once", None)
+        assert read.model_text() == "drop-once is a city in Europe."
+        assert proxy.broken == 1
+        assert status_of(hub, "remote").status is Status.READY
     finally:
         server.stop()
 
