@@ -35,7 +35,6 @@ from django.conf import settings
 from mcp.client.auth import OAuthClientProvider, OAuthFlowError, OAuthTokenError
 from mcp.client.auth.extensions.client_credentials import SignedJWTParameters
 from mcp.client.auth.utils import is_valid_client_metadata_url, issuers_match, union_scopes
-from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.shared.auth import (
     JWT_BEARER_GRANT_TYPE,
     AuthorizationCodeResult,
@@ -56,6 +55,7 @@ from mcpclient.config.model import (
     OAuthConfig,
     OAuthSecrets,
 )
+from mcpclient.engine.inbound import bounded_client
 from mcpclient.secrets import store as secret_store
 
 logger = logging.getLogger(__name__)
@@ -344,7 +344,7 @@ class HeadlessConsent(Consent):
         self._result: AuthorizationCodeResult | None = None
 
     async def redirect(self, url: str) -> None:
-        async with create_mcp_http_client() as client:
+        async with bounded_client() as client:
             response = await client.get(url, follow_redirects=False)
         location = response.headers.get("location")
         if not response.is_redirect or not location:
@@ -595,7 +595,7 @@ class HubOAuth(OAuthClientProvider):
         if self.secrets.idp_client_secret:
             auth = httpx2.BasicAuth(idp.client_id, self.secrets.idp_client_secret)
             data.pop("client_id")
-        async with create_mcp_http_client() as http:
+        async with bounded_client() as http:
             response = await http.post(
                 idp.token_endpoint, data=data, auth=auth if auth is not None else httpx2.USE_CLIENT_DEFAULT
             )
@@ -770,7 +770,7 @@ async def revoke(store: CredentialStore) -> str:
     elif client.client_secret:
         data["client_secret"] = client.client_secret
     failures = []
-    async with create_mcp_http_client() as http:
+    async with bounded_client() as http:
         for hint, token in (("refresh_token", tokens.refresh_token), ("access_token", tokens.access_token)):
             if not token:
                 continue

@@ -363,18 +363,18 @@ async def answer(
     """The hub's ``elicitation_callback`` (the SDK's ``ElicitationFnT``); see docs/elicitation.md."""
     if isinstance(params, types.ElicitRequestURLParams):
         return await _answer_link(context, params)
-    try:
-        form = parse_form(params.requested_schema, message=params.message)
-    except FormError as exc:
-        logger.info("refused an elicitation whose schema is not a flat object of primitives: %s", exc)
-        return _refused(f"Elicitation refused: {exc}")
-    found = _attribute(context)
+    found = _attribute(context)  # before anything is built from the request
     if found is None:
         logger.warning(
             "declined an elicitation that cannot be tied to exactly one tool call of its session "
             "(none or several in flight)"
         )
         return types.ElicitResult(action="decline")
+    try:
+        form = parse_form(params.requested_schema, message=params.message)
+    except FormError as exc:
+        logger.info("refused an elicitation whose schema is not a flat object of primitives: %s", exc)
+        return _refused(f"Elicitation refused: {exc}")
     scope, direct = found
     form = dataclasses.replace(form, tool=scope.tool)
     if scope.asker is None:

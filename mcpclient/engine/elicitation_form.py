@@ -123,10 +123,17 @@ def _count(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
 
 
+def _countable(options: list[Any], name: str) -> None:
+    """Refuse a list of options over :data:`MAX_OPTIONS` before anything is built from it."""
+    if len(options) > MAX_OPTIONS:
+        raise FormError(f'field "{name}": more than {MAX_OPTIONS} options')
+
+
 def _titled_options(entries: Any, name: str) -> tuple[Option, ...]:
     """``oneOf`` / ``anyOf`` entries of ``{"const": str, "title": str}``."""
     if not isinstance(entries, list) or not entries:
         raise FormError(f'field "{name}": expected a non-empty list of {{"const", "title"}} options')
+    _countable(entries, name)
     options = []
     for entry in entries:
         if not isinstance(entry, dict) or not isinstance(entry.get("const"), str):
@@ -137,7 +144,10 @@ def _titled_options(entries: Any, name: str) -> tuple[Option, ...]:
 
 def _plain_options(values: Any, titles: Any, name: str) -> tuple[Option, ...]:
     """``enum`` values (strings), titled by the legacy ``enumNames`` when it fits."""
-    if not isinstance(values, list) or not values or not all(isinstance(v, str) for v in values):
+    if not isinstance(values, list) or not values:
+        raise FormError(f'field "{name}": "enum" must be a non-empty list of strings')
+    _countable(values, name)
+    if not all(isinstance(v, str) for v in values):
         raise FormError(f'field "{name}": "enum" must be a non-empty list of strings')
     fits = isinstance(titles, list) and len(titles) == len(values) and all(isinstance(t, str) for t in titles)
     if not fits:
@@ -198,8 +208,6 @@ def _field(name: str, schema: Any, required: bool) -> Field:
             f'field "{name}": type {shown!r} is not allowed (only string, number, integer, boolean, '
             "enums and multi-select enums, without nesting)"
         )
-    if len(made.options) > MAX_OPTIONS:
-        raise FormError(f'field "{name}": more than {MAX_OPTIONS} options')
     default = schema.get("default")
     if default is not None and not _problem(made, _normalised(made, default)):
         made = dataclasses.replace(made, default=_normalised(made, default))

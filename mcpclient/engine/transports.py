@@ -6,18 +6,20 @@ Lifecycle
 SDK's ``Client`` runs on. The hub's owner task enters and exits it (anyio requires a
 transport to be closed in the task that opened it) and nobody else touches it.
 
-* **stdio**: the SDK's ``stdio_client`` starts the child without a shell, from the checked
-  command and argument list. Its stderr goes to a pipe read by a task of its own; every line
-  reaches ``on_stderr`` (the hub keeps a bounded tail for the admin). Leaving closes stdin,
-  then SIGTERM, then SIGKILL after :data:`KILL_AFTER_SECONDS`; the reader gets a second to
-  drain what the child wrote last.
+* **stdio**: :func:`mcpclient.engine.stdio.stdio_streams` starts the child without a shell,
+  from the checked command and argument list, in a process group of its own, reads its lines
+  within bounds and watches it. Its stderr goes to a pipe read by a task of its own; every
+  line reaches ``on_stderr`` (the hub keeps a bounded tail for the admin). Leaving closes
+  stdin, then SIGTERM to the group, then SIGKILL; the reader gets a second to drain what the
+  child wrote last.
 * **Streamable HTTP**: one httpx2 client per connection (redirects off, the entry's headers,
-  the connection's OAuth provider as its ``auth``), messages up to
-  :data:`MAX_HTTP_MESSAGE_BYTES`. A :class:`FirstAnswer` hook may record how the server
-  answered, for the hub's legacy SSE fallback.
+  the connection's OAuth provider as its ``auth``), every answer bounded
+  (:class:`~mcpclient.engine.inbound.BoundedBodies`: bodies and events). A
+  :class:`FirstAnswer` hook may record how the server answered, for the hub's legacy SSE
+  fallback.
   Its connection pool sits behind a :class:`DeliveryGuard`: one failed POST is that request's
   error (readable), not the end of the session.
-* **SSE** (legacy): the SDK's ``sse_client`` with the same headers and auth.
+* **SSE** (legacy): the SDK's ``sse_client`` with the same headers and auth, on a bounded client.
 
 :class:`EndWatcher` wraps a receive stream so the hub learns at once when it ends (child
 exited, connection lost).
@@ -35,24 +37,22 @@ from typing import Any
 
 import anyio
 import httpx2
-import mcp.client.stdio as sdk_stdio
-from mcp import StdioServerParameters, stdio_client
 from mcp.client.sse import sse_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import MCP_DEFAULT_SSE_READ_TIMEOUT, MCP_DEFAULT_TIMEOUT
 
 from mcpclient.config.model import SSE, STDIO, ResolvedServer
+from mcpclient.engine.inbound import (
+    KEEPALIVE,
+    MAX_MESSAGE_BYTES,
+    AnswerRefused,
+    BoundedBodies,
+    bounded_client,
+)
+from mcpclient.engine.stdio import stdio_streams
 
 logger = logging.getLogger("mcpclient.hub")
 
-# After SIGTERM a stdio child gets this long before SIGKILL (the SDK first closes its stdin
-# and waits PROCESS_TERMINATION_TIMEOUT for a clean exit).
-KILL_AFTER_SECONDS = 5.0
-sdk_stdio.FORCE_KILL_TIMEOUT = KILL_AFTER_SECONDS
-
-# One message from an HTTP server may carry a large tool result; the hub caps what the model
-# gets at 5 MB, but the transport must let the message through to do that.
-MAX_HTTP_MESSAGE_BYTES = 64 * 1024 * 1024
 # What a server that only speaks legacy SSE answers a Streamable HTTP POST with (the spec's
 # backwards-compatibility section names 404 and 405; some answer 400).
 SSE_FALLBACK_STATUSES = frozenset({400, 404, 405})
@@ -76,13 +76,6 @@ READ_ONLY_METHODS = frozenset(
         "resources/read",
         "completion/complete",
     }
-)
-# The pool forgets an idle connection after this many seconds: before the 5 s after which
-# uvicorn and Node close theirs (httpx2's own default is those same 5 s). A request sent on a
-# connection the server is closing at that moment breaks, and a tool call cannot be sent again.
-KEEPALIVE_SECONDS = 3.0
-KEEPALIVE = httpx2.Limits(
-    max_connections=100, max_keepalive_connections=20, keepalive_expiry=KEEPALIVE_SECONDS
 )
 
 
@@ -157,6 +150,8 @@ class DeliveryGuard(httpx2.AsyncBaseTransport):
             return await self._inner.handle_async_request(request)
         try:
             return await self._inner.handle_async_request(request)
+        except AnswerRefused as exc:
+            return _error_answer(request, f"the server's answer was refused unread: {exc.reason}")
         except httpx2.ConnectError:
             logger.debug("POST to %s: could not connect; trying once more", request.url.host)
         except httpx2.TimeoutException as exc:
@@ -167,6 +162,8 @@ class DeliveryGuard(httpx2.AsyncBaseTransport):
             logger.debug("POST to %s broke (%s): sending it again", request.url.host, type(exc).__name__)
         try:
             return await self._inner.handle_async_request(request)
+        except AnswerRefused as exc:
+            return _error_answer(request, f"the server's answer was refused unread: {exc.reason}")
         except httpx2.ConnectError:
             raise
         except httpx2.TransportError as exc:
@@ -191,18 +188,22 @@ def _method(request: httpx2.Request) -> str | None:
 
 
 def _broken_exchange(request: httpx2.Request, exc: httpx2.TransportError) -> httpx2.Response:
-    """A 502 answer carrying a JSON-RPC error for the request's id (no body for a notification)."""
-    message = _message(request)
+    """The answer to a POST whose exchange broke after it was sent (see :class:`DeliveryGuard`)."""
     kind = type(exc).__name__
     logger.info(
         "POST to %s broke after it was sent (%s): answering the request with an error", request.url.host, kind
     )
+    return _error_answer(
+        request, f"the HTTP exchange with the server broke ({kind}); the request may or may not have run"
+    )
+
+
+def _error_answer(request: httpx2.Request, text: str) -> httpx2.Response:
+    """A 502 answer carrying a JSON-RPC error for the request's id (no body for a notification)."""
+    message = _message(request)
     if not isinstance(message, dict) or "id" not in message:
         return httpx2.Response(502, request=request)
-    error = {
-        "code": HTTP_EXCHANGE_FAILED,
-        "message": f"the HTTP exchange with the server broke ({kind}); the request may or may not have run",
-    }
+    error = {"code": HTTP_EXCHANGE_FAILED, "message": text}
     return httpx2.Response(502, json={"jsonrpc": "2.0", "id": message["id"], "error": error}, request=request)
 
 
@@ -212,7 +213,7 @@ def http_client(headers: dict[str, str] | None, auth: httpx2.Auth | None) -> htt
         headers=headers,
         auth=auth,
         timeout=httpx2.Timeout(MCP_DEFAULT_TIMEOUT, read=MCP_DEFAULT_SSE_READ_TIMEOUT),
-        transport=DeliveryGuard(httpx2.AsyncHTTPTransport(limits=KEEPALIVE)),
+        transport=DeliveryGuard(BoundedBodies(httpx2.AsyncHTTPTransport(limits=KEEPALIVE))),
     )
 
 
@@ -287,6 +288,7 @@ async def open_streams(
             timeout=init_timeout,
             sse_read_timeout=max(300.0, timeout),
             auth=auth,
+            httpx_client_factory=bounded_client,
         ) as streams:
             yield streams
     else:
@@ -296,7 +298,7 @@ async def open_streams(
         async with (
             client,
             streamable_http_client(
-                resolved.url or "", http_client=client, max_sse_event_size=MAX_HTTP_MESSAGE_BYTES
+                resolved.url or "", http_client=client, max_sse_event_size=MAX_MESSAGE_BYTES
             ) as streams,
         ):
             yield streams
@@ -306,14 +308,18 @@ async def open_streams(
 async def _stdio(
     resolved: ResolvedServer, *, name: str, on_stderr: Callable[[str], Any]
 ) -> AsyncIterator[tuple[Any, Any]]:
-    params = StdioServerParameters(
-        command=resolved.command or "", args=list(resolved.args), env=dict(resolved.env), cwd=resolved.cwd
-    )
     read_fd, write_fd = os.pipe()
     errlog = os.fdopen(write_fd, "w")
     reader = asyncio.create_task(_read_stderr(read_fd, name, on_stderr), name=f"mcp-stderr:{name}")
     try:
-        async with stdio_client(params, errlog=errlog) as streams:
+        async with stdio_streams(
+            resolved.command or "",
+            list(resolved.args),
+            env=dict(resolved.env),
+            cwd=resolved.cwd,
+            errlog=errlog,
+            name=name,
+        ) as streams:
             errlog.close()  # the child holds its own copy; EOF comes when it exits
             yield streams
     finally:

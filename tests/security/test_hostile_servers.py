@@ -1,0 +1,124 @@
+"""A server cannot stall the event loop, or hide its death, with what it sends.
+
+Each case runs the raw JSON-RPC server ``tests/servers/hostile_stdio.py`` under a hub in this
+process, with a probe measuring the loop's longest stretch of work (:mod:`tests.support.loop_lag`):
+no case may hold the loop more than 100 ms at a time, and every call ends at once with an error
+its reader understands (the calls' own time limit is 60 s).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from mcpclient.core.state import Status
+from mcpclient.engine.hub import Hub
+from tests.support.hubs import make_config
+from tests.support.loop_lag import LoopLag
+from tests.support.processes import PYTHON, ROOT
+
+pytestmark = pytest.mark.processes
+
+HOSTILE = ROOT / "tests" / "servers" / "hostile_stdio.py"
+MOST_LAG = 0.1
+
+
+def hostile(*extra: str) -> Any:
+    return make_config("bad", {"command": PYTHON, "args": [str(HOSTILE), *extra], "timeout": 60_000})
+
+
+async def started(hub: Hub, *extra: str) -> Hub:
+    await hub.start([hostile(*extra)])
+    assert [s.status for s in hub.snapshots() if s.name == "bad"] == [Status.READY]
+    return hub
+
+
+@pytest.mark.parametrize("order", ["id-first", "id-last"])
+async def test_a_20_mb_answer_is_refused_unread_at_once(hub: Hub, order: str) -> None:
+    await started(hub)
+    async with LoopLag() as lag, asyncio.timeout(30):
+        result = await hub.call_tool("bad_huge", {"megabytes": 20, "order": order})
+    assert result.is_error
+    assert result.output.endswith(
+        "the server's answer was refused unread: a message of 20.0 MB, over the 16.0 MB limit"
+    ), result.output[-300:]
+    assert lag.worst < MOST_LAG, f"the loop worked {lag.worst:.3f} s in one go"
+    assert (await hub.call_tool("bad_echo", {"text": "still here"})).output == "still here"
+
+
+async def test_an_answer_too_heavy_to_parse_is_refused_unread(hub: Hub) -> None:
+    await started(hub)
+    async with LoopLag() as lag, asyncio.timeout(30):
+        result = await hub.call_tool("bad_dense", {"values": 300_000})
+    assert result.is_error and "over the limit of 200,000" in result.output, result.output[:300]
+    assert lag.worst < MOST_LAG, f"the loop worked {lag.worst:.3f} s in one go"
+
+
+@pytest.mark.parametrize(
+    ("tool", "why"), [("deep", "recursion limit exceeded"), ("surrogate", "hex escape")]
+)
+async def test_an_answer_the_parser_refuses_fails_the_call_at_once(hub: Hub, tool: str, why: str) -> None:
+    await started(hub)
+    async with asyncio.timeout(30):
+        result = await hub.call_tool(f"bad_{tool}", {})
+    assert result.is_error and "not valid JSON-RPC" in result.output, result.output[:300]
+    assert why in result.output, result.output[:300]
+    assert (await hub.call_tool("bad_echo", {"text": "still here"})).output == "still here"
+
+
+async def test_a_server_killed_while_its_child_holds_the_pipe_is_seen_dead(hub: Hub, tmp_path: Path) -> None:
+    await started(hub)
+    pidfile = tmp_path / "child.pid"
+    begun = time.monotonic()
+    async with asyncio.timeout(30):
+        result = await hub.call_tool("bad_orphan", {"pidfile": str(pidfile)})
+    assert result.is_error and "unreachable" in result.output, result.output[:300]
+    assert time.monotonic() - begun < 10  # the ping (every 30 s) was not what told
+    child = int(pidfile.read_text())
+    async with asyncio.timeout(10):
+        while _alive(child):  # noqa: ASYNC110 (another process: nothing to wait on)
+            await asyncio.sleep(0.05)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    # a zombie is gone for our purpose
+    status = Path(f"/proc/{pid}/stat")
+    return status.exists() and status.read_text().split(") ", 1)[1][:1] != "Z"
+
+
+@pytest.mark.parametrize(
+    ("options", "why"),
+    [
+        (50_000, 'Elicitation refused: field \\"choice\\": more than 500 options'),
+        (200_000, "refused by the client: a message of 3.1 MB holding about 200,0"),
+    ],
+)
+async def test_a_question_with_too_many_options_is_refused_before_it_is_built(
+    hub: Hub, options: int, why: str
+) -> None:
+    await started(hub)
+    async with LoopLag() as lag, asyncio.timeout(30):
+        result = await hub.call_tool("bad_ask", {"options": options})
+    assert why in result.output, result.output[:300]
+    assert lag.worst < MOST_LAG, f"the loop worked {lag.worst:.3f} s in one go"
+
+
+async def test_a_question_no_call_asked_is_declined_before_it_is_built(hub: Hub, tmp_path: Path) -> None:
+    log = tmp_path / "answers.jsonl"
+    async with LoopLag() as lag, asyncio.timeout(30):
+        await started(hub, "--unsolicited", "50000", "--log", str(log))
+        while not log.exists():  # noqa: ASYNC110 (written by the server process)
+            await asyncio.sleep(0.05)
+    answer = json.loads(log.read_text().splitlines()[0])
+    assert answer["id"] == "unsolicited" and answer["result"] == {"action": "decline"}
+    assert lag.worst < MOST_LAG, f"the loop worked {lag.worst:.3f} s in one go"
