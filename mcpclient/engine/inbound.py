@@ -241,8 +241,7 @@ class BoundedBodies(httpx2.AsyncBaseTransport):
     A body (decoded: a compressed one counts as it will be read) is read here in full, up to
     :data:`MAX_MESSAGE_BYTES` and weighed (:func:`problem`); a larger or heavier one raises
     :class:`AnswerRefused` as soon as that is known. An event stream passes through event by
-    event, each bounded the same way; one over the limits ends the stream with
-    :class:`BoundedEvents`.
+    event, each bounded the same way (:class:`_EventStream`).
     """
 
     def __init__(self, inner: httpx2.AsyncBaseTransport) -> None:
@@ -253,7 +252,7 @@ class BoundedBodies(httpx2.AsyncBaseTransport):
         response = await self._inner.handle_async_request(request)
         if response.headers.get("content-type", "").startswith("text/event-stream"):
             assert isinstance(response.stream, httpx2.AsyncByteStream)
-            response.stream = _EventStream(response.stream)
+            response.stream = _EventStream(response.stream, _request_id(request))
             return response
         declared = response.headers.get("content-length", "")
         try:
@@ -280,6 +279,18 @@ class BoundedBodies(httpx2.AsyncBaseTransport):
         await self._inner.aclose()
 
 
+def _request_id(request: httpx2.Request) -> int | str | None:
+    """The JSON-RPC id of the request a POST carries (None for anything else)."""
+    if request.method != "POST":
+        return None
+    try:
+        message = json.loads(request.content)
+    except (ValueError, httpx2.RequestNotRead):
+        return None
+    found = message.get("id") if isinstance(message, dict) and "method" in message else None
+    return found if isinstance(found, int | str) else None
+
+
 async def _read_bounded(response: httpx2.Response, request: httpx2.Request) -> bytes:
     """The decoded body of ``response``, refused (:class:`AnswerRefused`) past the limits."""
     reading = httpx2.Response(
@@ -289,7 +300,7 @@ async def _read_bounded(response: httpx2.Response, request: httpx2.Request) -> b
     async for chunk in reading.aiter_bytes():
         body += chunk
         if len(body) > MAX_MESSAGE_BYTES:
-            raise AnswerRefused(problem(b"", len(body)) or "too large", request)
+            raise AnswerRefused(f"a message over the {_megabytes(MAX_MESSAGE_BYTES)} limit", request)
     reason = problem(body)
     if reason is not None:
         raise AnswerRefused(reason, request)
@@ -297,33 +308,48 @@ async def _read_bounded(response: httpx2.Response, request: httpx2.Request) -> b
 
 
 class _EventStream(httpx2.AsyncByteStream):
-    """An event stream's bytes, passed on as they come, each event bounded (see :class:`BoundedBodies`)."""
+    """An event stream passed on whole event by whole event, each bounded (see :class:`BoundedBodies`).
 
-    def __init__(self, inner: httpx2.AsyncByteStream) -> None:
+    An event over the limits ends the stream: with an error event for ``request_id`` when the
+    stream answers a request (its caller reads why, the session goes on), else with
+    :class:`BoundedEvents`.
+    """
+
+    def __init__(self, inner: httpx2.AsyncByteStream, request_id: int | str | None) -> None:
         self._inner = inner
-        self._event = bytearray()  # the event so far (since the last blank line)
+        self._request_id = request_id
+        self._pending = bytearray()  # the event so far (since the last blank line)
+        self._carry = b""  # a "\r" that may start a "\r\n" in the next chunk
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
         async for chunk in self._inner:
-            self._check(chunk)
-            yield chunk
+            data, self._carry = self._carry + chunk, b""
+            if data.endswith(b"\r"):
+                data, self._carry = data[:-1], b"\r"
+            start = max(0, len(self._pending) - 1)  # a blank line may straddle two chunks
+            self._pending += data.replace(b"\r\n", b"\n")
+            end = self._pending.rfind(b"\n\n", start)
+            if end >= 0:
+                events = bytes(self._pending[: end + 2])
+                del self._pending[: end + 2]
+                for event in events.split(b"\n\n")[:-1]:
+                    if (reason := problem(event)) is not None:
+                        yield self._refused(reason)
+                        return
+                yield events
+            if len(self._pending) > MAX_MESSAGE_BYTES:
+                yield self._refused(f"an event over the {_megabytes(MAX_MESSAGE_BYTES)} limit")
+                return
+        if self._pending or self._carry:
+            yield bytes(self._pending) + self._carry
 
-    def _check(self, chunk: bytes) -> None:
-        start = max(0, len(self._event) - 1)  # a boundary may straddle two chunks
-        self._event += chunk.replace(b"\r\n", b"\n")
-        end = self._event.rfind(b"\n\n", start)
-        if end >= 0:
-            for event in bytes(self._event[:end]).split(b"\n\n"):
-                self._refuse(event)
-            del self._event[: end + 2]
-        self._refuse(self._event, whole=False)
-
-    @staticmethod
-    def _refuse(event: bytes | bytearray, whole: bool = True) -> None:
-        if len(event) > MAX_MESSAGE_BYTES:
-            raise BoundedEvents(f"an event over the {_megabytes(MAX_MESSAGE_BYTES)} limit")
-        if whole and (reason := problem(event)) is not None:
+    def _refused(self, reason: str) -> bytes:
+        if self._request_id is None:
             raise BoundedEvents(reason)
+        logger.warning("an event answering request %r was refused unread: %s", self._request_id, reason)
+        error = {"code": MESSAGE_REFUSED, "message": f"the server's answer was refused unread: {reason}"}
+        data = json.dumps({"jsonrpc": "2.0", "id": self._request_id, "error": error})
+        return b"event: message\ndata: " + data.encode() + b"\n\n"
 
     async def aclose(self) -> None:
         await self._inner.aclose()

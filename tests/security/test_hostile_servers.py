@@ -1,9 +1,10 @@
 """A server cannot stall the event loop, or hide its death, with what it sends.
 
-Each case runs the raw JSON-RPC server ``tests/servers/hostile_stdio.py`` under a hub in this
-process, with a probe measuring the loop's longest stretch of work (:mod:`tests.support.loop_lag`):
-no case may hold the loop more than 100 ms at a time, and every call ends at once with an error
-its reader understands (the calls' own time limit is 60 s).
+Each case runs a raw JSON-RPC server (``tests/servers/hostile_stdio.py``, or
+``hostile_http.py`` over Streamable HTTP) under a hub in this process, with a probe measuring
+the loop's longest stretch of work (:mod:`tests.support.loop_lag`): no case may hold the loop
+more than 100 ms at a time, and every call ends at once with an error its reader understands
+(the calls' own time limit is 60 s).
 """
 
 from __future__ import annotations
@@ -21,11 +22,12 @@ from mcpclient.core.state import Status
 from mcpclient.engine.hub import Hub
 from tests.support.hubs import make_config
 from tests.support.loop_lag import LoopLag
-from tests.support.processes import PYTHON, ROOT
+from tests.support.processes import PYTHON, ROOT, HttpServer, free_port
 
 pytestmark = pytest.mark.processes
 
 HOSTILE = ROOT / "tests" / "servers" / "hostile_stdio.py"
+HOSTILE_HTTP = ROOT / "tests" / "servers" / "hostile_http.py"
 MOST_LAG = 0.1
 
 
@@ -60,9 +62,7 @@ async def test_an_answer_too_heavy_to_parse_is_refused_unread(hub: Hub) -> None:
     assert lag.worst < MOST_LAG, f"the loop worked {lag.worst:.3f} s in one go"
 
 
-@pytest.mark.parametrize(
-    ("tool", "why"), [("deep", "recursion limit exceeded"), ("surrogate", "hex escape")]
-)
+@pytest.mark.parametrize(("tool", "why"), [("deep", "recursion limit exceeded"), ("surrogate", "hex escape")])
 async def test_an_answer_the_parser_refuses_fails_the_call_at_once(hub: Hub, tool: str, why: str) -> None:
     await started(hub)
     async with asyncio.timeout(30):
@@ -121,4 +121,56 @@ async def test_a_question_no_call_asked_is_declined_before_it_is_built(hub: Hub,
             await asyncio.sleep(0.05)
     answer = json.loads(log.read_text().splitlines()[0])
     assert answer["id"] == "unsolicited" and answer["result"] == {"action": "decline"}
+    assert lag.worst < MOST_LAG, f"the loop worked {lag.worst:.3f} s in one go"
+
+
+@pytest.fixture
+def hostile_http() -> Any:
+    started: list[HttpServer] = []
+
+    def start(*extra: str) -> HttpServer:
+        port = free_port()
+        started.append(HttpServer([PYTHON, str(HOSTILE_HTTP), str(port), *extra], port, "/mcp"))
+        return started[-1]
+
+    yield start
+    for server in started:
+        server.stop()
+
+
+@pytest.mark.parametrize(
+    ("tool", "why"),
+    [
+        ("huge", "a message of 20.0 MB, over the 16.0 MB limit"),  # refused by its length
+        ("endless", "refused unread: a message over the 16.0 MB limit"),  # read up to the limit
+        ("bomb", "refused unread: a message over the 16.0 MB limit"),  # decoded up to the limit
+        ("big_event", "an event over the 16.0 MB limit"),
+    ],
+)
+async def test_an_http_answer_over_the_limit_is_refused_at_once(
+    hub: Hub, hostile_http: Any, tool: str, why: str
+) -> None:
+    server = hostile_http()
+    await hub.start([make_config("web", {"url": server.url, "timeout": 60_000})])
+    async with LoopLag() as lag, asyncio.timeout(30):
+        result = await hub.call_tool(f"web_{tool}", {})
+    assert result.is_error and why in result.output, result.output[:300]
+    assert lag.worst < MOST_LAG, f"the loop worked {lag.worst:.3f} s in one go"
+    assert (await hub.call_tool("web_echo", {"text": "still here"})).output == "still here"
+
+
+@pytest.mark.django_db(transaction=True)  # the sign-in's credential store
+async def test_oauth_metadata_of_200_mb_is_refused_within_the_limit(hub: Hub, hostile_http: Any) -> None:
+    server = hostile_http("--oauth-bomb")
+    entry = make_config("web", {"url": server.url})
+    first = Hub(base_dir=ROOT, allowed_commands=[])  # pays for the sign-in's first imports
+    try:
+        await first.start([entry])
+    finally:
+        await first.stop()
+    async with LoopLag() as lag, asyncio.timeout(60):
+        await hub.start([entry])
+    [snapshot] = hub.snapshots()
+    assert snapshot.status is not Status.READY
+    assert "over the 16.0 MB limit" in snapshot.last_error, snapshot.last_error
     assert lag.worst < MOST_LAG, f"the loop worked {lag.worst:.3f} s in one go"

@@ -195,10 +195,11 @@ def test_sigterm_during_a_running_tool_stops_daphne(tmp_path: Path) -> None:
                     daphne.send_signal(signal.SIGTERM)
                     started = time.monotonic()
                     try:
-                        await asyncio.to_thread(daphne.wait, 10)
+                        await asyncio.to_thread(daphne.wait, 25)
                     except subprocess.TimeoutExpired:
-                        pytest.fail("Daphne was still running 10 s after SIGTERM")
-                    assert time.monotonic() - started < 5
+                        pytest.fail("Daphne was still running 25 s after SIGTERM")
+                    # Well before grep's 30 s limit (a loaded machine takes a few seconds to stop)
+                    assert time.monotonic() - started < 15
 
             asyncio.run(grep_running())
             log = server_log(daphne)
