@@ -45,6 +45,9 @@ class McpServer(models.Model):
     filtered_count = models.PositiveIntegerField(
         default=0, help_text='Tools left out by the entry\'s "includeTools"/"excludeTools".'
     )
+    tools_note = models.TextField(
+        blank=True, help_text="Tools left out past the limit per server (1,000), named."
+    )
     active_transport = models.CharField(
         max_length=20,
         choices=Transport.choices,

@@ -62,7 +62,13 @@ from boocode.chat.models import Message, ToolCall
 from boocode.chat.prompt_insertion import PromptRequest, insert_prompt
 from boocode.chat.questions import forms
 from boocode.chat.status import status_payload
-from boocode.tools.registry import Tool, agent_tools, openai_tools
+from boocode.tools.registry import (
+    MAX_MODEL_TOOL_BYTES,
+    MAX_MODEL_TOOLS,
+    Tool,
+    agent_tools,
+    within_model_bounds,
+)
 from mcpclient.core.results import ToolResult
 
 logger = logging.getLogger(__name__)
@@ -110,6 +116,7 @@ class TurnContext:
     temperature: float | None
     top_p: float | None
     max_tool_calls: int
+    tools_left_out: int = 0  # the agent's tools past what one model request may carry
 
 
 def utf16_length(text: str) -> int:
@@ -146,6 +153,15 @@ def _stale_agent_notice(agent: Agent) -> str:
     )
 
 
+def _tools_left_out_notice(context: TurnContext) -> str:
+    left_out, kept = context.tools_left_out, len(context.tools)
+    return (
+        f"{left_out:,} of the agent's {left_out + kept:,} tools were left out of this request: one "
+        f"request carries at most {MAX_MODEL_TOOLS} tools and {MAX_MODEL_TOOL_BYTES // 1024:,} KB of "
+        "their definitions. Narrow the agent's tools in AGENTS.md to choose which."
+    )
+
+
 def _context(
     agent: Agent, history: list[dict[str, Any]], user_id: int | None = None, model: str = ""
 ) -> TurnContext:
@@ -153,12 +169,14 @@ def _context(
 
     ``model`` is the conversation's choice; empty means the agent's ``model:`` (or the default).
     """
-    tools = agent_tools(agent, user_id=user_id)
+    allowed = agent_tools(agent, user_id=user_id)
+    tools, definitions = within_model_bounds(allowed)
     return TurnContext(
         agent_name=agent.name,
         llm=LLMSettings.from_settings(model or agent.model),
         tools=tools,
-        openai_tools=openai_tools(tools),
+        openai_tools=definitions,
+        tools_left_out=len(allowed) - len(tools),
         messages=history,
         temperature=agent.temperature,
         top_p=agent.top_p,
@@ -386,6 +404,8 @@ class Turn:
         context = _context(agent, history, self.request.user_id, model)
         if not context.llm.configured:
             raise LLMError(NOT_CONFIGURED, kind="not_configured")
+        if context.tools_left_out:
+            await self._notice(_tools_left_out_notice(context))
         used = 0
         while True:
             offered = context.openai_tools if not self.cap_hit else None

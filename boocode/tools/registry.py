@@ -70,6 +70,7 @@ __all__ = [
     "native_tools",
     "openai_tools",
     "validate_arguments",
+    "within_model_bounds",
 ]
 
 logger = logging.getLogger(__name__)
@@ -278,7 +279,9 @@ def available_tools(user_id: int | None = None) -> list[Tool]:
                 _warned_collisions.add(name)
                 logger.warning(
                     'MCP tool "%s" of server "%s" is hidden: its name "%s" is a native tool',
-                    hub_tool.name, hub_tool.server, name,
+                    hub_tool.name,
+                    hub_tool.server,
+                    name,
                 )
             continue
         tools[name] = Tool(
@@ -311,6 +314,27 @@ def agent_tools(
 def openai_tools(tools: Iterable[Tool]) -> list[dict[str, Any]]:
     """``tools`` in the OpenAI ``tools`` request format, in the order given."""
     return [tool.openai() for tool in tools]
+
+
+# What one model request may carry: at most this many tools and this many bytes of their
+# definitions (as JSON). Past either, the rest of the agent's tools are left out of the request.
+MAX_MODEL_TOOLS = 512
+MAX_MODEL_TOOL_BYTES = 1024 * 1024
+
+
+def within_model_bounds(tools: list[Tool]) -> tuple[list[Tool], list[dict[str, Any]]]:
+    """The first of ``tools`` that fit one model request (:data:`MAX_MODEL_TOOLS`), with their definitions."""
+    kept: list[Tool] = []
+    definitions: list[dict[str, Any]] = []
+    size = 0
+    for tool in tools[:MAX_MODEL_TOOLS]:
+        definition = tool.openai()
+        size += len(json.dumps(definition, ensure_ascii=False).encode())
+        if size > MAX_MODEL_TOOL_BYTES:
+            break
+        kept.append(tool)
+        definitions.append(definition)
+    return kept, definitions
 
 
 # Keywords whose value is a map of names to subschemas: the names are data, never keywords.

@@ -272,6 +272,7 @@ class McpServerAdmin(ServerLogsAdmin, admin.ModelAdmin):
         "protocol_version",
         "active_transport",
         "tool_count",
+        "tools_note",
         "rejected_count",
         "filtered_count",
         "stderr_display",
@@ -293,6 +294,7 @@ class McpServerAdmin(ServerLogsAdmin, admin.ModelAdmin):
                 "protocol_version",
                 "active_transport",
                 ("tool_count", "rejected_count", "filtered_count"),
+                "tools_note",
                 "stderr_display",
             )
         },
@@ -604,6 +606,8 @@ class McpServerAdmin(ServerLogsAdmin, admin.ModelAdmin):
             for count, what in ((server.rejected_count, "rejected"), (server.filtered_count, "filtered"))
             if count
         ]
+        if server.tools_note:
+            left_out.append("more left out past the limit")
         if not left_out:
             return str(server.tool_count)
         return format_html(

@@ -115,6 +115,7 @@ class ServerSnapshot:
     next_retry_at: dt.datetime | None = None
     circuit_open: bool = False
     log_note: str = ""  # what became of the log level on the live session (ServerLogs.note)
+    tools_note: str = ""  # the tools left out past the limit per server (protocol.MAX_TOOLS)
 
     @classmethod
     def disabled(cls, name: str, status: Status = Status.DISABLED) -> ServerSnapshot:

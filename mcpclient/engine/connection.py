@@ -22,7 +22,7 @@ import functools
 import logging
 import time
 from collections import deque
-from collections.abc import AsyncIterator, Callable, Iterable
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any, cast
 
@@ -136,6 +136,7 @@ class ServerConnection:
         self.server_info: dict[str, Any] = {}
         self.transport = ""  # the transport the live session uses
         self.tools: list[DiscoveredTool] = []
+        self.tools_note = ""  # the tools past protocol.MAX_TOOLS, for the admin
         self.stderr_tail: deque[str] = deque(maxlen=STDERR_LINES)
         # notifications/message of this session and the log level asked for (mcpclient.engine.server_logs).
         self.logs = ServerLogs(config.name)
@@ -325,10 +326,14 @@ class ServerConnection:
             next_retry_at=self.retry.next_retry_at,
             circuit_open=self.retry.circuit_open,
             log_note=self.logs.note,
+            tools_note=self.tools_note,
         )
 
-    def _discover(self, tools: Iterable[types.Tool]) -> list[DiscoveredTool]:
+    def _discover(self, tools: list[types.Tool]) -> list[DiscoveredTool]:
         config = self.config
+        self.tools_note = protocol.tools_over_limit(tools)
+        if self.tools_note:
+            logger.warning('MCP server "%s": %s', self.name, self.tools_note)
         return [
             discover_tool(
                 tool,
@@ -337,10 +342,10 @@ class ServerConnection:
                 write_tools=config.write_tools,
                 trusted=config.trusted,
             )
-            for tool in tools
+            for tool in tools[: protocol.MAX_TOOLS]
         ]
 
-    def _set_tools(self, tools: Iterable[types.Tool]) -> None:
+    def _set_tools(self, tools: list[types.Tool]) -> None:
         self.tools = self._discover(tools)
         self._notify(self)
 

@@ -8,9 +8,10 @@ in C-speed passes over its bytes, and one over a limit is refused unread:
 * :data:`MAX_MESSAGE_BYTES` (16 MiB): enough for the 5 MB a tool result may give the model,
   escaped, twice (servers send a text result both as content and as structured content), or a
   10 MB image in base64.
-* :data:`MAX_MESSAGE_WEIGHT` (200,000) units of :func:`weight`: about one unit per string,
-  separator or number, four per object. The largest real ``tools/list`` pages weigh a few
-  tens of thousands; the limit keeps one message's parse in the tens of milliseconds.
+* :data:`MAX_MESSAGE_WEIGHT` (100,000) units of :func:`weight`: about one unit per string,
+  separator or number, eight per object (the SDK validates a result three times over, and
+  objects become models). A real ``tools/list`` page weighs about 130 units per tool; the
+  limit keeps one message's parse and validation within tens of milliseconds.
 
 A refused message is answered the way a reader needs: a response is replaced by a JSON-RPC error
 for the request it answered (the caller reads at once why, instead of waiting out its time
@@ -38,7 +39,7 @@ from mcp.shared.message import SessionMessage
 logger = logging.getLogger("mcpclient.hub")
 
 MAX_MESSAGE_BYTES = 16 * 1024 * 1024
-MAX_MESSAGE_WEIGHT = 200_000
+MAX_MESSAGE_WEIGHT = 100_000
 # Below this size a message is parsed without weighing (the worst 64 KiB parses in a few ms).
 WEIGH_FROM = 64 * 1024
 # The JSON-RPC error code (implementation-defined server error range) of a message refused unread.
@@ -70,14 +71,14 @@ def weight(data: bytes) -> int:
     """About what parsing ``data`` costs, in small JSON values (see the module docstring).
 
     Escapes are dropped, the quotes counted (a string is two), and outside the strings each
-    separator counts one and each object four. Linear, in C: about 4 ms per MiB.
+    separator counts one and each object eight. Linear, in C: about 4 ms per MiB.
     """
     plain = data.replace(b"\\\\", b"").replace(b'\\"', b"")
     strings = plain.count(b'"') // 2
     if strings > MAX_MESSAGE_WEIGHT:
         return strings
     outside = b"".join(plain.split(b'"')[0::2])
-    return strings + outside.count(b",") + 4 * outside.count(b"{")
+    return strings + outside.count(b",") + 8 * outside.count(b"{")
 
 
 def problem(data: bytes | bytearray, size: int | None = None) -> str | None:

@@ -41,6 +41,8 @@ from mcpclient.engine import elicitation, progress
 logger = logging.getLogger(__name__)
 
 MAX_TOOL_PAGES = 1000
+# Tools kept per server: past it the listing stops, and the tools left out are named in the admin.
+MAX_TOOLS = 1000
 # A stream the server keeps dropping is not re-opened forever: change events stop, calls go on.
 MAX_LISTEN_RESTARTS = 5
 
@@ -189,12 +191,25 @@ def negotiated(client: Client) -> tuple[str, dict[str, Any]]:
 async def list_all_tools(client: Client, *, fresh: bool = False) -> list[types.Tool]:
     """Every page of ``tools/list`` (a repeated cursor or too many pages is an error).
 
+    The listing stops once it holds more than :data:`MAX_TOOLS` (the caller keeps that many).
     ``fresh`` skips the response cache; otherwise a first page the server allowed to be cached
     (``ttlMs``) may be served from it, and a change event has already evicted it.
     """
     mode: CacheMode = "refresh" if fresh else "use"
     fetch = lambda cursor: client.list_tools(cursor=cursor, cache_mode=mode)  # noqa: E731
-    return await all_pages(fetch, "tools", "tools/list", MAX_TOOL_PAGES)
+    return await all_pages(fetch, "tools", "tools/list", MAX_TOOL_PAGES, enough=MAX_TOOLS)
+
+
+def tools_over_limit(tools: list[types.Tool]) -> str:
+    """What the admin is told about the tools past :data:`MAX_TOOLS` ("" when there are none)."""
+    left_out = tools[MAX_TOOLS:]
+    if not left_out:
+        return ""
+    names = ", ".join(tool.name for tool in left_out[:5]) + (", …" if len(left_out) > 5 else "")
+    return (
+        f"The server lists more than {MAX_TOOLS:,} tools: the first {MAX_TOOLS:,} are kept and "
+        f"{len(left_out):,} or more were left out ({names})."
+    )
 
 
 async def all_pages(

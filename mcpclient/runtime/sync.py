@@ -173,6 +173,22 @@ _SNAPSHOT_FIELDS = [
 ]
 
 
+_TOOL_FIELDS = [
+    "prefixed_name",
+    "title",
+    "description",
+    "input_schema",
+    "output_schema",
+    "icons",
+    "annotations",
+    "rejected",
+    "filtered",
+    "reject_reason",
+    "warning",
+    "position",
+]
+
+
 @transaction.atomic
 def persist_snapshot(snapshot: ServerSnapshot) -> None:
     """Write a server's live state and its discovered tools (offered, rejected and filtered)."""
@@ -192,6 +208,7 @@ def persist_snapshot(snapshot: ServerSnapshot) -> None:
     row.reconnect_attempts = snapshot.attempts
     row.next_retry_at = snapshot.next_retry_at
     row.circuit_open = snapshot.circuit_open
+    row.tools_note = snapshot.tools_note
     if snapshot.status in (Status.READY, Status.UNAVAILABLE) or snapshot.tools:
         _store_tools(row, snapshot)
     elif snapshot.status in (Status.FAILED, Status.DISABLED):
@@ -202,8 +219,9 @@ def persist_snapshot(snapshot: ServerSnapshot) -> None:
 
 
 def _store_tools(row: McpServer, snapshot: ServerSnapshot) -> None:
+    """The server's tool rows made to match the snapshot: created, changed and removed in bulk."""
     current = {tool.name: tool for tool in row.tools.all()}
-    keep = set()
+    added, changed = [], []
     for position, tool in enumerate(snapshot.tools):
         values = {
             "prefixed_name": snapshot.prefixed_names.get(tool.name, ""),
@@ -219,13 +237,17 @@ def _store_tools(row: McpServer, snapshot: ServerSnapshot) -> None:
             "warning": snapshot.warnings.get(tool.name, ""),
             "position": position,
         }
-        keep.add(tool.name)
-        existing = current.get(tool.name)
+        existing = current.pop(tool.name, None)
         if existing is None:
-            McpTool.objects.create(server=row, name=tool.name, **values)
+            added.append(McpTool(server=row, name=tool.name, **values))
         elif any(getattr(existing, key) != value for key, value in values.items()):
-            McpTool.objects.filter(pk=existing.pk).update(**values)
-    row.tools.exclude(name__in=keep).delete()
+            for key, value in values.items():
+                setattr(existing, key, value)
+            changed.append(existing)
+    if current:
+        McpTool.objects.filter(pk__in=[tool.pk for tool in current.values()]).delete()
+    McpTool.objects.bulk_create(added, batch_size=200)
+    McpTool.objects.bulk_update(changed, _TOOL_FIELDS, batch_size=200)
     row.tool_count = sum(tool.offered for tool in snapshot.tools)
     row.rejected_count = sum(tool.rejected for tool in snapshot.tools)
     row.filtered_count = sum(tool.filtered for tool in snapshot.tools)

@@ -58,7 +58,7 @@ async def test_an_answer_too_heavy_to_parse_is_refused_unread(hub: Hub) -> None:
     await started(hub)
     async with LoopLag() as lag, asyncio.timeout(30):
         result = await hub.call_tool("bad_dense", {"values": 300_000})
-    assert result.is_error and "over the limit of 200,000" in result.output, result.output[:300]
+    assert result.is_error and "over the limit of 100,000" in result.output, result.output[:300]
     assert lag.worst < MOST_LAG, f"the loop worked {lag.worst:.3f} s in one go"
 
 
@@ -99,8 +99,8 @@ def _alive(pid: int) -> bool:
 @pytest.mark.parametrize(
     ("options", "why"),
     [
-        (50_000, 'Elicitation refused: field \\"choice\\": more than 500 options'),
         (200_000, "refused by the client: a message of 3.1 MB holding about 200,0"),
+        (40_000, 'Elicitation refused: field \\"choice\\": more than 500 options'),
     ],
 )
 async def test_a_question_with_too_many_options_is_refused_before_it_is_built(
@@ -116,7 +116,7 @@ async def test_a_question_with_too_many_options_is_refused_before_it_is_built(
 async def test_a_question_no_call_asked_is_declined_before_it_is_built(hub: Hub, tmp_path: Path) -> None:
     log = tmp_path / "answers.jsonl"
     async with LoopLag() as lag, asyncio.timeout(30):
-        await started(hub, "--unsolicited", "50000", "--log", str(log))
+        await started(hub, "--unsolicited", "40000", "--log", str(log))
         while not log.exists():  # noqa: ASYNC110 (written by the server process)
             await asyncio.sleep(0.05)
     answer = json.loads(log.read_text().splitlines()[0])
@@ -174,3 +174,75 @@ async def test_oauth_metadata_of_200_mb_is_refused_within_the_limit(hub: Hub, ho
     assert snapshot.status is not Status.READY
     assert "over the 16.0 MB limit" in snapshot.last_error, snapshot.last_error
     assert lag.worst < MOST_LAG, f"the loop worked {lag.worst:.3f} s in one go"
+
+
+# --- many tools ------------------------------------------------------------------------------
+async def test_a_server_listing_1500_tools_keeps_1000_and_says_what_it_left_out(hub: Hub) -> None:
+    # (No loop probe: a page of 1,500 tools is within the limits, and the SDK's validation of
+    # it takes tens of milliseconds in one go, near the probe's bound on a loaded machine.)
+    async with asyncio.timeout(60):
+        await started(hub, "--tools", "1500")
+    [snapshot] = hub.snapshots()
+    assert len(snapshot.tools) == 1000 and snapshot.tools[-1].name == "extra_992"
+    assert snapshot.tools_note.startswith(
+        "The server lists more than 1,000 tools: the first 1,000 are kept and 507 or more were "
+        "left out (extra_993, extra_994, extra_995, extra_996, extra_997, …)."
+    ), snapshot.tools_note
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_storing_a_thousand_tools_never_waits_on_the_turns_database_thread(hub: Hub) -> None:
+    # (1,200 tools in two listings' worth: the first 1,000 are kept)
+    from channels.db import database_sync_to_async
+
+    from mcpclient import runtime
+    from mcpclient.models import McpServer, McpTool
+
+    await started(hub, "--tools", "1200")
+    [snapshot] = hub.snapshots()
+    await McpServer.objects.acreate(name="bad", transport="stdio")
+    storing = asyncio.create_task(runtime.persist_listener(snapshot))
+    await asyncio.sleep(0.01)  # the write has begun
+    # What a turn does meanwhile on the database thread it shares with the other turns.
+    turn_read = await database_sync_to_async(lambda: McpServer.objects.filter(name="bad").exists())()
+    assert turn_read and not storing.done(), "a turn's read waited for the tools to be stored"
+    await storing
+    assert await McpTool.objects.filter(server__name="bad").acount() == 1000
+    row = await McpServer.objects.aget(name="bad")
+    assert (row.tool_count, row.tools_note) == (1000, snapshot.tools_note)
+
+
+async def test_a_page_of_10000_tools_is_refused_and_the_server_says_why(hub: Hub) -> None:
+    async with LoopLag() as lag, asyncio.timeout(60):
+        await hub.start([hostile("--tools", "10000")])
+    [snapshot] = hub.snapshots()
+    assert snapshot.status is not Status.READY and "refused unread" in snapshot.last_error, (
+        snapshot.last_error
+    )
+    assert "over the limit of 100,000" in snapshot.last_error
+    assert lag.worst < MOST_LAG, f"the loop worked {lag.worst:.3f} s in one go"
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.usefixtures("fresh_state")
+async def test_one_model_request_carries_at_most_512_tools_and_the_person_is_told(hub: Hub, llm: Any) -> None:
+    from boocode.chat.models import Message
+    from boocode.chat.turn import TurnRequest, run_turn
+    from mcpclient.runtime import set_hub
+    from tests.support.accounts import new_conversation
+    from tests.support.llm import Text
+
+    await started(hub, "--tools", "1000")
+    set_hub(hub)
+    llm.script(Text("ok"))
+    conversation = await new_conversation()
+
+    async def emit(event: dict[str, Any]) -> None:
+        return None
+
+    async with asyncio.timeout(60):
+        assert await run_turn(TurnRequest(conversation, "hi"), emit) == "complete"
+    assert len(llm.requests[0]["tools"]) == 512
+    notice = await Message.objects.filter(conversation_id=conversation, role=Message.Role.NOTICE).alast()
+    assert notice is not None and notice.content.startswith("4"), notice
+    assert "tools were left out of this request: one request carries at most 512 tools" in notice.content
