@@ -7,16 +7,18 @@ conversation, the tool call's row, the turn's ``emit``); the registry asks it on
 that needs approval, before the tool runs and its time limit starts.
 
 :meth:`Approvals.ask` first records a :class:`~boocode.chat.models.ToolApproval` row. When the
-tool's prefixed name is in ``Conversation.allowed_tools`` the row is ``allowed`` and the call
-runs at once. Otherwise the row is ``pending``, an ``approval`` frame goes to the
-conversation's group (every open tab shows the card) and the call waits. It ends in exactly
+tool, as it is defined now, is in ``Conversation.allowed_tools`` (its prefixed name and the digest
+of its definition, :func:`allowance`) the row is ``allowed`` and the call runs at once: an
+allowance ends with the definition it was given for. Otherwise the row is ``pending``, an
+``approval`` frame goes to the conversation's group (every open tab shows the card) and the
+call waits. It ends in exactly
 one way, stored on the row and announced with an ``approval_end`` frame:
 
 * the owner answers over the websocket (:meth:`Approvals.answer`, called by the consumer,
   which checked that the socket's user owns the conversation): ``approved`` (the call runs;
-  with ``remember`` the name joins ``allowed_tools`` and the conversation's other pending
-  calls of the same tool are ``allowed`` too) or ``denied`` (the model gets a tool error
-  saying the person denied the call; the server never hears of it);
+  with ``remember`` the tool's allowance joins ``allowed_tools`` and the conversation's other
+  pending calls of the same tool and definition are ``allowed`` too) or ``denied`` (the model
+  gets a tool error saying the person denied the call; the server never hears of it);
 * nobody answers within ``BOOCODE_APPROVAL_TIMEOUT`` seconds: ``expired``, denied;
 * the turn is stopped (the waiting task is cancelled): ``stopped``.
 
@@ -83,6 +85,7 @@ class PendingApproval:
     conversation_id: int
     call_id: int | None  # the ToolCall row
     name: str  # the prefixed name the model called
+    key: str  # its allowance (name and definition digest, see allowance())
     server: str
     tool: str
     title: str
@@ -119,10 +122,11 @@ def begin_approval(
     arguments: str,
     hints: dict[str, Any],
     reason: str,
+    key: str,
 ) -> tuple[int, bool]:
-    """Record the call's approval row: ``(row id, allowed)``; allowed when the name is remembered."""
+    """Record the call's approval row: ``(row id, allowed)``; allowed when ``key`` is remembered."""
     conversation = Conversation.objects.only("owner_id", "allowed_tools").get(pk=conversation_id)
-    allowed = name in (conversation.allowed_tools or [])
+    allowed = key in (conversation.allowed_tools or [])
     row = ToolApproval.objects.create(
         conversation_id=conversation_id,
         tool_call_id=call_id,
@@ -140,9 +144,9 @@ def begin_approval(
 
 
 def settle_approval(
-    approval_id: int, decision: str, *, remember: bool = False, user_id: int | None = None
+    approval_id: int, decision: str, *, remember: bool = False, user_id: int | None = None, key: str = ""
 ) -> None:
-    """Store the decision; with ``remember``, the tool joins the conversation's ``allowed_tools``."""
+    """Store the decision; with ``remember``, ``key`` joins the conversation's ``allowed_tools``."""
     with transaction.atomic():
         row = ToolApproval.objects.select_related("conversation").get(pk=approval_id)
         row.decision = decision
@@ -153,9 +157,14 @@ def settle_approval(
         if remember:
             conversation = Conversation.objects.select_for_update().get(pk=row.conversation_id)
             allowed = list(conversation.allowed_tools or [])
-            if row.name not in allowed:
-                allowed.append(row.name)
+            if key and key not in allowed:
+                allowed.append(key)
                 Conversation.objects.filter(pk=conversation.pk).update(allowed_tools=allowed)
+
+
+def allowance(tool: GatedTool) -> str:
+    """What "allow for this conversation" remembers: the tool's name and its definition's digest."""
+    return f"{tool.name}#{tool.digest()}"
 
 
 db = database_sync_to_async
@@ -182,6 +191,7 @@ class Approvals:
         server = str(call.get("server") or tool.source)
         tool_name = str(call.get("tool") or name)
         hints = declared_hints(tool.annotations)
+        key = allowance(tool)
         approval_id, allowed = await db(begin_approval)(
             conversation_id,
             call.get("id"),
@@ -191,6 +201,7 @@ class Approvals:
             arguments=json.dumps(arguments, ensure_ascii=False),
             hints=tool.annotations or {},
             reason=tool.approval_reason,
+            key=key,
         )
         if allowed:
             logger.info("conversation %s: %s allowed for the conversation", conversation_id, name)
@@ -201,6 +212,7 @@ class Approvals:
             conversation_id=conversation_id,
             call_id=call.get("id"),
             name=name,
+            key=key,
             server=server,
             tool=tool_name,
             title=str(call.get("title") or tool.title),
@@ -244,7 +256,9 @@ class Approvals:
         self, pending: PendingApproval, decision: str, remember: bool, user_id: int | None, emit: Emit
     ) -> None:
         try:
-            await db(settle_approval)(pending.id, decision, remember=remember, user_id=user_id)
+            await db(settle_approval)(
+                pending.id, decision, remember=remember, user_id=user_id, key=pending.key
+            )
         except Exception:  # the decision holds in memory; the row stays pending for the record
             logger.exception("could not store approval %s (%s)", pending.id, decision)
         try:
@@ -289,7 +303,7 @@ class Approvals:
                 if (
                     other is not pending
                     and other.conversation_id == conversation_id
-                    and other.name == pending.name
+                    and other.key == pending.key
                     and not other.reply.done()
                 ):
                     other.reply.set_result((Decision.ALLOWED, False, user_id))

@@ -37,6 +37,10 @@ class GatedTool(Protocol):
     @property
     def annotations(self) -> dict[str, Any] | None: ...
 
+    def digest(self) -> str:
+        """A digest of the definition the person and the model are shown (name, schema, annotations...)."""
+        ...
+
 
 # Answers None to let the call run, or the error result the model gets instead.
 Gate = Callable[[GatedTool, dict[str, Any]], Awaitable[ToolResult | None]]

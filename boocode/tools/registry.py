@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import hashlib
 import json
 import logging
 import threading
@@ -58,6 +59,7 @@ from boocode.tools.native import NATIVE_TOOLS, Deadline, NativeTool, ToolTimeout
 from boocode.tools.workspace import WorkspaceError
 from mcpclient.config.model import DEFAULT_TIMEOUT_MS
 from mcpclient.core.results import ToolResult, cap_output
+from mcpclient.core.state import HubTool
 from mcpclient.engine.elicitation import TimeBudget, timed_by
 from mcpclient.runtime import get_hub, hub_call, hub_tools
 
@@ -115,10 +117,25 @@ class Tool:
     # and the annotations the approval card shows.
     approval_reason: str = ""
     annotations: dict[str, Any] | None = None
+    user_id: int | None = None  # whose sessions an MCP tool's calls run in
 
     async def execute(self, arguments: dict[str, Any]) -> ToolResult:
         """Run the tool with already-validated ``arguments``."""
         return await self.executor(arguments)
+
+    def digest(self) -> str:
+        """A digest of what the person and the model are shown and what decides the tool's safety."""
+        shown = [
+            self.name,
+            self.source,
+            self.title,
+            self.description,
+            self.parameters,
+            self.output_schema,
+            self.annotations,
+            self.approval_reason,
+        ]
+        return hashlib.sha256(json.dumps(shown, sort_keys=True, default=str).encode()).hexdigest()[:32]
 
     def openai(self) -> dict[str, Any]:
         """The tool in the OpenAI Chat Completions ``tools`` format."""
@@ -284,19 +301,38 @@ def available_tools(user_id: int | None = None) -> list[Tool]:
                     name,
                 )
             continue
-        tools[name] = Tool(
-            name=name,
-            description=hub_tool.description,
-            parameters=hub_tool.input_schema or dict(_EMPTY_SCHEMA),
-            read_only=hub_tool.read_only,
-            source=hub_tool.server,
-            executor=partial(_call_mcp, name, hub_tool.server, hub_tool.name, user_id=user_id),
-            title=hub_tool.title,
-            output_schema=hub_tool.output_schema,
-            approval_reason=hub_tool.approval_reason,
-            annotations=hub_tool.annotations,
-        )
+        tools[name] = _mcp_tool(hub_tool, user_id)
     return [tools[name] for name in sorted(tools)]
+
+
+def _mcp_tool(hub_tool: HubTool, user_id: int | None) -> Tool:
+    name = hub_tool.prefixed_name
+    return Tool(
+        name=name,
+        description=hub_tool.description,
+        parameters=hub_tool.input_schema or dict(_EMPTY_SCHEMA),
+        read_only=hub_tool.read_only,
+        source=hub_tool.server,
+        executor=partial(_call_mcp, name, hub_tool.server, hub_tool.name, user_id=user_id),
+        title=hub_tool.title,
+        output_schema=hub_tool.output_schema,
+        approval_reason=hub_tool.approval_reason,
+        annotations=hub_tool.annotations,
+        user_id=user_id,
+    )
+
+
+def as_it_is_now(tool: Tool) -> Tool | None:
+    """``tool`` as its server defines it now (None: no longer offered); a native tool as it is.
+
+    A turn keeps the tool list it started with; a call is checked and approved against the
+    current definition, so a tool re-announced as a write tool mid-turn, or a server set to
+    ``trusted: false``, asks as it now should.
+    """
+    if tool.source == NATIVE_SOURCE:
+        return tool
+    current = next((t for t in hub_tools(tool.user_id) if t.prefixed_name == tool.name), None)
+    return _mcp_tool(current, tool.user_id) if current is not None else None
 
 
 def agent_tools(
@@ -469,8 +505,10 @@ async def execute_tool(
     """Run the tool ``name`` with ``arguments`` (a dict or the model's JSON string).
 
     ``allowed`` is the agent's tool list for this turn; a tool outside it is refused even if it
-    exists. Unknown tools, unparsable or invalid arguments come back as error results. A tool
-    that needs approval waits for the gate in the context (:mod:`boocode.tools.approval_gate`).
+    exists. The call is checked and approved against the tool as it is defined now
+    (:func:`as_it_is_now`), and refused if the definition changed while it waited. Unknown
+    tools, unparsable or invalid arguments come back as error results. A tool that needs
+    approval waits for the gate in the context (:mod:`boocode.tools.approval_gate`).
     """
     pool = list(allowed) if allowed is not None else available_tools()
     tool = next((candidate for candidate in pool if candidate.name == name), None)
@@ -479,6 +517,7 @@ async def execute_tool(
             return ToolResult.error(f'Tool "{name}" is not available to this agent')
         offered = ", ".join(candidate.name for candidate in pool[:50]) or "none"
         return ToolResult.error(f'Unknown tool "{name}". Available tools: {offered}')
+    tool = as_it_is_now(tool) or tool  # (gone: the hub answers why, e.g. "unreachable")
     parsed = _parse_arguments(name, arguments)
     if isinstance(parsed, ToolResult):
         return parsed
@@ -488,4 +527,10 @@ async def execute_tool(
     refusal = await check_approval(tool, parsed)  # waits for the person when the tool needs it
     if refusal is not None:
         return refusal
+    now = as_it_is_now(tool)
+    if now is not None and now.digest() != tool.digest():
+        return ToolResult.error(
+            f'Tool "{name}" changed while the call waited and was not called; call it again to use '
+            "its new definition"
+        )
     return await tool.execute(parsed)

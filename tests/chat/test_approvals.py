@@ -83,7 +83,8 @@ def rows(conversation_id: int) -> list[tuple[str, str, bool, str | None]]:
 
 @sync_to_async
 def allowed_tools(conversation_id: int) -> list[str]:
-    return Conversation.objects.get(pk=conversation_id).allowed_tools
+    """The names of the tools allowed for the conversation (each allowance is "name#digest")."""
+    return [key.split("#")[0] for key in Conversation.objects.get(pk=conversation_id).allowed_tools]
 
 
 async def test_approved_call_runs_with_the_card_showing_what_it_does(
