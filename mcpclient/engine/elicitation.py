@@ -21,6 +21,7 @@ import contextlib
 import contextvars
 import dataclasses
 import logging
+import re
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -60,6 +61,9 @@ class Answer:
 
 # A URL longer than this is refused: it is shown in full, and no real page needs more.
 MAX_URL = 4096
+# The characters RFC 3986 allows in a URI (unreserved, reserved, "%" of an escape).
+_RFC3986 = re.compile(r"[A-Za-z0-9\-._~:/?#\[\]@!$&'()*+,;=%]+")
+_BAD_ESCAPE = re.compile(r"%(?![0-9A-Fa-f]{2})")
 LinkOutcome = Literal["completed", "done", "expired", "stopped", "withdrawn"]
 
 
@@ -127,6 +131,12 @@ def url_problem(url: Any) -> str | None:
         return f"the URL is longer than {MAX_URL} characters"
     if any(ord(char) < 33 or ord(char) == 127 for char in url):
         return "the URL contains spaces or control characters"
+    if not _RFC3986.fullmatch(url):
+        # e.g. a backslash before an "@": Python reads the host after the "@", a browser before
+        # the backslash; what RFC 3986 allows, both read alike.
+        return "the URL has characters RFC 3986 does not allow (non-ASCII text must be percent-encoded)"
+    if _BAD_ESCAPE.search(url):
+        return 'the URL has a "%" not followed by two hexadecimal digits'
     try:
         parts = urlsplit(url)
         parts.port  # noqa: B018 - raises ValueError for a port that is not a number
@@ -137,6 +147,8 @@ def url_problem(url: Any) -> str | None:
         return f"BooCode opens only http and https URLs, not {scheme}"
     if not parts.hostname:
         return "the URL has no host"
+    if "@" in parts.netloc:
+        return "the URL carries a user name before its host (a way to disguise the site)"
     return None
 
 

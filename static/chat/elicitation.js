@@ -162,19 +162,20 @@ function expiresText(iso) {
   return time ? `Expires at ${time} if not answered.` : "";
 }
 
-// The URL when it may be opened (http or https), else null.
-function openable(url) {
+// The URL as the browser reads it, when it may be opened (http or https), else null. The site
+// shown and the page opened both come from this one object: what the person reads is where
+// Open goes, whatever another parser would make of the text.
+function destination(url) {
   try {
     const parsed = new URL(url);
-    return parsed.protocol === "http:" || parsed.protocol === "https:" ? parsed.href : null;
+    return parsed.protocol === "http:" || parsed.protocol === "https:" ? parsed : null;
   } catch {
     return null;
   }
 }
 
-function openInNewTab(url) {
-  const target = openable(url);
-  if (target) window.open(target, "_blank", "noopener,noreferrer");
+function openInNewTab(target) {
+  if (target) window.open(target.href, "_blank", "noopener,noreferrer");
   return Boolean(target);
 }
 
@@ -193,16 +194,17 @@ function renderLink(elicitation, send) {
   const who = elicitation.server || elicitation.tool;
   box.append(el("p", "elicitation-from", `${who} (${elicitation.tool}) asks you to open a web page:`));
   box.append(el("p", "elicitation-message", elicitation.message));
+  const target = destination(elicitation.url);
   const site = el("p", "elicitation-site", "Site: ");
-  site.append(el("strong", "elicitation-host", elicitation.host || "(no host)"));
+  site.append(el("strong", "elicitation-host", target ? target.hostname : "(none BooCode can open)"));
   box.append(site);
   const full = el("p", "elicitation-url");
   full.append(el("code", null, elicitation.url));
   box.append(full);
-  if (/(^|\.)xn--/i.test(elicitation.host || "") || /[^\x20-\x7e]/.test(elicitation.url)) {
+  if (/(^|\.)xn--/i.test(target ? target.hostname : "") || /[^\x20-\x7e]/.test(elicitation.url)) {
     box.append(el("p", "elicitation-warning", "This address uses international characters: check the site carefully."));
   }
-  const canOpen = openable(elicitation.url) !== null;
+  const canOpen = target !== null;
   box.append(
     el(
       "p",
@@ -229,7 +231,7 @@ function renderLink(elicitation, send) {
     if (send({ type: "elicitation_answer", id: elicitation.id, action })) box.classList.add("sending");
   };
   open.addEventListener("click", () => {
-    if (openInNewTab(elicitation.url)) answer("accept"); // opening is the consent
+    if (openInNewTab(target)) answer("accept"); // opening is the consent
   });
   buttons.querySelector(".decline").addEventListener("click", () => answer("decline"));
   buttons.querySelector(".cancel").addEventListener("click", () => answer("cancel"));
@@ -251,7 +253,7 @@ export function markElicitationWaiting(box, frame, send) {
   buttons.append(again, done);
   box.querySelector(".elicitation-buttons").replaceWith(status, buttons);
   const url = box.querySelector(".elicitation-url code").textContent;
-  again.addEventListener("click", () => openInNewTab(url));
+  again.addEventListener("click", () => openInNewTab(destination(url)));
   done.addEventListener("click", () => {
     if (send({ type: "elicitation_answer", id: box.dataset.id, action: "done" })) box.classList.add("sending");
   });

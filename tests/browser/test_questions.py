@@ -147,3 +147,18 @@ def test_a_page_to_open_is_shown_in_full_and_opens_only_on_click(
     )
     expect(page.locator(".message.role-assistant").last).to_contain_text("You are connected.")
     assert tool_output(site) == f"connected: Ada at {width}"
+
+
+def test_a_page_whose_site_two_parsers_read_differently_is_never_shown(open_page: Any, site: Site) -> None:
+    """Python reads the host after the "@", the browser before the backslash: refused unshown."""
+    from playwright.sync_api import expect
+
+    page = open_page(1280)
+    disguised = "https://evil.example\\@accounts.example/login"
+    ask(page, site, "q25_ask_link", "I could not ask.", {"url": disguised})
+    expect(page.locator(".message.role-assistant").last).to_contain_text("I could not ask.")
+    assert page.locator("section.elicitation-link").count() == 0
+    assert tool_output(site) == (
+        "refused: URL-mode elicitation refused: the URL has characters RFC 3986 does not allow "
+        "(non-ASCII text must be percent-encoded)"
+    )

@@ -246,3 +246,20 @@ async def test_one_model_request_carries_at_most_512_tools_and_the_person_is_tol
     notice = await Message.objects.filter(conversation_id=conversation, role=Message.Role.NOTICE).alast()
     assert notice is not None and notice.content.startswith("4"), notice
     assert "tools were left out of this request: one request carries at most 512 tools" in notice.content
+
+
+# --- the site a person is asked to open ------------------------------------------------------
+@pytest.mark.parametrize(
+    ("url", "why"),
+    [
+        ("https://evil.example\\@accounts.example/", "characters RFC 3986 does not allow"),
+        ("https://accounts.example@evil.example/", "a user name before its host"),
+        ("https://exämple.example/", "characters RFC 3986 does not allow"),
+        ("https://example.example/%zz", 'a "%" not followed by two hexadecimal digits'),
+    ],
+)
+def test_a_url_whose_site_could_be_misread_is_refused(url: str, why: str) -> None:
+    from mcpclient.engine.elicitation import url_problem
+
+    assert why in (url_problem(url) or ""), url_problem(url)
+    assert url_problem("https://accounts.example/login?next=%2F#top") is None
