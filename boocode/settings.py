@@ -145,10 +145,22 @@ if _redis_url:
     # number is part of every channel's name, so deployments on one server stay apart as they
     # do with keys (and a tab never hears another deployment's conversation of the same id).
     _redis_db = urlsplit(_redis_url).path.strip("/") or "0"
+    from redis.asyncio.retry import Retry
+    from redis.backoff import NoBackoff
+    from redis.exceptions import ConnectionError as RedisConnectionError
+
     _layer = {
         "BACKEND": "channels_redis.pubsub.RedisPubSubChannelLayer",
         "CONFIG": {
-            "hosts": [{"address": _redis_url, "socket_timeout": 30}],
+            # A pooled connection broken by a Redis restart is opened again and the command sent
+            # once more (as boocode.chat.locks.RECONNECT_ONCE does for the turn locks).
+            "hosts": [
+                {
+                    "address": _redis_url,
+                    "socket_timeout": 30,
+                    "retry": Retry(NoBackoff(), 1, supported_errors=(RedisConnectionError,)),
+                }
+            ],
             "prefix": f"boocode-db{_redis_db}",
         },
     }
@@ -292,8 +304,21 @@ WORKSPACE = Path(env_str("BOOCODE_WORKSPACE", str(DATA_DIR / "workspace"))).reso
 TOOL_TIMEOUT = env_float("BOOCODE_TOOL_TIMEOUT", 30.0, minimum=1.0)  # seconds per native tool call
 WORKSPACE_DENY = env_list(
     "BOOCODE_WORKSPACE_DENY",
-    [".env*", "*.pem", "*.key", "*.p12", "*.pfx", "id_rsa*", "id_ed25519*",
-     "*.sqlite", "*.sqlite3", "*.db", ".git", ".git/*", "secret_key"],
+    [
+        ".env*",
+        "*.pem",
+        "*.key",
+        "*.p12",
+        "*.pfx",
+        "id_rsa*",
+        "id_ed25519*",
+        "*.sqlite",
+        "*.sqlite3",
+        "*.db",
+        ".git",
+        ".git/*",
+        "secret_key",
+    ],
 )
 
 # --- LLM (OpenAI-compatible Chat Completions) -----------------------------------------------

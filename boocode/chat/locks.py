@@ -16,7 +16,7 @@ Keys (under the channel layer's prefix, so tests and deployments sharing a Redis
 
 Start: the first use in a process creates its control channel (a channel-layer channel of this
 process) and a task reading it; the task hands each message to the handler the registry gave.
-Locks held are renewed by one task; a lock found lost (Redis restarted, the process stalled
+Locks held are renewed by one task, all in one script; a lock found lost (Redis restarted, the process stalled
 past the TTL) is reported to the registry, which stops that turn rather than let two write.
 Stop: the tasks are cancelled with the loop; nothing needs cleaning up, the TTL does that.
 """
@@ -35,6 +35,8 @@ from typing import Any
 import redis.asyncio as redis
 from channels.layers import get_channel_layer
 from django.conf import settings
+from redis.asyncio.retry import Retry
+from redis.backoff import NoBackoff
 
 logger = logging.getLogger(__name__)
 
@@ -65,11 +67,22 @@ redis.call('del', KEYS[1])
 if redis.call('get', KEYS[2]) == ARGV[2] then redis.call('del', KEYS[2]) end
 return 1
 """
-# KEYS: lock. ARGV: lock value, TTL in ms.
+# KEYS: every lock held. ARGV: TTL in ms, then each lock's value. One round trip for all of
+# them (one at a time, a busy process fell behind its TTLs under load and lost locks it held).
 _RENEW = """
-if redis.call('get', KEYS[1]) ~= ARGV[1] then return 0 end
-return redis.call('pexpire', KEYS[1], ARGV[2])
+local kept = {}
+for i, key in ipairs(KEYS) do
+  if redis.call('get', key) == ARGV[i + 1] then
+    kept[i] = redis.call('pexpire', key, ARGV[1])
+  else
+    kept[i] = 0
+  end
+end
+return kept
 """
+# A connection of the pool found broken (Redis restarted since it was opened) is opened again
+# and the command sent once more; a command never reached a broken connection's server.
+RECONNECT_ONCE = Retry(NoBackoff(), 1, supported_errors=(redis.ConnectionError,))
 
 
 @dataclass(frozen=True)
@@ -108,7 +121,7 @@ class SharedTurns:
     """The Redis side of the turn registry for one process (see the module docstring)."""
 
     def __init__(self, address: str, prefix: str, ttl: float, handler: Handler) -> None:
-        self._client = redis.Redis.from_url(address)
+        self._client = redis.Redis.from_url(address, retry=RECONNECT_ONCE)
         self._prefix = prefix
         self.ttl = ttl
         self._ttl_ms = max(1, int(ttl * 1000))
@@ -233,15 +246,17 @@ class SharedTurns:
     async def _keep(self) -> None:
         while True:
             await asyncio.sleep(self.ttl / 3)
-            for conversation_id, (value, _turn) in list(self._held.items()):
-                try:
-                    kept = await self._renew(
-                        keys=[self._lock_key(conversation_id)], args=[value, self._ttl_ms]
-                    )
-                except Exception:  # Redis unreachable: try again next round, before the TTL ends
-                    logger.warning("could not renew the turn lock of conversation %s", conversation_id)
-                    continue
-                if not kept and self._held.get(conversation_id, (None,))[0] == value:
+            held = list(self._held.items())
+            if not held:
+                continue
+            keys = [self._lock_key(conversation_id) for conversation_id, _ in held]
+            try:
+                kept = await self._renew(keys=keys, args=[self._ttl_ms, *(value for _, (value, _t) in held)])
+            except Exception:  # Redis unreachable: try again next round, before the TTL ends
+                logger.warning("could not renew the turn locks of %d conversation(s)", len(held))
+                continue
+            for (conversation_id, (value, _turn)), renewed in zip(held, kept, strict=True):
+                if not renewed and self._held.get(conversation_id, (None,))[0] == value:
                     del self._held[conversation_id]
                     logger.error(
                         "conversation %s: the turn lock was lost; stopping its turn", conversation_id

@@ -70,6 +70,7 @@ from boocode.tools.registry import (
     within_model_bounds,
 )
 from mcpclient.core.results import ToolResult
+from mcpclient.runtime import WorkerUnavailable
 
 logger = logging.getLogger(__name__)
 
@@ -209,6 +210,7 @@ class Turn:
         self.sent = 0  # UTF-16 length of the text sent so far
         self.last_emit = 0.0
         self.cap_hit = False
+        self.interrupted = ""  # why the server stopped the turn (registry.cancel with a reason)
         self.storing: asyncio.Task[None] | None = None  # the start being stored (first model request)
         self.model = ""  # the model asked for in this turn (stored on each answer)
         self.titled = False  # this turn's message named the conversation
@@ -254,9 +256,17 @@ class Turn:
         except asyncio.CancelledError:
             forms.stop(self.conversation_id)
             await self._stored()
-            await self._stopped()
-            await self._end("stopped", "")
+            if self.interrupted:  # stopped by the server, for a reason (not by a person)
+                await self._failed(self.interrupted)
+                await self._end("failed", self.interrupted)
+            else:
+                await self._stopped()
+                await self._end("stopped", "")
             raise
+        except WorkerUnavailable as exc:
+            status, error = "failed", f"The MCP servers cannot be reached: {exc}."
+            await self._stored()
+            await self._failed(error)
         except LLMError as exc:
             status, error = "failed", str(exc)
             llm_client.note_error(exc)

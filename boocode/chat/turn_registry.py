@@ -45,6 +45,14 @@ logger = logging.getLogger(__name__)
 db = database_sync_to_async
 
 
+# How a turn stopped because its process lost the conversation's lock ends (nobody cancelled it).
+LOCK_LOST = (
+    "Interrupted: this server lost the conversation's turn lock (Redis was unreachable, or the "
+    "server stalled past BOOCODE_TURN_LOCK_TTL), so the turn was stopped rather than let two "
+    "servers write to it. Send the message again."
+)
+
+
 class TurnInProgress(Exception):
     """A turn is already running in this conversation."""
 
@@ -119,11 +127,18 @@ class TurnRegistry:
         self._cancelled.discard(task)
         self._ended.discard(turn)
 
-    def cancel(self, conversation_id: int) -> bool:
-        """Ask the running turn to stop; ``False`` if none runs. Repeated calls are harmless."""
+    def cancel(self, conversation_id: int, reason: str = "") -> bool:
+        """Ask the running turn to stop; ``False`` if none runs. Repeated calls are harmless.
+
+        Without ``reason`` the turn ends ``stopped`` (a person stopped it); with one it ends
+        ``failed`` and the reason is what its message and unfinished calls say.
+        """
         task = self._live_task(conversation_id)
         if task is None or not self.running(conversation_id):
             return False
+        turn = self._turns.get(conversation_id)
+        if reason and turn is not None and not turn.interrupted:
+            turn.interrupted = reason
         if task not in self._cancelled:
             self._cancelled.add(task)
             forms.stop(conversation_id)  # before the calls are cancelled: the servers hear "cancel"
@@ -150,7 +165,7 @@ class TurnRegistry:
         shared = shared_turns(self._control)
         if shared is not None and shared not in self._swept:
             self._swept.add(shared)
-            shared.on_lost(self.cancel)
+            shared.on_lost(lambda conversation_id: self.cancel(conversation_id, LOCK_LOST))
             _background(self._sweep(shared))
             # Ctrl-C / SIGTERM: stop this process's turns so their locks go back at once
             # (otherwise the other processes would wait for the TTL and call them interrupted).

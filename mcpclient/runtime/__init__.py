@@ -48,6 +48,7 @@ from mcpclient.runtime.sync import (
 )
 from mcpclient.secrets.inputs import input_value
 from mcpclient.worker.client import RemoteHub
+from mcpclient.worker.client import WorkerUnavailable as WorkerUnavailable  # for the chat: the worker is away
 
 logger = logging.getLogger(__name__)
 

@@ -69,3 +69,29 @@ async def test_two_tabs_get_every_event_through_redis(redis_layer: None, llm: Sc
     await first.close()
     await second.close()
     await get_channel_layer().flush()
+
+
+async def test_held_turn_locks_are_renewed_in_one_round_trip(redis_layer: None, settings: Any) -> None:
+    """200 turns held by one process: each renewal is one script call, and every lock stays."""
+    from boocode.chat.locks import SharedTurns
+
+    async def ignore(message: dict[str, Any]) -> None:
+        return None
+
+    config = settings.CHANNEL_LAYERS["default"]["CONFIG"]
+    shared = SharedTurns(config["hosts"][0]["address"], config["prefix"], 0.6, ignore)
+    renew = shared._renew
+    calls: list[int] = []
+
+    async def counted(keys: list[str], args: list[Any]) -> Any:
+        calls.append(len(keys))
+        return await renew(keys=keys, args=args)
+
+    shared._renew = counted
+    for conversation in range(200):
+        await shared.acquire(conversation, f"turn-{conversation}")  # starts the renewer too
+    await asyncio.sleep(1.5)  # past the 0.6 s TTL: only renewals keep the locks
+    assert calls and set(calls) == {200}, calls  # one call per round, for all of them
+    assert all([await shared.holder(conversation) for conversation in range(200)])
+    for task in shared._tasks:
+        task.cancel()

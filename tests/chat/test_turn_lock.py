@@ -186,3 +186,26 @@ async def test_a_process_stopped_mid_turn_gives_the_conversation_back_at_once(
             assert (await on_a.next("turn_end"))["status"] == "complete"
             assert not [frame for frame in on_a.frames if frame["type"] == "error"]
     llm.release()
+
+
+async def test_a_turn_whose_lock_was_lost_ends_saying_so(
+    llm: ScriptedLLM, ports: tuple[int, int], accounts: list[dict[str, Any]]
+) -> None:
+    """Nobody cancelled it: the turn ends failed, and its message says the lock was lost.
+
+    Redis lost its keys (a restart without persistence): the lock and the open-turn marker go.
+    """
+    from boocode.chat.turn_registry import LOCK_LOST
+
+    port_a, _ = ports
+    account = accounts[4]
+    llm.script(Stall("Working, ", seconds=30))
+    async with Tab.live(port_a, account) as tab:
+        await tab.send({"type": "user_message", "text": "go"})
+        await tab.until_text("Working, ")
+        client = redis.Redis.from_url(REDIS_URL)
+        conversation = account["conversation"]
+        keys = client.keys(f"*:turn:{conversation}") + client.keys(f"*:turn-open:{conversation}")
+        assert client.delete(*keys) == 2
+        end = await tab.next("turn_end", within=30)
+        assert (end["status"], end["error"]) == ("failed", LOCK_LOST)
