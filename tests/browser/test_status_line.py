@@ -228,7 +228,8 @@ def test_a_held_message_refused_goes_back_into_the_composer(open_page: Any, site
     site.llm.script(Text("First answer."))
     conversation = start_conversation(other, "first")
     expect(other.locator(".message.role-assistant")).to_contain_text("First answer.")
-    site.llm.script(Stall(text="Busy writing", seconds=60))
+    # Released in the finally below; the stall outlasts any machine (60 s ran out under load).
+    site.llm.script(Stall(text="Busy writing", seconds=600))
     send(other, "keep going")
     expect(other.locator(".message.status-streaming")).to_contain_text("Busy writing")
     requests = len(site.llm.requests)
