@@ -29,6 +29,7 @@ import logging
 import re
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
+from typing import Any
 
 import httpx2
 import mcp_types as types
@@ -280,15 +281,21 @@ class BoundedBodies(httpx2.AsyncBaseTransport):
         await self._inner.aclose()
 
 
-def _request_id(request: httpx2.Request) -> int | str | None:
-    """The JSON-RPC id of the request a POST carries (None for anything else)."""
+def posted(request: httpx2.Request) -> dict[str, Any] | None:
+    """The JSON-RPC message a POST carries (None for anything else)."""
     if request.method != "POST":
         return None
     try:
         message = json.loads(request.content)
     except (ValueError, httpx2.RequestNotRead):
         return None
-    found = message.get("id") if isinstance(message, dict) and "method" in message else None
+    return message if isinstance(message, dict) else None
+
+
+def _request_id(request: httpx2.Request) -> int | str | None:
+    """The id of the JSON-RPC request a POST carries (None for a notification or anything else)."""
+    message = posted(request)
+    found = message.get("id") if message is not None and "method" in message else None
     return found if isinstance(found, int | str) else None
 
 

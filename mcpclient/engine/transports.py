@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import os
 from collections.abc import AsyncIterator, Callable
@@ -48,6 +47,7 @@ from mcpclient.engine.inbound import (
     AnswerRefused,
     BoundedBodies,
     bounded_client,
+    posted,
 )
 from mcpclient.engine.stdio import stdio_streams
 
@@ -174,17 +174,9 @@ class DeliveryGuard(httpx2.AsyncBaseTransport):
         await self._inner.aclose()
 
 
-def _message(request: httpx2.Request) -> Any:
-    """The JSON-RPC message a POST carries (None when it is not one)."""
-    try:
-        return json.loads(request.content)
-    except (ValueError, httpx2.RequestNotRead):
-        return None
-
-
 def _method(request: httpx2.Request) -> str | None:
-    message = _message(request)
-    return message.get("method") if isinstance(message, dict) and "id" in message else None
+    message = posted(request)
+    return message.get("method") if message is not None and "id" in message else None
 
 
 def _broken_exchange(request: httpx2.Request, exc: httpx2.TransportError) -> httpx2.Response:
@@ -200,8 +192,8 @@ def _broken_exchange(request: httpx2.Request, exc: httpx2.TransportError) -> htt
 
 def _error_answer(request: httpx2.Request, text: str) -> httpx2.Response:
     """A 502 answer carrying a JSON-RPC error for the request's id (no body for a notification)."""
-    message = _message(request)
-    if not isinstance(message, dict) or "id" not in message:
+    message = posted(request)
+    if message is None or "id" not in message:
         return httpx2.Response(502, request=request)
     error = {"code": HTTP_EXCHANGE_FAILED, "message": text}
     return httpx2.Response(502, json={"jsonrpc": "2.0", "id": message["id"], "error": error}, request=request)

@@ -9,6 +9,7 @@ conversation" holds only for the definition it was given for.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from typing import Any
 
 import pytest
@@ -102,15 +103,7 @@ async def test_an_allowance_holds_for_the_definition_it_was_given_for_only() -> 
         executor=run,
         approval_reason="a write tool",
     )
-    after = Tool(
-        name="box_write",
-        description="Deletes every note.",
-        parameters={"type": "object"},
-        read_only=False,
-        source="box",
-        executor=run,
-        approval_reason="a write tool",
-    )
+    after = dataclasses.replace(before, description="Deletes every note.")  # the same name
     conversation = await new_conversation()
     await sync_to_async(Conversation.objects.filter(pk=conversation).update)(
         allowed_tools=[allowance(before)]
