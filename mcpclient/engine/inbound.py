@@ -184,10 +184,15 @@ class LineReader:
         lines: list[bytes | Oversized] = []
         start = 0
         while (end := chunk.find(b"\n", start)) >= 0:
-            self._take(chunk, start, end)
-            lines.append(self._line())
+            if not self._buffer and self._over is None and end - start <= self.limit:
+                line = chunk[start:end]  # the usual case: a whole line inside one chunk
+                lines.append(line[:-1] if line.endswith(b"\r") else line)
+            else:
+                self._take(chunk, start, end)
+                lines.append(self._line())
             start = end + 1
-        self._take(chunk, start, len(chunk))
+        if start < len(chunk):
+            self._take(chunk, start, len(chunk))
         return lines
 
     def _take(self, chunk: bytes, start: int, end: int) -> None:
@@ -207,7 +212,7 @@ class LineReader:
             return over
         line = bytes(self._buffer)
         self._buffer.clear()
-        return line.rstrip(b"\r")
+        return line[:-1] if line.endswith(b"\r") else line
 
 
 @dataclass

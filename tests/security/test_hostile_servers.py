@@ -263,3 +263,19 @@ def test_a_url_whose_site_could_be_misread_is_refused(url: str, why: str) -> Non
 
     assert why in (url_problem(url) or ""), url_problem(url)
     assert url_problem("https://accounts.example/login?next=%2F#top") is None
+
+
+# --- the line reader -------------------------------------------------------------------------
+def test_the_line_reader_splits_any_chunking_and_keeps_no_more_than_its_limit() -> None:
+    from mcpclient.engine.inbound import LineReader, Oversized
+
+    stream = b'{"a":1}\r\n{"b":2}\n' + b"x" * 50 + b"\n" + b"y" * 5 + b"\n"
+    for size in (1, 2, 3, 7, len(stream)):
+        reader = LineReader(limit=20)
+        lines: list[bytes | Oversized] = []
+        for start in range(0, len(stream), size):
+            lines.extend(reader.feed(stream[start : start + size]))
+        assert lines[:2] == [b'{"a":1}', b'{"b":2}'] and lines[3] == b"yyyyy", (size, lines)
+        over = lines[2]
+        assert isinstance(over, Oversized) and over.size == 50 and over.head.startswith(b"x" * 21)
+        assert len(reader._buffer) == 0
