@@ -29,7 +29,7 @@ install-dev: $(VENV)/.installed-dev
 run: install
 	$(PY) manage.py boocode_prepare
 	@echo "BooCode: http://$(HOST):$(PORT)/ (Ctrl-C stops)"
-	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" exec $(VENV)/bin/daphne -b $(HOST) -p $(PORT) boocode.asgi:application
+	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" HOST=$(HOST) PORT=$(PORT) PYTHON=$(VENV)/bin/python exec scripts/serve
 
 # What the tests need beyond Python packages: the third-party MCP server (npm) and Chromium.
 tests/node/node_modules/.installed: tests/node/package.json

@@ -407,9 +407,9 @@ def main() -> None:
     logs = [tempfile.TemporaryFile() for _ in ports]
     webs = [
         subprocess.Popen(
-            [PYTHON, "-m", "daphne", "-b", "127.0.0.1", "-p", str(web_port), "boocode.asgi:application"],
+            [str(ROOT / "scripts" / "serve")],  # as deployments serve it
             cwd=ROOT,
-            env=env,
+            env={**env, "HOST": "127.0.0.1", "PORT": str(web_port), "PYTHON": PYTHON},
             stdout=subprocess.DEVNULL,
             stderr=log,
             start_new_session=True,

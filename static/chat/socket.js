@@ -55,7 +55,11 @@ export class Connection {
         this.onState("this conversation is not yours", false);
         return;
       }
-      const delay = Math.min(10000, 500 * 2 ** this.retry) + Math.random() * 250;
+      // Backoff with full jitter: the n-th try waits 0.25 s plus a random part of
+      // min(10 s, 2 s · 2^n), so the tabs of a restarted server come back spread over seconds
+      // rather than all at once (the first tries of 300 tabs: about 150 a second, not 300 at once).
+      const ceiling = Math.min(10000, 2000 * 2 ** this.retry);
+      const delay = 250 + Math.random() * ceiling;
       this.retry += 1;
       this.onState(`disconnected — reconnecting in ${Math.max(1, Math.round(delay / 1000))} s`, false);
       this.timer = setTimeout(() => this.start(), delay);

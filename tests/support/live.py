@@ -180,10 +180,11 @@ def live_daphne(
     port = port or free_port()
     sink = log.open("w+b") if log is not None else tempfile.TemporaryFile()  # closed with the process
     process = subprocess.Popen(
-        with_default_sigint(
-            [PYTHON, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), *args, "boocode.asgi:application"]
-        ),
-        cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=sink,
+        with_default_sigint([str(ROOT / "scripts" / "serve"), *args]),  # as deployments serve it
+        cwd=ROOT,
+        env={**env, "HOST": "127.0.0.1", "PORT": str(port), "PYTHON": PYTHON},
+        stdout=subprocess.DEVNULL,
+        stderr=sink,
     )
     _logs[process] = sink
     try:
