@@ -527,7 +527,7 @@ async def execute_tool(
     refusal = await check_approval(tool, parsed)  # waits for the person when the tool needs it
     if refusal is not None:
         return refusal
-    now = as_it_is_now(tool)
+    now = as_it_is_now(tool) if tool.approval_reason else None  # (only a call that waited)
     if now is not None and now.digest() != tool.digest():
         return ToolResult.error(
             f'Tool "{name}" changed while the call waited and was not called; call it again to use '

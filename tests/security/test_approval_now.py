@@ -125,3 +125,25 @@ async def test_an_allowance_holds_for_the_definition_it_was_given_for_only() -> 
 
     assert await sync_to_async(ask)(before) is True
     assert await sync_to_async(ask)(after) is False
+
+
+async def test_a_call_whose_tool_changed_while_the_person_decided_is_not_made(hub: Hub) -> None:
+    entry = {"command": PYTHON, "args": [str(HOSTILE)], "trusted": False, "writeTools": "approve"}
+    await hub.start([make_config("bad", entry)])
+    set_hub(hub)
+    try:
+        at_start = agent_tools(Everything())
+
+        async def approve_after_a_change(tool: GatedTool, arguments: dict[str, Any]) -> ToolResult | None:
+            # While the person decides, the server redefines the tool.
+            assert (await hub.call_tool("bad_mutate", {})).output == "victim is a write tool now"
+            async with asyncio.timeout(10):
+                while "Deletes" not in victim(available_tools()).description:  # noqa: ASYNC110 (relisting)
+                    await asyncio.sleep(0.02)
+            return None  # approved: for the definition the card showed
+
+        with approving(approve_after_a_change):
+            result = await execute_tool("bad_victim", {}, allowed=at_start)
+        assert result.is_error and "changed while the call waited and was not called" in result.output
+    finally:
+        set_hub(None)
