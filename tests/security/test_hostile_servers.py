@@ -183,16 +183,18 @@ async def test_a_server_listing_1500_tools_keeps_1000_and_says_what_it_left_out(
     async with asyncio.timeout(60):
         await started(hub, "--tools", "1500")
     [snapshot] = hub.snapshots()
-    assert len(snapshot.tools) == 1000 and snapshot.tools[-1].name == "extra_992"
-    assert snapshot.tools_note.startswith(
-        "The server lists more than 1,000 tools: the first 1,000 are kept and 507 or more were "
-        "left out (extra_993, extra_994, extra_995, extra_996, extra_997, …)."
+    own = sum(not tool.name.startswith("extra_") for tool in snapshot.tools)  # the server's own tools
+    kept = 1000 - own  # extra_0 .. extra_{kept - 1}
+    assert len(snapshot.tools) == 1000 and snapshot.tools[-1].name == f"extra_{kept - 1}"
+    first_out = ", ".join(f"extra_{kept + i}" for i in range(5))
+    assert snapshot.tools_note == (
+        f"The server lists more than 1,000 tools: the first 1,000 are kept and {1500 + own - 1000} "
+        f"or more were left out ({first_out}, …)."
     ), snapshot.tools_note
 
 
 @pytest.mark.django_db(transaction=True)
 async def test_storing_a_thousand_tools_never_waits_on_the_turns_database_thread(hub: Hub) -> None:
-    # (1,200 tools in two listings' worth: the first 1,000 are kept)
     from channels.db import database_sync_to_async
 
     from mcpclient import runtime
