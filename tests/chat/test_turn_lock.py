@@ -199,6 +199,7 @@ async def test_a_turn_whose_lock_was_lost_ends_saying_so(
 
     port_a, _ = ports
     account = accounts[4]
+    llm.rearm()  # an earlier test of the module released its stall for good
     llm.script(Stall("Working, ", seconds=30))
     async with Tab.live(port_a, account) as tab:
         await tab.send({"type": "user_message", "text": "go"})

@@ -340,9 +340,14 @@ class ScriptedLLM:
             self._queue.extend(replies)
 
     def release(self) -> None:
-        """Let stalled streams continue."""
+        """Let stalled streams continue (for good: see :meth:`rearm`)."""
         if self._loop is not None and self._release is not None:
             self._loop.call_soon_threadsafe(self._release.set)
+
+    def rearm(self) -> None:
+        """After :meth:`release`: the next ``Stall`` stalls again."""
+        if self._loop is not None and self._release is not None:
+            self._loop.call_soon_threadsafe(self._release.clear)
 
     def wait_until(self, predicate: Callable[[ScriptedLLM], bool], timeout: float = 5.0) -> None:
         """Block (sync callers) until ``predicate(self)`` holds; raises ``TimeoutError``."""
