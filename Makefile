@@ -37,7 +37,7 @@ tests/node/node_modules/.installed: tests/node/package.json
 	@touch $@
 
 test-deps: install-dev tests/node/node_modules/.installed
-	@test -x /usr/bin/chromium || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null)
+	@test -x /usr/bin/chromium || (apt-get -o DPkg::Lock::Timeout=600 update -qq && DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y -qq chromium >/dev/null)
 
 ## Install what the tests need, then run the whole suite (scripts/run-tests): ruff; everything but
 ## the page on SQLite; then the page in Chromium while the database tests run again on PostgreSQL
