@@ -30,6 +30,7 @@ from boocode.chat.attachments import BadAttachments, checked_attachments
 from boocode.chat.attachments import refs as attachment_refs
 from boocode.chat.events import group_emitter, group_name
 from boocode.chat.payloads import conversation_info, history_payload
+from boocode.chat.sizes import MAX_SENT_FRAME_BYTES, bounded_approval, bounded_message
 from boocode.chat.status import status_payload
 from boocode.chat.storable import text_problem
 from boocode.chat.turn import MAX_MESSAGE_CHARS, TurnRequest
@@ -84,22 +85,25 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
         await self.channel_layer.group_add(group_name(conversation_id), self.channel_name)
         await self.channel_layer.group_add(STATUS_GROUP, self.channel_name)
         await self.channel_layer.group_add(sessions.user_group(user.pk), self.channel_name)
-        history, info = await database_sync_to_async(_history_and_info)(conversation_id)
+        (history, more), info = await database_sync_to_async(_history_and_info)(conversation_id)
         # The turn may run in another web process (Redis layer): it is asked for its live state.
         turn = await registry.state(conversation_id)
         if turn.settled:  # a dead process's turn was settled just now: show the settled rows
-            history, info = await database_sync_to_async(_history_and_info)(conversation_id)
+            (history, more), info = await database_sync_to_async(_history_and_info)(conversation_id)
+        live = turn.live
         await self.send_json(
             {
                 "type": "history",
                 "conversation": conversation_id,
                 "conversation_info": info,
-                "messages": merge_live_text(history, conversation_id, turn.live),
+                # The live text of a streamed answer can be any length: bounded again with it.
+                "messages": [bounded_message(m) for m in merge_live_text(history, conversation_id, live)],
+                "more": more,  # older messages: GET /c/<id>/messages/?before=<first id>
                 "running": turn.running,
                 "turn_id": turn.turn_id,
                 "elicitations": turn.elicitations,
                 "progress": turn.progress,  # running calls' latest tool_progress
-                "approvals": turn.approvals,
+                "approvals": [bounded_approval(approval) for approval in turn.approvals],
             }
         )
         await self._send_status()
@@ -309,9 +313,26 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
 
         A frame relayed between the client closing and Daphne telling this consumer so would
         raise (and log a traceback) for a page that is simply gone; its disconnect follows.
+
+        Frames are bounded where they are built (:mod:`boocode.chat.sizes`); one that still
+        passes :data:`~boocode.chat.sizes.MAX_SENT_FRAME_BYTES` would make Daphne close the
+        socket (1011), so an ``error`` frame (``frame_too_large``) goes in its place: the page
+        reconnects and reads the conversation again.
         """
+        text = await self.encode_json(content)
+        if len(text) > MAX_SENT_FRAME_BYTES:
+            kind = content.get("type") if isinstance(content, dict) else None
+            limit = MAX_SENT_FRAME_BYTES
+            logger.warning("a %s frame of %d bytes was not sent (limit %d)", kind, len(text), limit)
+            text = await self.encode_json(
+                {
+                    "type": "error",
+                    "code": "frame_too_large",
+                    "message": f"Something here was too large to show ({len(text):,} bytes); reloading.",
+                }
+            )
         try:
-            await super().send_json(content, close)
+            await self.send(text_data=text, close=close)
         except Disconnected:
             self.ended = True
 
@@ -382,6 +403,7 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
             await self._send_status()
 
 
-def _history_and_info(conversation_id: int) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    """The history frame's messages and conversation object, read in one unit of work."""
+def _history_and_info(conversation_id: int) -> tuple[tuple[list[dict[str, Any]], bool], dict[str, Any]]:
+    """The history frame's messages (and whether older ones exist) and conversation object,
+    read in one unit of work."""
     return history_payload(conversation_id), conversation_info(conversation_id)

@@ -1,4 +1,8 @@
-"""Where turn events go: the conversation's channel-layer group, relayed by every open tab."""
+"""Where turn events go: the conversation's channel-layer group, relayed by every open tab.
+
+Every event is bounded on its way out (:func:`boocode.chat.sizes.bounded_frame`), so no frame
+a tab relays grows with what the model or a server sent.
+"""
 
 from __future__ import annotations
 
@@ -6,6 +10,8 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from channels.layers import get_channel_layer
+
+from boocode.chat.sizes import bounded_frame
 
 # Where a turn sends its events (and the forms, approvals and progress of its tool calls theirs).
 Emit = Callable[[dict[str, Any]], Awaitable[None]]
@@ -22,6 +28,6 @@ def group_emitter(conversation_id: int) -> Emit:
     group = group_name(conversation_id)
 
     async def emit(event: dict[str, Any]) -> None:
-        await layer.group_send(group, {"type": "chat.event", "event": event})
+        await layer.group_send(group, {"type": "chat.event", "event": bounded_frame(event)})
 
     return emit

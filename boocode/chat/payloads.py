@@ -7,6 +7,10 @@ and the ``history`` frame's ``messages``), the **tool call** object (``tool_call
 ``history`` frame, so a reloaded page and a live one render identically. Model and tool text
 goes out as sanitized HTML and previews (:mod:`boocode.chat.rendering`), never as markup
 from the source.
+
+Objects are built whole; :mod:`boocode.chat.sizes` bounds them where they go into a frame
+(:func:`_pages_back` for ``history``, the turn's emitter for the rest), and the page reads a
+``large`` one whole at its ``body_url`` / ``call_url``.
 """
 
 from __future__ import annotations
@@ -19,8 +23,19 @@ from django.db.models import Count, Q, Sum
 from boocode.chat import attachments
 from boocode.chat.models import Conversation, Message, ToolCall
 from boocode.chat.rendering import images_for, preview, render_markdown
+from boocode.chat.sizes import HISTORY_BYTES, MESSAGE_INLINE_BYTES, PAGE_BYTES, bounded_message, encoded_size
 
-HISTORY_LIMIT = 200  # messages sent to a (re)connecting page
+HISTORY_LIMIT = 200  # messages sent to a (re)connecting page, and per page of older ones
+
+
+def call_url(conversation_id: int, call_id: int) -> str:
+    """Where the whole tool call object is (JSON, owner only)."""
+    return f"/c/{conversation_id}/calls/{call_id}/"
+
+
+def message_url(conversation_id: int, message_id: int) -> str:
+    """Where the whole message object is, with its tool calls (JSON, owner only)."""
+    return f"/c/{conversation_id}/messages/{message_id}/"
 
 
 def output_url(conversation_id: int, call_id: int) -> str:
@@ -53,15 +68,26 @@ def tool_call_payload(call: ToolCall, conversation_id: int) -> dict[str, Any]:
         "images": images,
         "images_left_out": left_out,
         "resources": attachments.linked_resources(call.parts),
+        "call_url": call_url(conversation_id, call.pk),
+        "large": False,
     }
 
 
-def message_payload(message: Message, calls: Iterable[ToolCall] = ()) -> dict[str, Any]:
-    """A message as sent to clients; ``html`` is sanitized Markdown (empty while streaming)."""
+def message_payload(
+    message: Message, calls: Iterable[ToolCall] = (), *, whole: bool = False
+) -> dict[str, Any]:
+    """A message as sent to clients; ``html`` is sanitized Markdown (empty while streaming).
+
+    A text over :data:`~boocode.chat.sizes.MESSAGE_INLINE_BYTES` goes out as a summary
+    (:func:`~boocode.chat.sizes.bounded_message`), so its HTML is made only when ``whole``
+    (the page's read of the whole message).
+    """
     rendered = (
         message.role in (Message.Role.ASSISTANT, Message.Role.NOTICE)
         and message.status != Message.Status.STREAMING
         and bool(message.content)
+        # A text this long goes out as a summary anyway: its HTML is made for the whole read only.
+        and (whole or len(message.content) <= MESSAGE_INLINE_BYTES)
     )
     return {
         "id": message.pk,
@@ -75,18 +101,60 @@ def message_payload(message: Message, calls: Iterable[ToolCall] = ()) -> dict[st
         "model": message.model,
         "usage": message.usage if message.role == Message.Role.ASSISTANT else None,
         "attachments": attachments.public(message.attachments),
+        "body_url": message_url(message.conversation_id, message.pk),
+        "large": False,
     }
 
 
-def history_payload(conversation_id: int, limit: int = HISTORY_LIMIT) -> list[dict[str, Any]]:
-    """The last ``limit`` current messages with their tool calls, oldest first (superseded left out)."""
-    messages = list(
-        Message.objects.filter(conversation_id=conversation_id, superseded_at__isnull=True)
-        .order_by("-id")[:limit]
-        .prefetch_related("tool_calls")
-    )
-    messages.reverse()
-    return [message_payload(message, message.tool_calls.all()) for message in messages]
+def _pages_back(conversation_id: int, before: int | None, budget: int) -> tuple[list[dict[str, Any]], bool]:
+    """Current messages before ``before`` (or the newest), newest first, within ``budget`` bytes."""
+    rows = Message.objects.filter(conversation_id=conversation_id, superseded_at__isnull=True)
+    if before is not None:
+        rows = rows.filter(id__lt=before)
+    messages = list(rows.order_by("-id")[: HISTORY_LIMIT + 1].prefetch_related("tool_calls"))
+    more = len(messages) > HISTORY_LIMIT
+    taken: list[dict[str, Any]] = []
+    used = 0
+    for message in messages[:HISTORY_LIMIT]:
+        payload = bounded_message(message_payload(message, message.tool_calls.all()))
+        size = encoded_size(payload)
+        if taken and used + size > budget:
+            more = True
+            break
+        taken.append(payload)
+        used += size
+    taken.reverse()
+    return taken, more
+
+
+def history_payload(conversation_id: int) -> tuple[list[dict[str, Any]], bool]:
+    """The ``history`` frame's messages, oldest first, and whether older ones exist.
+
+    The newest current messages (superseded left out), at most :data:`HISTORY_LIMIT` and
+    :data:`HISTORY_BYTES` (at least one message, which is itself bounded).
+    """
+    return _pages_back(conversation_id, None, HISTORY_BYTES)
+
+
+def messages_page(conversation_id: int, before: int) -> tuple[list[dict[str, Any]], bool]:
+    """The current messages older than message ``before``, oldest first, and whether there are more.
+
+    At most :data:`HISTORY_LIMIT` messages and :data:`PAGE_BYTES` (at least one).
+    """
+    return _pages_back(conversation_id, before, PAGE_BYTES)
+
+
+def whole_message(conversation_id: int, message_id: int) -> dict[str, Any] | None:
+    """The whole message object (HTML and tool calls, never a summary), or ``None``."""
+    rows = Message.objects.filter(pk=message_id, conversation_id=conversation_id)
+    message = rows.prefetch_related("tool_calls").first()
+    return None if message is None else message_payload(message, message.tool_calls.all(), whole=True)
+
+
+def whole_call(conversation_id: int, call_id: int) -> dict[str, Any] | None:
+    """The whole tool call object (structured content, images, resource links), or ``None``."""
+    call = ToolCall.objects.filter(pk=call_id, message__conversation_id=conversation_id).first()
+    return None if call is None else tool_call_payload(call, conversation_id)
 
 
 def conversation_usage(conversation_id: int) -> dict[str, int]:

@@ -61,6 +61,7 @@ from boocode.chat.llm import Completion, LLMError, LLMSettings, TextDelta, ToolC
 from boocode.chat.models import Message, ToolCall
 from boocode.chat.prompt_insertion import PromptRequest, insert_prompt
 from boocode.chat.questions import forms
+from boocode.chat.sizes import delta_pieces, utf16_length
 from boocode.chat.status import status_payload
 from boocode.tools.registry import (
     MAX_MODEL_TOOL_BYTES,
@@ -118,11 +119,6 @@ class TurnContext:
     top_p: float | None
     max_tool_calls: int
     tools_left_out: int = 0  # the agent's tools past what one model request may carry
-
-
-def utf16_length(text: str) -> int:
-    """Length in UTF-16 code units, the unit of ``text_delta.offset`` (JavaScript's ``length``)."""
-    return len(text.encode("utf-16-le")) // 2
 
 
 def _read_for_model(conversation_id: int, text: str | None) -> tuple[Agent, str, list[dict[str, Any]]]:
@@ -541,10 +537,12 @@ class Turn:
             return
         text = "".join(self.unsent)
         self.unsent.clear()
-        offset = self.sent
-        self.sent += utf16_length(text)
         self.last_emit = time.monotonic()
-        await self.emit({"type": "text_delta", "message_id": self.message_id, "offset": offset, "text": text})
+        for piece in delta_pieces(text):  # a model may send megabytes at once: frames stay small
+            offset = self.sent
+            self.sent += utf16_length(piece)
+            delta = {"type": "text_delta", "message_id": self.message_id, "offset": offset, "text": piece}
+            await self.emit(delta)
 
     async def _run_calls(
         self,

@@ -26,12 +26,11 @@ from django.urls import reverse
 from django.utils.http import content_disposition_header, url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_http_methods, require_POST, require_safe
 
-from boocode.chat import agent_choice, conversations, exports
+from boocode.chat import agent_choice, conversations, exports, payloads
 from boocode.chat import llm as llm_client
 from boocode.chat.events import group_emitter
 from boocode.chat.llm import LLMSettings
 from boocode.chat.models import MODEL_NAME_LENGTH, Conversation
-from boocode.chat.payloads import conversation_info
 from boocode.chat.search import search_conversations
 from boocode.chat.storable import text_problem
 from boocode.chat.turn import MAX_MESSAGE_CHARS
@@ -193,6 +192,45 @@ def set_agent(request: HttpRequest, conversation_id: int) -> HttpResponse:
 
 @require_safe
 @login_required
+def older_messages(request: HttpRequest, conversation_id: int) -> HttpResponse:
+    """``{"messages", "more"}``: the page of current messages before ``?before=<message id>``.
+
+    The ``history`` frame holds only the newest messages (docs/protocol.md, *Sizes*); the page
+    reads the rest from here as the person scrolls up.
+    """
+    _owned(request, conversation_id)
+    try:
+        before = int(request.GET.get("before", ""))
+    except ValueError:
+        return JsonResponse({"error": "before: a message id is required"}, status=400)
+    messages, more = payloads.messages_page(conversation_id, before)
+    return JsonResponse({"messages": messages, "more": more})
+
+
+@require_safe
+@login_required
+def whole_message(request: HttpRequest, conversation_id: int, message_id: int) -> HttpResponse:
+    """One message object whole: what a ``large`` summary in a frame left out."""
+    _owned(request, conversation_id)
+    message = payloads.whole_message(conversation_id, message_id)
+    if message is None:
+        raise Http404("no such message")
+    return JsonResponse(message)
+
+
+@require_safe
+@login_required
+def whole_call(request: HttpRequest, conversation_id: int, call_id: int) -> HttpResponse:
+    """One tool call object whole: what a ``large`` one in a frame left out."""
+    _owned(request, conversation_id)
+    call = payloads.whole_call(conversation_id, call_id)
+    if call is None:
+        raise Http404("no such tool call")
+    return JsonResponse(call)
+
+
+@require_safe
+@login_required
 def tool_output(request: HttpRequest, conversation_id: int, call_id: int) -> HttpResponse:
     """The full output of a tool call, as plain text."""
     call = conversations.tool_output(request.user.pk, call_id)
@@ -273,7 +311,7 @@ async def set_model(request: HttpRequest, conversation_id: int) -> HttpResponse:
     await sync_to_async(conversations.set_conversation_model)(conversation=target, model=model)
     # Every open tab follows (picker and status line), and this frame comes after any a turn sent
     # with the old model, so a late one cannot leave the old name on the page.
-    info = await sync_to_async(conversation_info)(target)
+    info = await sync_to_async(payloads.conversation_info)(target)
     await group_emitter(target.pk)({"type": "conversation", "conversation": info})
     if _wants_json(request):
         return JsonResponse({"id": target.pk, "model": target.model})

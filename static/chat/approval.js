@@ -6,7 +6,7 @@
 // untrusted text and only ever go in with textContent (dom.js `el`), never as HTML. The hints
 // are what the server declared about its own tool: shown as such, never as a guarantee.
 
-import { announce, clockTime, el, showText } from "./dom.js";
+import { announce, clockTime, el, formatCount, showText } from "./dom.js";
 
 const OUTCOMES = {
   approved: "Approved: the call ran.",
@@ -78,7 +78,14 @@ function renderApproval(approval, send) {
   const argsLabel = el("p", "approval-args-label", "Arguments");
   const argsId = `approval-args-${uniqueId}`;
   argsLabel.id = argsId;
-  const args = el("pre", "approval-args", argumentsText(approval.arguments));
+  // Arguments too large for a frame come as the beginning of their JSON text (docs/protocol.md).
+  const args = el(
+    "pre",
+    "approval-args",
+    approval.arguments_length
+      ? `${approval.arguments}\n… (${formatCount(approval.arguments_length)} characters in all; the rest is not shown)`
+      : argumentsText(approval.arguments),
+  );
   args.tabIndex = 0; // long arguments scroll: reachable with the keyboard
   args.setAttribute("aria-labelledby", argsId);
   card.append(argsLabel, args);

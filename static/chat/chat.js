@@ -57,7 +57,10 @@ function readAgents() {
 const status = new StatusLine();
 
 const thread = new Thread(document.getElementById("messages"), {
-  urls: { output: (callId) => `/c/${page.conversation}/calls/${callId}/output/` },
+  urls: {
+    output: (callId) => `/c/${page.conversation}/calls/${callId}/output/`,
+    earlier: (before) => `/c/${page.conversation}/messages/?before=${before}`,
+  },
   welcome: document.getElementById("welcome"),
   onEdit: (messageId, text, attachments) =>
     send({ type: "edit", message_id: messageId, text, ...(attachments ? { attachments } : {}) }),
@@ -342,6 +345,7 @@ function handle(frame) {
       thread.clear();
       clearProgress();
       for (const message of frame.messages) thread.upsert(message);
+      thread.setMore(Boolean(frame.more));
       for (const entry of frame.progress || []) showProgress(entry, thread.card(entry.call_id));
       for (const elicitation of frame.elicitations || []) showForm(elicitation);
       approvals.reset();
@@ -417,6 +421,13 @@ function handle(frame) {
       if (frame.status === "stopped") announce("Stopped.");
       break;
     case "error":
+      if (frame.code === "frame_too_large") {
+        // Something could not be sent: read the conversation again (a new history frame).
+        showError(frame.message);
+        page.connection.stop();
+        page.connection.start();
+        break;
+      }
       if (approvals.error(frame)) break;
       if (frame.id && page.forms.has(frame.id)) {
         showElicitationError(page.forms.get(frame.id), frame.message);

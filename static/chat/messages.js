@@ -2,15 +2,51 @@
 // server's sanitized HTML once a message is final (code blocks get a copy button), tool cards
 // grouped per step, and the actions under each row (copy, edit and resend, regenerate).
 //
+// Sizes (docs/protocol.md): a message or tool call too large for a frame arrives as a summary
+// marked `large`, and its whole object is read over HTTP (at most two reads at once); the
+// history frame holds only the newest messages, and older ones are read page by page when the
+// person scrolls up to them (or presses "Show earlier messages").
+//
 // Safety: the only HTML inserted is a message's "html" field, rendered from Markdown and
 // sanitized by the server (boocode/chat/rendering.py). Everything else goes in as text.
 
-import { copyButton, el, formatCount, iconButton, markScrollable } from "./dom.js";
+import { copyButton, el, formatCount, getJSON, iconButton, markScrollable } from "./dom.js";
 import { showAttachments } from "./resources.js";
 import { renderCall } from "./toolcards.js";
 
 const ROLE_LABELS = { user: "You", assistant: "Assistant", console: "Console", notice: "Notice" };
 const NEAR_BOTTOM = 80;
+const WHOLE_READS = 2; // large objects read at once
+
+// Reads whole objects over HTTP, a few at a time, once per URL while one is pending.
+class WholeReads {
+  constructor() {
+    this.queue = [];
+    this.pending = new Set();
+    this.active = 0;
+  }
+
+  read(url, done, failed) {
+    if (this.pending.has(url)) return;
+    this.pending.add(url);
+    this.queue.push({ url, done, failed });
+    this.next();
+  }
+
+  next() {
+    while (this.active < WHOLE_READS && this.queue.length) {
+      const { url, done, failed } = this.queue.shift();
+      this.active += 1;
+      getJSON(url)
+        .then(done, failed)
+        .finally(() => {
+          this.active -= 1;
+          this.pending.delete(url);
+          this.next();
+        });
+    }
+  }
+}
 
 export class Thread {
   constructor(container, { urls, welcome, onEdit, onRegenerate, onScrollState, editAttachments }) {
@@ -24,7 +60,50 @@ export class Thread {
     this.messages = new Map(); // id -> entry
     this.calls = new Map(); // id -> card element
     this.running = false;
+    this.wholeReads = new WholeReads();
+    this.earlier = el("button", "secondary show-earlier", "Show earlier messages");
+    this.earlier.type = "button";
+    this.earlier.hidden = true;
+    this.earlier.addEventListener("click", () => this.loadEarlier());
+    this.loadingEarlier = false;
+    // Scrolling up to the button reads the next page by itself.
+    if ("IntersectionObserver" in window) {
+      new IntersectionObserver((seen) => {
+        if (seen.some((item) => item.isIntersecting) && !this.earlier.hidden) this.loadEarlier();
+      }, { root: container, rootMargin: "200px 0px 0px 0px" }).observe(this.earlier);
+    }
     container.addEventListener("scroll", () => this.onScrollState(this.nearBottom()), { passive: true });
+  }
+
+  // --- older messages (the history frame's `more`) -------------------------------------------
+  setMore(more) {
+    this.earlier.hidden = !more;
+    this.earlier.disabled = false;
+    this.earlier.textContent = "Show earlier messages";
+    if (more && this.earlier.parentNode !== this.container) this.container.prepend(this.earlier);
+  }
+
+  async loadEarlier() {
+    if (this.loadingEarlier || this.earlier.hidden || this.isEmpty) return;
+    this.loadingEarlier = true;
+    this.earlier.disabled = true;
+    this.earlier.textContent = "Loading earlier messages…";
+    const first = Math.min(...this.messages.keys());
+    try {
+      const page = await getJSON(this.urls.earlier(first));
+      // Keep what the person looks at in place while rows are added above it.
+      const fromEnd = this.container.scrollHeight - this.container.scrollTop;
+      for (const message of page.messages || []) {
+        if (!this.messages.has(message.id)) this.upsert(message, { scroll: false });
+      }
+      this.container.scrollTop = this.container.scrollHeight - fromEnd;
+      this.setMore(Boolean(page.more));
+    } catch (error) {
+      this.earlier.disabled = false;
+      this.earlier.textContent = `Could not load earlier messages (${error.message}): try again`;
+    } finally {
+      this.loadingEarlier = false;
+    }
   }
 
   // --- scrolling ---------------------------------------------------------------------------
@@ -48,6 +127,7 @@ export class Thread {
     this.messages.clear();
     this.calls.clear();
     this.container.replaceChildren();
+    this.setMore(false);
     this.updateWelcome();
   }
 
@@ -99,16 +179,18 @@ export class Thread {
     const calls = el("div", "tool-calls");
     const error = el("p", "message-error");
     error.hidden = true;
+    const note = el("p", "message-note");
+    note.hidden = true;
     const footer = el("div", "message-footer");
-    article.append(header, body, calls, error, footer);
-    entry = { el: article, header, badge, model, body, calls, error, footer, textNode: null, length: 0, message };
+    article.append(header, body, note, calls, error, footer);
+    entry = { el: article, header, badge, model, body, note, calls, error, footer, textNode: null, length: 0, message };
     this.messages.set(message.id, entry);
     this.insertInOrder(article, message.id);
     this.updateWelcome();
     return entry;
   }
 
-  upsert(message) {
+  upsert(message, { scroll = true } = {}) {
     const wasNearBottom = this.nearBottom();
     const entry = this.entryFor(message);
     if (entry.editing) {
@@ -128,7 +210,37 @@ export class Thread {
     for (const call of message.tool_calls || []) this.upsertCall(call, false);
     this.renderFooter(entry);
     this.refreshActions();
-    this.keepScrolled(wasNearBottom);
+    this.showLarge(entry, message);
+    if (scroll) this.keepScrolled(wasNearBottom);
+  }
+
+  // A summary (`large`): say so, and read the whole message once it is final.
+  showLarge(entry, message) {
+    const large = Boolean(message.large);
+    entry.el.classList.toggle("large", large);
+    if (!large) {
+      entry.note.hidden = true;
+      return;
+    }
+    const length = formatCount(message.content_length || 0);
+    entry.note.hidden = false;
+    if (message.status === "streaming") {
+      entry.note.textContent = `A long answer (${length} characters so far): it is shown whole when it ends.`;
+      return;
+    }
+    entry.note.textContent = `Loading the whole message (${length} characters)…`;
+    entry.el.setAttribute("aria-busy", "true");
+    this.wholeReads.read(
+      message.body_url,
+      (whole) => {
+        const current = this.messages.get(message.id);
+        if (current && current.message.large) this.upsert(whole); // (kept at the end if it was there)
+      },
+      (error) => {
+        entry.note.textContent = `The whole message could not be loaded (${error.message}); reload the page to try again.`;
+        entry.el.setAttribute("aria-busy", "false");
+      },
+    );
   }
 
   renderBody(entry, message) {
@@ -214,7 +326,7 @@ export class Thread {
   }
 
   startEdit(entry) {
-    if (entry.editing || this.running) return;
+    if (entry.editing || this.running || entry.message.large) return; // a summary: wait for the whole text
     entry.editing = true;
     entry.el.classList.add("editing");
     const form = el("form", "edit-form");
@@ -295,6 +407,16 @@ export class Thread {
     renderCall(card, call, this.urls);
     if (entry) updateGroup(entry.calls);
     if (scroll) this.keepScrolled(wasNearBottom);
+    if (call.large) {
+      // Structured content, images and links left out of the frame: read the whole call.
+      this.wholeReads.read(
+        call.call_url,
+        (whole) => {
+          if (this.calls.get(call.id) === card) renderCall(card, whole, this.urls);
+        },
+        () => {},
+      );
+    }
   }
 
   card(callId) {
