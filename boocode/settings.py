@@ -149,9 +149,16 @@ if _redis_url:
     from redis.backoff import NoBackoff
     from redis.exceptions import ConnectionError as RedisConnectionError
 
+    # Every message is signed with a key derived from SECRET_KEY (which every process of a
+    # deployment shares) and refused unsigned, altered, misaddressed or stale: whoever can
+    # publish to this Redis cannot speak for a process (mcpclient/worker/signing.py). Redis must
+    # still be private and authenticated: docs/deployment.md, "Redis is a trust boundary".
+    from mcpclient.worker.signing import layer_key
+
     _layer = {
-        "BACKEND": "channels_redis.pubsub.RedisPubSubChannelLayer",
+        "BACKEND": "mcpclient.worker.signing.SignedRedisPubSubChannelLayer",
         "CONFIG": {
+            "signing_key": layer_key(SECRET_KEY),
             # A pooled connection broken by a Redis restart is opened again and the command sent
             # once more (as boocode.chat.locks.RECONNECT_ONCE does for the turn locks).
             "hosts": [
@@ -166,7 +173,10 @@ if _redis_url:
     }
     # "hub": the hop between web processes and the hub worker (BOOCODE_HUB=worker), a layer of
     # its own so that its traffic never queues behind the chat's.
-    CHANNEL_LAYERS = {"default": _layer, "hub": _layer}
+    # its own so that its traffic never queues behind the chat's. Its messages (tool calls,
+    # answers, sign-ins) are refused when replayed; the chat's frames are only checked for age.
+    _hub_layer = {**_layer, "CONFIG": {**_layer["CONFIG"], "replay_window": True}}
+    CHANNEL_LAYERS = {"default": _layer, "hub": _hub_layer}
 else:
     # Capacity: a tab that falls behind a fast stream must not lose frames (the default is 100).
     # ChatChannelLayer is Channels' in-memory layer without its per-message expiry sweep.

@@ -44,7 +44,7 @@ from django.utils import timezone
 from boocode.chat.events import Emit
 from boocode.chat.models import Conversation, ToolApproval
 from boocode.tools.approval_gate import Gate, GatedTool
-from mcpclient.core.approval import declared_hints
+from mcpclient.core.approval import declared_hints, grant
 from mcpclient.core.results import ToolResult
 
 logger = logging.getLogger(__name__)
@@ -162,6 +162,35 @@ def settle_approval(
                 Conversation.objects.filter(pk=conversation.pk).update(allowed_tools=allowed)
 
 
+GOOD_FOR_SECONDS = 300  # after its decision, an approval is good for a call made this long after
+
+
+def approval_holds(approval_id: int, name: str, arguments: dict[str, Any], user_id: int | None) -> str:
+    """"" when the approval row ``approval_id`` allows this very call, else why it does not.
+
+    The hub worker asks this before running a call that needs approval (registered with
+    :func:`mcpclient.core.approval.check_approvals_with` when the app is ready): the row must
+    approve (or allow for the conversation) the same tool, with the same arguments, in a
+    conversation of ``user_id``, decided within :data:`GOOD_FOR_SECONDS`.
+    """
+    row = ToolApproval.objects.select_related("conversation").filter(pk=approval_id).first()
+    if row is None:
+        return f"there is no approval {approval_id}"
+    if row.name != name:
+        return f"approval {approval_id} is for another tool"
+    if row.decision not in (Decision.APPROVED, Decision.ALLOWED):
+        return f"approval {approval_id} is {row.decision}"
+    if user_id is not None and row.conversation.owner_id != user_id:
+        return f"approval {approval_id} is another person's"
+    if row.decided_at is None or (timezone.now() - row.decided_at).total_seconds() > GOOD_FOR_SECONDS:
+        return f"approval {approval_id} was decided too long ago"
+    try:
+        same = json.loads(row.arguments) == arguments
+    except ValueError:
+        same = False
+    return "" if same else f"approval {approval_id} was given for other arguments"
+
+
 def allowance(tool: GatedTool) -> str:
     """What "allow for this conversation" remembers: the tool's name and its definition's digest."""
     return f"{tool.name}#{tool.digest()}"
@@ -205,6 +234,7 @@ class Approvals:
         )
         if allowed:
             logger.info("conversation %s: %s allowed for the conversation", conversation_id, name)
+            grant(approval_id)
             return None
         timeout = float(settings.APPROVAL_TIMEOUT)
         pending = PendingApproval(
@@ -237,6 +267,7 @@ class Approvals:
         # The row and the approval_end frame come before the tool runs (or the model hears "no").
         await asyncio.shield(ending)
         if decision in (Decision.APPROVED, Decision.ALLOWED):
+            grant(approval_id)  # named in the call, so that the process running it can check it
             return None
         return ToolResult.error(denial_text(name, decision))
 

@@ -1,3 +1,5 @@
+from typing import Any
+
 from django.apps import AppConfig
 
 
@@ -5,3 +7,18 @@ class ChatConfig(AppConfig):
     name = "boocode.chat"
     label = "chat"
     verbose_name = "Chat"
+
+    def ready(self) -> None:
+        # The hub worker runs a call that needs approval only with an approval recorded here.
+        # (Imported here: models load once the app registry is ready.)
+        from channels.db import database_sync_to_async
+
+        from boocode.chat.approval_requests import approval_holds
+        from mcpclient.core.approval import check_approvals_with
+
+        check = database_sync_to_async(approval_holds, thread_sensitive=False)
+
+        async def checked(approval_id: int, name: str, arguments: dict[str, Any], user_id: int | None) -> str:
+            return await check(approval_id, name, arguments, user_id)
+
+        check_approvals_with(checked)

@@ -271,9 +271,9 @@ _shared: dict[tuple[int, str, str], SharedTurns] = {}
 def shared_turns(handler: Handler) -> SharedTurns | None:
     """This loop's :class:`SharedTurns` when the channel layer is Redis; None in the embedded mode."""
     layer = settings.CHANNEL_LAYERS.get("default", {})
-    if not layer.get("BACKEND", "").startswith("channels_redis."):
-        return None
     config = layer.get("CONFIG", {})
+    if "hosts" not in config:  # (the Redis layers, signed or not, name their hosts)
+        return None
     host = config.get("hosts", ["redis://127.0.0.1:6379"])[0]
     address = host["address"] if isinstance(host, dict) else host
     if not isinstance(address, str):

@@ -58,6 +58,7 @@ from boocode.tools.approval_gate import check_approval
 from boocode.tools.native import NATIVE_TOOLS, Deadline, NativeTool, ToolTimeoutError, time_limit_message
 from boocode.tools.workspace import WorkspaceError
 from mcpclient.config.model import DEFAULT_TIMEOUT_MS
+from mcpclient.core.approval import grant
 from mcpclient.core.results import ToolResult, cap_output
 from mcpclient.core.state import HubTool
 from mcpclient.engine.elicitation import TimeBudget, timed_by
@@ -524,6 +525,7 @@ async def execute_tool(
     problem = validate_arguments(tool, parsed)
     if problem is not None:
         return ToolResult.error(problem)
+    grant(None)  # the gate grants this call's approval, if it needs one (the hub worker checks it)
     refusal = await check_approval(tool, parsed)  # waits for the person when the tool needs it
     if refusal is not None:
         return refusal

@@ -12,11 +12,17 @@ An mcp.json entry decides with two BooCode keys (docs/configuration.md):
 The hub applies this at discovery (:func:`mcpclient.core.state.discover_tool`); the admin's tool pages
 use :func:`stored_approval_reason` to say the same thing about stored tools. Nothing here asks
 anybody: the chat turn does (:mod:`boocode.chat.approval_requests`).
+
+Where the call runs in another process (the hub worker), approval is enforced there too: the
+caller names the approval it got (:func:`grant`, carried by ``hub.call``), and the worker runs a
+tool that needs approval only when the check the application registered
+(:func:`check_approvals_with`) finds that approval good for this very call.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import contextvars
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 # "writeTools": what the hub does with tools whose readOnlyHint is false.
@@ -82,3 +88,42 @@ def stored_approval_reason(entry: Mapping[str, Any] | None, annotations: Mapping
     """:func:`approval_reason` of a stored tool, from its server's stored entry."""
     write_tools, trusted = entry_policy(entry)
     return approval_reason(annotations, write_tools=write_tools, trusted=trusted)
+
+
+# --- approvals granted, and checked where the call runs ------------------------------------------
+# (approval id, prefixed tool name, arguments, user id) -> "" when that approval holds for this
+# call, else why not.
+ApprovalCheck = Callable[[int, str, dict[str, Any], int | None], Awaitable[str]]
+
+_granted: contextvars.ContextVar[int | None] = contextvars.ContextVar("mcpclient_approval", default=None)
+_check: ApprovalCheck | None = None
+
+
+def grant(approval_id: int | None) -> None:
+    """The approval of the call about to be made in this context (``None``: none)."""
+    _granted.set(approval_id)
+
+
+def granted() -> int | None:
+    """The approval :func:`grant` recorded in this context."""
+    return _granted.get()
+
+
+def check_approvals_with(check: ApprovalCheck | None) -> None:
+    """Register how a worker checks a named approval (the application that records them does)."""
+    global _check
+    _check = check
+
+
+async def approval_refusal(reason: str, name: str, arguments: dict[str, Any], user_id: int | None) -> str:
+    """Why a call of ``name`` that needs approval (``reason``) may not run here ("" when it may)."""
+    if not reason:
+        return ""
+    approval_id = granted()
+    needs = f'Not run: calls of "{name}" need a person\'s approval ({reason})'
+    if _check is None:
+        return f"{needs}, and it cannot be checked here."
+    if approval_id is None:
+        return f"{needs}, and none came with the call."
+    problem = await _check(approval_id, name, arguments, user_id)
+    return f"{needs}, and the approval that came with this call does not hold: {problem}." if problem else ""

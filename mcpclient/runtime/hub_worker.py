@@ -29,6 +29,7 @@ from channels.worker import Worker
 
 from mcpclient import runtime
 from mcpclient.config.model import per_user
+from mcpclient.core.approval import approval_refusal, grant
 from mcpclient.core.results import ToolResult
 from mcpclient.engine import resources
 from mcpclient.engine.elicitation import Answer, Link, asking
@@ -321,11 +322,16 @@ class HubConsumer(AsyncConsumer):
 
         try:
             hub = await runtime.ensure_hub(max_age=runtime.TURN_CHECK_INTERVAL)
-            with reporting(report):
-                with asking(ask) if message.get("ask") else contextlib.nullcontext():
-                    result = await hub.call_tool(
-                        message["name"], message["arguments"], user_id=message["user_id"]
-                    )
+            refusal = await _unapproved(hub, message)
+            if refusal:
+                logger.warning("refused a call of %s: %s", message["name"], refusal)
+                result = ToolResult.error(refusal)
+            else:
+                with reporting(report):
+                    with asking(ask) if message.get("ask") else contextlib.nullcontext():
+                        result = await hub.call_tool(
+                            message["name"], message["arguments"], user_id=message["user_id"]
+                        )
         except asyncio.CancelledError:
             return  # cancelled by its caller (who no longer waits) or by stop_calls (who answered)
         except Exception as exc:  # a bug must reach the caller as text, not leave it waiting
@@ -349,6 +355,22 @@ class HubConsumer(AsyncConsumer):
 
 
 _consumers: set[HubConsumer] = set()
+
+
+async def _unapproved(hub: Hub, message: dict[str, Any]) -> str:
+    """Why the call may not run for want of approval ("" when it may), decided here, where it runs.
+
+    The web process asked the person; a call that needs approval by the tool's current
+    definition runs only with the approval it names, checked against the record of it
+    (:func:`mcpclient.core.approval.approval_refusal`).
+    """
+    name, user_id = message["name"], message["user_id"]
+    tool = next((tool for tool in hub.tools(user_id) if tool.prefixed_name == name), None)
+    if tool is None or not tool.approval_reason:
+        return ""  # (an unknown tool: the hub's own answer says why)
+    approval = message.get("approval")
+    grant(approval if isinstance(approval, int) and not isinstance(approval, bool) else None)
+    return await approval_refusal(tool.approval_reason, name, message["arguments"], user_id)
 
 
 async def stop_all_calls() -> None:

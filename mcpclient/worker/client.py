@@ -30,6 +30,7 @@ from channels.db import database_sync_to_async
 from django.conf import settings
 
 from mcpclient.config.model import ServerConfig, per_user
+from mcpclient.core.approval import granted
 from mcpclient.core.results import ToolResult
 from mcpclient.core.state import HubTool, ServerSnapshot, Status
 from mcpclient.engine import prompts
@@ -514,6 +515,7 @@ class RemoteHub:
                         "arguments": arguments or {},
                         "user_id": user_id,
                         "ask": asker is not None,
+                        "approval": granted(),  # the worker checks it again (core.approval)
                     },
                 )
                 return await call.future

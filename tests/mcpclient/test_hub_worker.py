@@ -25,12 +25,14 @@ import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 import aiohttp
 import pytest
 from yarl import URL
 
 from mcpclient.worker import wire as worker_wire
+from mcpclient.worker.signing import SignedRedisPubSubChannelLayer, layer_key
 from tests.support.live import create_accounts, fresh_database, live_daphne, with_default_sigint
 from tests.support.llm import Call, ScriptedLLM, Text, ToolCalls
 from tests.support.oauth import OAuthServer
@@ -42,8 +44,15 @@ pytestmark = [pytest.mark.redis, pytest.mark.postgres_only, pytest.mark.processe
 MODEL = "test-model"
 REDIS_URL = redis_url()  # a database of this worker's own
 REDIS_PREFIX = f"boocode-db{REDIS_URL.rsplit('/', 1)[1]}"  # settings.py names the layer's channels so
-FEATURES = ("progress", "questions", "resources", "prompts", "logs")  # of the toolbox
+# Of the toolbox; "writes" adds write_note, whose every call needs the person's approval.
+FEATURES = ("progress", "questions", "resources", "prompts", "logs", "writes")
 TIMEOUT_S = 8  # the toolbox's "timeout" in mcp.json: a call never waits longer (plus the grace)
+SECRET_KEY = f"hub-worker-test-{uuid.uuid4().hex}"  # shared by the deployment's processes
+
+
+def signed_layer(key: str = SECRET_KEY) -> SignedRedisPubSubChannelLayer:
+    """The hub's channel layer as a process of the deployment (``key``: another one's) has it."""
+    return SignedRedisPubSubChannelLayer(hosts=[REDIS_URL], prefix=REDIS_PREFIX, signing_key=layer_key(key))
 
 
 def respond(body: dict[str, Any]) -> Any:
@@ -90,7 +99,8 @@ class Deployment:
         assert self.worker.stdout is not None
         with selectors.DefaultSelector() as selector:
             selector.register(self.worker.stdout, selectors.EVENT_READ)
-            assert selector.select(60), "the hub worker did not start within 60 s"
+            # A deadline, not a wait (as for a live Daphne): a start on a loaded machine is slow.
+            assert selector.select(120), "the hub worker did not start within 120 s"
         assert b"listening" in self.worker.stdout.readline()
 
     def children(self) -> list[tuple[int, int]]:
@@ -131,6 +141,7 @@ def deployment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployment]
             for arg in ("--feature", feature)
         ],
         "timeout": TIMEOUT_S * 1000,
+        "writeTools": "approve",
     }
     port_b = free_port()
     oauth = OAuthServer.start()
@@ -150,6 +161,7 @@ def deployment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployment]
             "BOOCODE_MCP_STDIO_COMMANDS": PYTHON,
             "BOOCODE_MCP_AUTOSTART": "1",
             "BOOCODE_PUBLIC_URL": f"http://127.0.0.1:{port_b}",  # sign-ins come back to B
+            "BOOCODE_SECRET_KEY": SECRET_KEY,  # the hub's messages are signed with a key from it
         }
         env.pop("BOOCODE_TEST_DB_NAME", None)
         env["BOOCODE_DATABASE_URL"] = stack.enter_context(fresh_database("boocode_hubworker"))
@@ -212,7 +224,6 @@ def test_a_call_from_each_web_process_reaches_the_one_child(deployment: Deployme
 
 
 def test_a_message_the_worker_cannot_handle_is_logged_and_calls_go_on(deployment: Deployment) -> None:
-    from channels_redis.pubsub import RedisPubSubChannelLayer
     from redis.asyncio import Redis
 
     bad = [
@@ -223,7 +234,7 @@ def test_a_message_the_worker_cannot_handle_is_logged_and_calls_go_on(deployment
 
     async def run() -> dict[str, Any]:
         group = deployment.env["BOOCODE_HUB_CHANNEL"]
-        layer = RedisPubSubChannelLayer(hosts=[REDIS_URL], prefix=REDIS_PREFIX)
+        layer = signed_layer()  # as a buggy process of the deployment would send them
         try:
             for message in [{"id": "x"}, *bad]:  # the first has no type: Channels' listener stops on it
                 await layer.group_send(group, message)
@@ -242,7 +253,8 @@ def test_a_message_the_worker_cannot_handle_is_logged_and_calls_go_on(deployment
     assert asyncio.run(run())["output"] == "still here"
     assert deployment.worker is not None and deployment.worker.poll() is None  # the same worker
     log = deployment.worker_log.read_text()
-    assert "dropped a message without a type" in log and "could not read a message" in log
+    assert "dropped a message without a type" in log
+    assert "refused a channel layer message that could not be read" in log  # the bytes that are no msgpack
     assert "could not handle a 'hub.nonsense' message" in log
     assert "not a hub message: 'dispatch'" in log
     assert "could not handle a 'hub.call' message" in log and "KeyError: 'reply'" in log
@@ -516,6 +528,142 @@ def test_what_became_of_a_log_level_is_shown_by_every_web_process_admin(deployme
 
     for port in (port_a, port_b):  # B heard the worker's state broadcast
         wait_for(functools.partial(shows_note, port), 10, f"the note on {port}")
+
+
+async def _reply(layer: SignedRedisPubSubChannelLayer, reply: str, within: float) -> dict[str, Any] | None:
+    """The worker's ``hub.reply`` on ``reply`` within ``within`` seconds, or None."""
+    try:
+        async with asyncio.timeout(within):
+            while (message := await layer.receive(reply))["type"] != "hub.reply":
+                pass
+            return message
+    except TimeoutError:
+        return None
+
+
+def _call(reply: str, name: str, arguments: dict[str, Any], **extra: Any) -> dict[str, Any]:
+    return {"type": "hub.call", "id": uuid.uuid4().hex, "reply": reply, "name": name, "arguments": arguments,
+            "user_id": None, "ask": False, **extra}
+
+
+def test_hub_messages_unsigned_forged_misaddressed_stale_or_replayed_are_refused(
+    deployment: Deployment,
+) -> None:
+    from channels_redis.pubsub import RedisPubSubChannelLayer
+    from redis.asyncio import Redis
+
+    group = deployment.env["BOOCODE_HUB_CHANNEL"]
+    log_before = deployment.worker_log.read_text()
+
+    async def run() -> dict[str, Any]:
+        layer = signed_layer()
+        reply = await layer.new_channel()
+        outcomes: dict[str, Any] = {}
+        try:
+            # A good call from a process of the deployment: answered.
+            good = await _reply_to(layer, reply, group, _call(reply, "toolbox_echo", {"text": "signed"}))
+            outcomes["signed"] = good
+            # Unsigned (anyone who can publish to Redis), and signed with another key.
+            plain = RedisPubSubChannelLayer(hosts=[REDIS_URL], prefix=REDIS_PREFIX)
+            await plain.group_send(group, _call(reply, "toolbox_echo", {"text": "unsigned"}))
+            await plain.flush()
+            other = signed_layer("another deployment's key")
+            await other.group_send(group, _call(reply, "toolbox_echo", {"text": "forged"}))
+            await other.flush()
+            # Sealed by the deployment's key for another channel (a reply channel), sent to the hub.
+            group_channel = layer._get_layer()._get_group_channel_name(group)
+            redis = Redis.from_url(REDIS_URL)
+            try:
+                sealed = layer.seal(reply, _call(reply, "toolbox_echo", {"text": "misaddressed"}))
+                await redis.publish(group_channel, layer.serialize(sealed))
+                # Sealed two minutes ago (copied off the wire then).
+                with mock.patch("time.time", return_value=time.time() - 120):
+                    stale = layer.seal(group_channel, _call(reply, "toolbox_echo", {"text": "stale"}))
+                await redis.publish(group_channel, layer.serialize(stale))
+                # A good message sent twice (a replay of what went over the wire): answered once.
+                once = layer.seal(group_channel, _call(reply, "toolbox_echo", {"text": "once"}))
+                await redis.publish(group_channel, layer.serialize(once))
+                await redis.publish(group_channel, layer.serialize(once))
+            finally:
+                await redis.aclose()
+            answers = []
+            while (answer := await _reply(layer, reply, within=5)) is not None:
+                answers.append(worker_wire.result_in(answer["result"]).output)
+            outcomes["answers"] = answers
+        finally:
+            await layer.flush()
+        return outcomes
+
+    outcomes = asyncio.run(run())
+    assert outcomes["signed"] == "signed"
+    assert outcomes["answers"] == ["once"]  # nothing else ran; the replay did not run twice
+    log = deployment.worker_log.read_text()[len(log_before) :]
+    for why in ("not signed", "bad signature", "sealed for", "stale (sent 120 s ago)", "replayed"):
+        assert re.search(rf"refused a channel layer message on \S+: {re.escape(why)}", log), why
+
+
+async def _reply_to(
+    layer: SignedRedisPubSubChannelLayer, reply: str, group: str, call: dict[str, Any]
+) -> str:
+    await layer.group_send(group, call)
+    answer = await _reply(layer, reply, within=30)
+    assert answer is not None, "the worker did not answer a signed call"
+    return worker_wire.result_in(answer["result"]).output
+
+
+def test_a_tool_that_needs_approval_runs_in_the_worker_only_with_the_approval_it_names(
+    deployment: Deployment,
+) -> None:
+    group = deployment.env["BOOCODE_HUB_CHANNEL"]
+    account = deployment.accounts[2]
+    user_id = int(_owner_of(deployment, account["conversation"]))
+
+    async def run() -> dict[str, Any]:
+        seen: dict[str, Any] = {}
+        # The person approves through the page: the web process names the approval, the worker
+        # checks it and runs the call.
+        async with Tab.live(deployment.ports[0], account, take_status=False) as tab:
+            write = 'tool toolbox_write_note {"key": "k", "text": "approved"}'
+            await _start_turn(tab, write, started="approval")
+            approval = next(f for f in tab.frames if f["type"] == "approval")["approval"]
+            await tab.send({"type": "approval_answer", "id": approval["id"], "decision": "approve"})
+            seen["approved"] = (await tab.next("tool_result"))["call"]["output"]
+            approved_arguments = approval["arguments"]
+            await tab.next("turn_end")
+        # A key-holder's call without an approval, with one that does not exist, and with the
+        # real one for other arguments: refused where the call runs.
+        layer = signed_layer()
+        reply = await layer.new_channel()
+        try:
+            sneaky = {"key": "k", "text": "sneaky"}
+            for case, extra, arguments in (
+                ("none", {}, sneaky),
+                ("missing", {"approval": 999_999}, sneaky),
+                ("other arguments", {"approval": approval["id"]}, sneaky),
+                ("same", {"approval": approval["id"]}, approved_arguments),
+            ):
+                call = _call(reply, "toolbox_write_note", arguments, **extra)
+                call["user_id"] = user_id
+                seen[case] = await _reply_to(layer, reply, group, call)
+        finally:
+            await layer.flush()
+        return seen
+
+    seen = asyncio.run(run())
+    assert seen["approved"] == "stored note 'k'"
+    assert "need a person's approval" in seen["none"] and "none came with the call" in seen["none"]
+    assert "there is no approval 999999" in seen["missing"]
+    assert "was given for other arguments" in seen["other arguments"]
+    assert seen["same"] == "stored note 'k'"  # the approval holds for the very call it was given for
+
+
+def _owner_of(deployment: Deployment, conversation: int) -> str:
+    done = subprocess.run(
+        [PYTHON, "-c", "import django; django.setup()\nfrom boocode.chat.models import Conversation\n"
+         f"print(Conversation.objects.get(pk={conversation}).owner_id)"],
+        cwd=ROOT, env=deployment.env, check=True, capture_output=True, text=True,
+    )
+    return done.stdout.strip()
 
 
 def test_a_stopped_turn_ends_at_once_and_the_next_call_works(deployment: Deployment) -> None:
