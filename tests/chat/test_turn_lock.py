@@ -79,7 +79,8 @@ async def test_two_tabs_on_two_processes_share_one_turn(
 ) -> None:
     port_a, port_b = ports
     account = accounts[0]
-    llm.script(Stall("Hello from A, "), Text("Second turn."))
+    # The first turn stalls until it is stopped (its 30 s default could run out on a loaded machine).
+    llm.script(Stall("Hello from A, ", seconds=600), Text("Second turn."))
     async with Tab.live(port_a, account) as on_a, Tab.live(port_b, account) as on_b:
         await on_a.send({"type": "user_message", "text": "first"})
         start = await on_b.next("turn_start")  # A's events reach the tab on B

@@ -158,7 +158,7 @@ def test_other_users_are_answered_while_a_grep_runs(tmp_path: Path) -> None:
         grepping, other = create_accounts(env, 2)
         with live_daphne(env) as (_daphne, port):
 
-            async def scenario() -> tuple[float, dict[str, Any]]:
+            async def scenario() -> tuple[float, float, dict[str, Any]]:
                 async with chat_socket(port, grepping) as socket:
                     await start_grep_turn(socket)
                     started = time.monotonic()
@@ -174,11 +174,12 @@ def test_other_users_are_answered_while_a_grep_runs(tmp_path: Path) -> None:
                     waited = time.monotonic() - started
                     async with asyncio.timeout(15):
                         result = (await frame_of_type(socket, "tool_result"))["call"]
-                    return waited, result
+                    return waited, time.monotonic() - started, result
 
-            waited, result = asyncio.run(scenario())
-    # The other user's page came back at once, while grep went on until its 3 s limit.
-    assert waited < 1.5, f"the page took {waited:.2f} s"
+            waited, ended, result = asyncio.run(scenario())
+    # The other user's page came back while grep went on until its 3 s limit: before the grep's
+    # result, with most of that time to spare (a bound that holds on a loaded machine too).
+    assert waited < ended / 2, f"the page took {waited:.2f} s; the grep ended after {ended:.2f} s"
     assert result["status"] == "error", result
     assert "time limit of 3 s" in result["output"] and "BOOCODE_TOOL_TIMEOUT" in result["output"]
 
