@@ -338,6 +338,12 @@ function closeForm(frame) {
 }
 
 // --- frames ----------------------------------------------------------------------------------------------
+// The stored user message is the text this tab sent (a long one comes as its summary's beginning).
+function isSentText(message) {
+  if (!message || message.role !== "user" || page.sentText === null) return false;
+  return message.large ? page.sentText.startsWith(message.content) : message.content === page.sentText;
+}
+
 function handle(frame) {
   switch (frame.type) {
     case "history":
@@ -383,9 +389,7 @@ function handle(frame) {
     case "message":
     case "message_start":
     case "message_complete":
-      if (frame.message && frame.message.role === "user" && frame.message.content === page.sentText) {
-        page.sentText = null; // stored: the turn took it
-      }
+      if (isSentText(frame.message)) page.sentText = null; // stored: the turn took it
       thread.upsert(frame.message);
       break;
     case "text_delta":
