@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import json
 import math
 import re
 from dataclasses import dataclass, field
@@ -34,6 +35,9 @@ Kind = Literal["string", "integer", "number", "boolean", "enum", "multi"]
 MAX_FIELDS = 50
 MAX_OPTIONS = 500
 MAX_TEXT = 4000  # characters of a message, title or description shown
+# Bytes of the form as a page is sent it (JSON, ASCII escapes): within a websocket frame's
+# bounds (boocode's history frame carries the forms still open).
+MAX_FORM_BYTES = 256 * 1024
 STRING_FORMATS = frozenset({"email", "uri", "date", "date-time"})
 _EMAIL = re.compile(r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
 
@@ -234,7 +238,11 @@ def parse_form(schema: Any, *, message: str = "", server: str = "", tool: str = 
     if unknown:
         raise FormError(f'"required" names fields the schema does not have: {", ".join(unknown)}')
     fields = tuple(_field(name, sub, name in required) for name, sub in properties.items())
-    return Form(message=_text(message), fields=fields, server=server, tool=tool)
+    form = Form(message=_text(message), fields=fields, server=server, tool=tool)
+    size = len(json.dumps([form.message, *(made.payload() for made in fields)]))
+    if size > MAX_FORM_BYTES:
+        raise FormError(f"the form would be {size:,} bytes to show, over the {MAX_FORM_BYTES:,} a page gets")
+    return form
 
 
 def _normalised(made: Field, value: Any) -> Any:

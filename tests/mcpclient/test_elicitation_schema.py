@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 
 from mcpclient.engine.elicitation_form import (
+    MAX_FORM_BYTES,
     AnswerError,
     FormError,
     complete_answer,
@@ -127,3 +128,17 @@ def test_a_default_that_does_not_fit_its_field_is_left_out() -> None:
     )
     assert [f.default for f in form.fields] == [None, None]
     assert defaults_answer(form) == {}
+
+
+def test_a_form_too_large_to_send_a_page_is_refused() -> None:
+    # 50 fields of 100 options with 100-character titles: within the counts, 1 MB to show.
+    title = "t" * 100
+    options = [{"const": f"o{index}", "title": title} for index in range(100)]
+
+    def schema(fields: int) -> dict[str, Any]:
+        field = {"type": "string", "oneOf": options}
+        return {"type": "object", "properties": {f"f{n}": field for n in range(fields)}}
+
+    with pytest.raises(FormError, match=f"over the {MAX_FORM_BYTES:,} a page gets"):
+        parse_form(schema(50))
+    assert len(parse_form(schema(5)).fields) == 5
