@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from tests.support.live import seed_migrated
-from tests.support.processes import PYTHON, ROOT, TEST_COMMANDS, toolbox_entry
+from tests.support.processes import PYTHON, ROOT, TEST_COMMANDS, TOOLBOX, toolbox_entry
 
 pytestmark = pytest.mark.processes
 
@@ -30,12 +30,18 @@ INVALID = {"type": "ws", "url": "http://127.0.0.1:9/"}  # refused when the file 
 UNSET = toolbox_entry(env={"TOKEN": "${BOOCODE_TEST_SURELY_UNSET_VARIABLE}"})
 
 
-def manage(data_dir: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    """``manage.py <args>`` in its own process, on ``data_dir`` (database, mcp.json, AGENTS.md)."""
+def manage(
+    data_dir: Path, *args: str, path: str = "", commands: str = ""
+) -> subprocess.CompletedProcess[str]:
+    """``manage.py <args>`` in its own process, on ``data_dir`` (database, mcp.json, AGENTS.md).
+
+    ``path``: the process's PATH instead of this one's; ``commands``: BOOCODE_MCP_STDIO_COMMANDS.
+    """
     env = {
         **os.environ,
+        **({"PATH": path} if path else {}),
         "BOOCODE_DATA_DIR": str(data_dir),
-        "BOOCODE_MCP_STDIO_COMMANDS": ",".join(TEST_COMMANDS),
+        "BOOCODE_MCP_STDIO_COMMANDS": commands or ",".join(TEST_COMMANDS),
         # Log lines are not the command's report: keep stderr to what the command says itself.
         "BOOCODE_LOG_LEVEL": "CRITICAL",
     }
@@ -248,6 +254,19 @@ def test_mcp_call_failures_exit_1_with_one_line(
     assert done.stdout == stdout
     assert says in command_error(done)
     assert done.stderr.strip().count("\n") == 0, done.stderr
+
+
+def test_mcp_call_finds_what_the_virtualenv_installed_and_starts_only_its_server(data_dir: Path) -> None:
+    # As a person runs the README's example: the virtualenv's bin folder is not on PATH. A bare
+    # "python3" must be the virtualenv's (which has the MCP SDK the toolbox needs), not the
+    # system's; and the other enabled server must not start (it would leave its marker).
+    marker = data_dir / "other-started"
+    other = {"command": "python3", "args": ["-c", f"open({str(marker)!r}, 'w')"]}
+    write_servers(data_dir, {"tb": {"command": "python3", "args": [str(TOOLBOX)]}, "other": other})
+    add = ("mcp_call", "tb_add", '{"a": 1, "b": 2}')
+    done = manage(data_dir, *add, path="/usr/bin:/bin", commands="python3")
+    assert (done.returncode, done.stdout, done.stderr) == (0, "3\n", "")
+    assert not marker.exists()
 
 
 @pytest.mark.parametrize("handshake", [[], ["--handshake-only"]], ids=["2026-07-28", "2025-11-25"])

@@ -41,7 +41,7 @@ from django.utils.crypto import salted_hmac
 from mcpclient import runtime
 from mcpclient.config.entries import OPENCODE_TYPES, PLACEHOLDER_RE, URL_KEYS, load_config, parse_server
 from mcpclient.config.model import STDIO, ConfigError, ServerConfig
-from mcpclient.config.resolve import command_allowed
+from mcpclient.config.resolve import command_allowed, lookup_path
 from mcpclient.config.shapes import entry_for
 from mcpclient.config.writeback import WritebackError, file_shape, set_enabled, update_server
 from mcpclient.core.redaction import MASK, mask_args, redact_url
@@ -346,7 +346,7 @@ def validate_entry(name: str, entry: object, *, check_command: bool = True) -> S
                 config.command,
                 settings.MCP_STDIO_COMMANDS,
                 base_dir=Path(settings.MCP_CONFIG).parent,
-                search_path=os.environ.get("PATH"),
+                search_path=lookup_path(os.environ.get("PATH")),
             )
             if not allowed:
                 raise ServerChangeError(

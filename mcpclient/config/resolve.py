@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import sys
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
@@ -156,11 +157,24 @@ def command_allowed(
     return False, None
 
 
+def lookup_path(path: str | None, *, prefix: str = sys.prefix, base_prefix: str = sys.base_prefix) -> str:
+    """The PATH bare stdio commands are looked up on: BooCode's ``path`` after the ``bin``
+    folder of the virtualenv BooCode runs in (``prefix``, when it is not ``base_prefix``), so
+    what the project installed there (``uvx``) is found however BooCode was started (``make
+    run`` puts that folder on PATH; ``.venv/bin/python manage.py ...`` does not)."""
+    parts = [part for part in (path or os.defpath).split(os.pathsep) if part]
+    if prefix != base_prefix:
+        own = str(Path(prefix) / "bin")
+        parts = [own, *(part for part in parts if part != own)]
+    return os.pathsep.join(parts)
+
+
 def allowed_executable(
     check: EntryChecker, command: str, allowed: Sequence[str], *, base_dir: Path, environ: Mapping[str, str]
 ) -> str:
     """The executable to spawn for ``command``, or ``ConfigError`` naming why it may not run."""
-    ok, executable = command_allowed(command, allowed, base_dir=base_dir, search_path=environ.get("PATH"))
+    search_path = lookup_path(environ.get("PATH"))
+    ok, executable = command_allowed(command, allowed, base_dir=base_dir, search_path=search_path)
     if not ok:
         hint = (
             "add its name to BOOCODE_MCP_STDIO_COMMANDS to allow it"
@@ -170,7 +184,7 @@ def allowed_executable(
         )
         raise check.fail(f"command {shown_value(command)} is not allowed; {hint}")
     if executable is None:
-        raise check.fail(f"command not found: {command} (looked up on BooCode's PATH)")
+        raise check.fail(f"command not found: {command} (looked up on BooCode's PATH and its virtualenv)")
     return executable
 
 

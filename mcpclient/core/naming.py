@@ -22,6 +22,12 @@ def _suffix(server: str, tool: str, salt: int = 0) -> str:
     return digest[:8]
 
 
+def server_prefix(server: str) -> str:
+    """How the prefixed names of ``server``'s tools begin (a name cut short keeps it, unless the
+    server's own name fills the 64 characters)."""
+    return _INVALID.sub("_", server) + "_"
+
+
 def prefixed_name(server: str, tool: str) -> str:
     """The sanitised ``<server>_<tool>`` name, shortened with a stable hash when too long."""
     name = _INVALID.sub("_", f"{server}_{tool}")

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from mcpclient.config.model import ConfigError, ServerConfig
+from mcpclient.core.naming import server_prefix
 from mcpclient.core.redaction import masked_entry
 from mcpclient.core.results import ToolResult
 from mcpclient.core.state import ServerSnapshot, Status
@@ -196,12 +197,15 @@ def _not_offered(hub: Hub, prefixed_name: str) -> str:
 
 
 def call_tool_once(prefixed_name: str, arguments: dict[str, Any]) -> ToolResult:
-    """Start the enabled servers, call one tool by its prefixed name, stop them.
+    """Start the server that offers the tool, call it by its prefixed name, stop it.
 
-    Raises ``ValueError`` when no ready server offers the tool (unknown name, rejected tool,
-    its server down); a failing call comes back as an error result.
+    Only the enabled servers whose tools' names begin as ``prefixed_name`` does are started
+    (all of them when none does). Raises ``ValueError`` when no ready server offers the tool
+    (unknown name, rejected tool, its server down); a failing call comes back as an error result.
     """
     enabled, _, _ = _select([])
+    owners = [config for config in enabled if prefixed_name.startswith(server_prefix(config.name))]
+    enabled = owners or enabled
 
     async def run() -> ToolResult:
         hub = new_hub(persist=False)

@@ -16,7 +16,7 @@ from mcpclient.runtime.commands import call_tool_once
 
 
 class Command(BaseCommand):
-    help = "Start the enabled MCP servers, call one tool by its prefixed name and print the result."
+    help = "Start the MCP server that offers a tool, call it by its prefixed name and print the result."
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("tool", help="prefixed tool name, e.g. time_get_current_time")
