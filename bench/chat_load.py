@@ -43,6 +43,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
 from pathlib import Path
@@ -76,6 +77,7 @@ from tests.support.processes import PYTHON, TOOLBOX, free_port, wait_for_port  #
 FIRST_TEXT = "Let me check that."
 FINAL_TEXT = "The echo came back, so the round trip works. " * 3
 TURN_TIMEOUT = 120.0
+REFUSED_ATTEMPTS = 3  # sends of one message refused with turn_in_progress before giving up
 
 
 def responder(body: dict[str, Any], delay: float) -> Reply:
@@ -165,6 +167,8 @@ class Results:
     first_delta_at: dict[str, float] = field(default_factory=dict)
     errors: list[str] = field(default_factory=list)
     turns: int = 0
+    refused: int = 0  # turn_in_progress answers to a message sent after turn_end, sent again
+    refused_for_good: set[str] = field(default_factory=set)  # texts refused every time: never stored
 
 
 async def run_session(
@@ -182,12 +186,24 @@ async def run_session(
         started = results.sent_at[text] = time.perf_counter()
         client.send_json({"type": "user_message", "text": text})
         first: float | None = None
+        attempts = 1
         try:
             while True:
                 frame = await client.next({"text_delta", "turn_end", "error"})
                 if frame["type"] == "text_delta" and first is None:
                     first = client.received_at - started
                     results.first_delta_at[text] = client.received_at
+                elif frame["type"] == "error" and frame.get("code") == "turn_in_progress":
+                    # Refused, not lost: nothing was stored, and the page would put the text
+                    # back in the box. Sent again as a person would, and counted apart.
+                    results.refused += 1
+                    if attempts == REFUSED_ATTEMPTS:
+                        results.refused_for_good.add(text)
+                        results.errors.append(f"refused {attempts} times: {frame['message']}")
+                        break
+                    attempts += 1
+                    await asyncio.sleep(0.05)
+                    client.send_json({"type": "user_message", "text": text})
                 elif frame["type"] == "error":
                     results.errors.append(f"error frame: {frame['message']}")
                     break
@@ -276,9 +292,16 @@ def stop(process: subprocess.Popen[bytes]) -> None:
 
 
 def check_persistence(
-    database: Path, accounts: list[dict[str, Any]], turns: int, database_url: str = ""
+    database: Path,
+    accounts: list[dict[str, Any]],
+    turns: int,
+    database_url: str = "",
+    refused: Collection[str] = (),
 ) -> tuple[int, int]:
-    """(turns expected, turns missing or wrong in the database) for the measured sessions."""
+    """(turns expected, turns missing or wrong in the database) for the measured sessions.
+
+    A turn whose message was ``refused`` every time was never stored, and is not expected.
+    """
     if database_url:
         import psycopg
 
@@ -287,7 +310,7 @@ def check_persistence(
     else:
         connection = sqlite3.connect(database)
         mark = "?"
-    missing = 0
+    missing = expected_turns = 0
     for account in accounts:
         rows = connection.execute(
             f"SELECT id, role, status, content FROM chat_message WHERE conversation_id = {mark} ORDER BY id",
@@ -300,9 +323,17 @@ def check_persistence(
         ).fetchall()
         call_of = {message_id: (status, output) for message_id, status, output in calls}
         for index in range(turns):
-            chunk = rows[index * 3 : index * 3 + 3]
+            text = f"turn {index} of {account['conversation']}"
+            if text in refused:
+                continue
+            expected_turns += 1
+            start = next((at for at, row in enumerate(rows) if row[1:] == ("user", "complete", text)), None)
+            if start is None:
+                missing += 1
+                continue
+            chunk = rows[start : start + 3]
             expected = [
-                ("user", "complete", f"turn {index} of {account['conversation']}"),
+                ("user", "complete", text),
                 ("assistant", "complete", FIRST_TEXT),
                 ("assistant", "complete", FINAL_TEXT),
             ]
@@ -313,7 +344,7 @@ def check_persistence(
             )
             missing += not ok
     connection.close()
-    return len(accounts) * turns, missing
+    return expected_turns, missing
 
 
 def cpu_times() -> list[int] | None:
@@ -435,7 +466,7 @@ def main() -> None:
         request_at, first_chunk_at = model_conn.recv()
         model.join(10)
     expected, missing = check_persistence(
-        data / "boocode.sqlite3", accounts[1:], options.turns, options.database_url
+        data / "boocode.sqlite3", accounts[1:], options.turns, options.database_url, results.refused_for_good
     )
     shutil.rmtree(data, ignore_errors=True)
 
@@ -471,6 +502,10 @@ def main() -> None:
     print(f"  from the model's first bytes to the text_delta at the client: {p50_p95(relay_ms)}")
     print(f"machine CPU during the run: {cpu_share(cpu_before, cpu_after)}")
     print(f"errors: {len(results.errors)}" + (f" (first: {results.errors[0]})" if results.errors else ""))
+    print(
+        f"refused (turn_in_progress, sent again): {results.refused}; "
+        f"refused every time (never stored, not lost): {len(results.refused_for_good)}"
+    )
     print(f"persisted: {expected - missing}/{expected} turns complete in the database; lost: {missing}")
     if stderr and b"Traceback" in stderr:
         print("daphne logged tracebacks:\n" + stderr.decode(errors="replace")[-3000:])
