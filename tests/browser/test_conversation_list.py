@@ -140,3 +140,33 @@ def test_deleting_another_conversation_keeps_the_page(open_page: Any, site: Site
     expect(page.locator(f".conv-item[data-id='{first}']")).to_have_count(0)
     assert page.url.endswith(f"/c/{second}/")
     expect(page.locator(".message.role-user")).to_contain_text("the second one")
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_search_results_fit_the_sidebar(open_page: Any, site: Site, width: int) -> None:
+    from playwright.sync_api import expect
+
+    word = f"quokkaquest{width}"
+    title = "Itinerary" + "-and-more" * 30  # no space to break at: 280 characters
+    site.db(
+        "from django.contrib.auth import get_user_model\n"
+        "from boocode.chat.models import Conversation, Message\n"
+        "owner = get_user_model().objects.get(username='admin')\n"
+        f"conversation = Conversation.objects.create(owner=owner, title={title!r})\n"
+        f"Message.objects.create(conversation=conversation, role='user', content='{word} ' + 'x y' * 200)\n"
+    )
+    page = open_page(width)
+    landing(page, site)
+    open_drawer(page)
+    page.fill("#search-input", word)
+    result = page.locator("#search-results a.search-result").first
+    expect(result).to_be_visible()
+    sidebar = page.locator("#sidebar").bounding_box()
+    for part in (result, *(result.locator(f".search-result-{name}") for name in ("title", "snippet"))):
+        box = part.bounding_box()
+        right = sidebar["x"] + sidebar["width"] + 0.5
+        assert box["x"] >= sidebar["x"] and box["x"] + box["width"] <= right, box
+    # The long title is cut with an ellipsis, the snippet wraps.
+    assert result.locator(".search-result-title").evaluate("node => node.scrollWidth > node.clientWidth")
+    assert overflowing(page) == []
+    screenshot(page, "search-results")

@@ -170,3 +170,12 @@ def test_pages_link_the_icon(client_for: Any, alice: Any) -> None:
     icon = '<link rel="icon" href="/static/favicon.svg" type="image/svg+xml">'
     assert icon in Client().get("/login/").content.decode()
     assert icon in client_for().get("/").content.decode()
+
+
+@pytest.mark.parametrize("url", ["/c/999999/", "/no/such/page/"])
+def test_a_missing_page_is_a_page_of_the_site(client_for: Any, url: str) -> None:
+    response = client_for().get(url)
+    assert response.status_code == 404
+    body = response.content.decode()
+    assert "chat/chat.css" in body and "<h1>Not found</h1>" in body
+    assert '<a href="/">Back to your conversations</a>' in body
