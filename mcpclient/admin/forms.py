@@ -61,7 +61,10 @@ class McpServerForm(forms.ModelForm):
 
     transport = forms.ChoiceField(choices=McpServer.Transport.choices)
     command = forms.CharField(
-        required=False, help_text="stdio: the executable (its name must be in BOOCODE_MCP_STDIO_COMMANDS)."
+        required=False, help_text=(
+            "stdio: the executable (its name must be in BOOCODE_MCP_STDIO_COMMANDS). One process "
+            "serves every user: its environment, credentials and files are shared by all."
+        ),
     )
     args = forms.CharField(
         required=False,

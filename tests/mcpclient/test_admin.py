@@ -580,3 +580,18 @@ def test_rediscover_without_a_hub_in_this_process_runs_a_discovery(
         reverse(CHANGELIST), {"action": "reconnect", "_selected_action": [tb.pk]}, follow=True
     )
     assert "The MCP hub does not run in this process: nothing to reconnect." in messages_of(response)
+
+
+@pytest.mark.django_db
+def test_a_file_name_in_a_message_is_written_as_it_is(synced: Path, admin_client: Client) -> None:
+    # Django's admin capitalised every message: "Mcp.json cannot be used".
+    synced.write_text('{"mcpServers": ')  # not JSON
+    body = admin_client.get(reverse(CHANGELIST)).content.decode()
+    assert "mcp.json cannot be used" in body
+    assert "Mcp.json" not in body
+
+
+@pytest.mark.django_db
+def test_the_form_says_a_stdio_server_is_shared_by_every_user(synced: Path, admin_client: Client) -> None:
+    body = admin_client.get(reverse("admin:mcpclient_mcpserver_add")).content.decode()
+    assert "One process serves every user: its environment, credentials and files are shared by all." in body
