@@ -291,8 +291,11 @@ def build_entry(original: object, changes: Mapping[str, Any]) -> dict[str, Any]:
     if "enabled" in changes:
         if "disabled" in base:
             entry["disabled"] = not changes["enabled"]
+        elif changes["enabled"]:
+            if entry.get("enabled") is not True:  # (an "enabled": true as written stays)
+                entry.pop("enabled", None)  # absent is enabled: nothing written for it
         else:
-            entry["enabled"] = bool(changes["enabled"])
+            entry["enabled"] = False
     timeout_key, init_key = _timeout_keys(base)
     for field, key in (("timeout", timeout_key), ("init_timeout", init_key)):
         if field in changes:

@@ -334,8 +334,10 @@ def set_enabled(path: Path, name: str, enabled: bool) -> None:
     """Set only the ``enabled`` (or, where the entry uses it, ``disabled``) key of one entry.
 
     Disabling writes ``"enabled": false`` (``"disabled": true`` in an entry written the Cline /
-    Windsurf way). Enabling writes the key only if it was present; an entry without it is
-    already enabled and stays as written. The file is not rewritten when nothing changes.
+    Windsurf way). Enabling removes ``"enabled": false`` (an entry without the key is enabled,
+    so a server disabled and enabled again reads as it did) or writes ``"disabled": false``;
+    an entry without either key is already enabled and stays as written. The file is not
+    rewritten when nothing changes.
     """
     target = _target(Path(path))
     source = target.name
@@ -350,5 +352,8 @@ def set_enabled(path: Path, name: str, enabled: bool) -> None:
             return
         if entry.get(key) is value:
             return
-        entry[key] = value
+        if key == "enabled" and enabled:
+            del entry["enabled"]
+        else:
+            entry[key] = value
         _write_document(target, document)

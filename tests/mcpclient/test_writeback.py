@@ -135,7 +135,7 @@ def test_disable_then_enable_an_entry_without_the_key(config_path: Path) -> None
     assert list(git) == [*GIT, "enabled"]
     assert git["enabled"] is False
     set_enabled(config_path, "git", True)
-    assert servers_in(config_path)["git"]["enabled"] is True
+    assert servers_in(config_path)["git"] == GIT  # as it was written: no "enabled": true
 
 
 def test_enable_leaves_an_absent_key_absent(config_path: Path) -> None:
@@ -144,11 +144,10 @@ def test_enable_leaves_an_absent_key_absent(config_path: Path) -> None:
     assert config_path.read_bytes() == before
 
 
-def test_enable_flips_an_existing_key_in_place(config_path: Path) -> None:
+def test_enable_removes_an_enabled_false(config_path: Path) -> None:
     set_enabled(config_path, "time", True)
     time_entry = servers_in(config_path)["time"]
-    assert list(time_entry) == ["command", "args", "enabled"]
-    assert time_entry["enabled"] is True
+    assert list(time_entry) == ["command", "args"]
 
 
 def test_set_enabled_on_an_unknown_server(config_path: Path) -> None:
