@@ -312,7 +312,9 @@ def build_entry(original: object, changes: Mapping[str, Any]) -> dict[str, Any]:
             entry["type"] = "local" if transport == "stdio" else "remote"
         elif "type" in entry:
             entry["type"] = transport
-        elif infer_transport(entry) != transport:
+        elif infer_transport(entry) != transport or (not base and transport != "stdio"):
+            # A new URL entry says which transport it is: without "type", a url is Streamable
+            # HTTP that falls back to SSE, which is not what the person chose.
             entry = {"type": transport, **entry}
     return entry
 

@@ -595,3 +595,14 @@ def test_a_file_name_in_a_message_is_written_as_it_is(synced: Path, admin_client
 def test_the_form_says_a_stdio_server_is_shared_by_every_user(synced: Path, admin_client: Client) -> None:
     body = admin_client.get(reverse("admin:mcpclient_mcpserver_add")).content.decode()
     assert "One process serves every user: its environment, credentials and files are shared by all." in body
+
+
+@pytest.mark.django_db
+def test_a_server_added_as_streamable_http_says_so(admin_client: Client, synced: Path) -> None:
+    # A url without "type" is Streamable HTTP that may fall back to SSE: not what was chosen.
+    add = reverse("admin:mcpclient_mcpserver_add")
+    data = form_fields(admin_client.get(add).content.decode())
+    data.update(name="stream", transport="streamableHttp", url="https://stream.example.invalid/mcp")
+    assert admin_client.post(add, {**data, "_save": "Save"}).status_code == 302
+    entry = json.loads(synced.read_text())["mcpServers"]["stream"]
+    assert entry == {"type": "http", "url": "https://stream.example.invalid/mcp"}
