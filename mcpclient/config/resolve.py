@@ -162,7 +162,9 @@ def lookup_path(path: str | None, *, prefix: str = sys.prefix, base_prefix: str 
     folder of the virtualenv BooCode runs in (``prefix``, when it is not ``base_prefix``), so
     what the project installed there (``uvx``) is found however BooCode was started (``make
     run`` puts that folder on PATH; ``.venv/bin/python manage.py ...`` does not)."""
-    parts = [part for part in (path or os.defpath).split(os.pathsep) if part]
+    if path is None:  # (as shutil.which reads it)
+        path = os.environ.get("PATH", os.defpath)
+    parts = [part for part in path.split(os.pathsep) if part]
     if prefix != base_prefix:
         own = str(Path(prefix) / "bin")
         parts = [own, *(part for part in parts if part != own)]
