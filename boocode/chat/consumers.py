@@ -30,7 +30,7 @@ from boocode.chat.attachments import BadAttachments, checked_attachments
 from boocode.chat.attachments import refs as attachment_refs
 from boocode.chat.events import group_emitter, group_name
 from boocode.chat.payloads import conversation_info, history_payload
-from boocode.chat.sizes import MAX_SENT_FRAME_BYTES, bounded_approval, bounded_message
+from boocode.chat.sizes import MAX_SENT_FRAME_BYTES, bounded_approval, bounded_message, encoded_size
 from boocode.chat.status import status_payload
 from boocode.chat.storable import text_problem
 from boocode.chat.turn import MAX_MESSAGE_CHARS, TurnRequest
@@ -90,22 +90,20 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
         turn = await registry.state(conversation_id)
         if turn.settled:  # a dead process's turn was settled just now: show the settled rows
             (history, more), info = await database_sync_to_async(_history_and_info)(conversation_id)
-        live = turn.live
-        await self.send_json(
-            {
-                "type": "history",
-                "conversation": conversation_id,
-                "conversation_info": info,
-                # The live text of a streamed answer can be any length: bounded again with it.
-                "messages": [bounded_message(m) for m in merge_live_text(history, conversation_id, live)],
-                "more": more,  # older messages: GET /c/<id>/messages/?before=<first id>
-                "running": turn.running,
-                "turn_id": turn.turn_id,
-                "elicitations": turn.elicitations,
-                "progress": turn.progress,  # running calls' latest tool_progress
-                "approvals": [bounded_approval(approval) for approval in turn.approvals],
-            }
-        )
+        frame = {
+            "type": "history",
+            "conversation": conversation_id,
+            "conversation_info": info,
+            # The live text of a streamed answer can be any length: bounded again with it.
+            "messages": [bounded_message(m) for m in merge_live_text(history, conversation_id, turn.live)],
+            "more": more,  # older messages: GET /c/<id>/messages/?before=<first id>
+            "running": turn.running,
+            "turn_id": turn.turn_id,
+            "elicitations": turn.elicitations,
+            "progress": turn.progress,  # running calls' latest tool_progress
+            "approvals": [bounded_approval(approval) for approval in turn.approvals],
+        }
+        await self.send_json(_within_frame(frame))
         await self._send_status()
         self.status_task = asyncio.create_task(self._status_loop())
         self.session_task = asyncio.create_task(self._session_loop())
@@ -401,6 +399,21 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
         while True:
             await asyncio.sleep(STATUS_INTERVAL)
             await self._send_status()
+
+
+def _within_frame(history: dict[str, Any]) -> dict[str, Any]:
+    """The history frame, its oldest messages left to the older pages (``more``) while the whole
+    frame would pass :data:`~boocode.chat.sizes.MAX_SENT_FRAME_BYTES` (the open forms and
+    approvals it carries count too, and cannot be read elsewhere)."""
+    messages = history["messages"]
+    excess = encoded_size(history) - MAX_SENT_FRAME_BYTES
+    dropped = 0
+    while excess > 0 and dropped < len(messages) - 1:
+        excess -= encoded_size(messages[dropped]) + 2  # (the separator)
+        dropped += 1
+    if not dropped:
+        return history
+    return {**history, "messages": messages[dropped:], "more": True}
 
 
 def _history_and_info(conversation_id: int) -> tuple[tuple[list[dict[str, Any]], bool], dict[str, Any]]:

@@ -11,6 +11,7 @@ import json
 import pytest
 
 from boocode.chat import consumers, sizes
+from boocode.chat.models import Message
 from boocode.chat.sizes import (
     APPROVAL_PREVIEW_CHARS,
     CALL_INLINE_BYTES,
@@ -143,3 +144,25 @@ async def test_a_frame_over_the_limit_is_replaced_by_an_error_the_page_can_act_o
     assert (frame["type"], frame["code"]) == ("error", "frame_too_large")
     assert "too large" in frame["message"]
     await tab.ws.disconnect()
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_a_history_over_the_limit_leaves_its_oldest_messages_to_the_older_pages(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The open forms and approvals a history carries can only travel in it; old messages can
+    # be read page by page. With the limit below the whole history, the oldest ones give way.
+    limit = 3000
+    monkeypatch.setattr(consumers, "MAX_SENT_FRAME_BYTES", limit)
+    cookie = await login("alice")
+    conversation = await conversation_of("alice")
+    for index in range(10):
+        text = f"m{index} " + "w" * 200
+        await Message.objects.acreate(conversation_id=conversation, role="user", content=text)
+    tab = Tab(conversation, cookie)
+    history = await tab.open()
+    await tab.close()
+    contents = [message["content"].split()[0] for message in history["messages"]]
+    assert 1 <= len(contents) < 10 and contents == [f"m{index}" for index in range(10 - len(contents), 10)]
+    assert history["more"] is True
+    assert encoded_size(history) <= limit
