@@ -115,11 +115,13 @@ def check_approvals_with(check: ApprovalCheck | None) -> None:
     _check = check
 
 
-async def approval_refusal(reason: str, name: str, arguments: dict[str, Any], user_id: int | None) -> str:
-    """Why a call of ``name`` that needs approval (``reason``) may not run here ("" when it may)."""
+async def approval_refusal(
+    reason: str, name: str, arguments: dict[str, Any], user_id: int | None, approval_id: int | None
+) -> str:
+    """Why a call of ``name`` that needs approval (``reason``) and names ``approval_id`` may not
+    run here ("" when it may)."""
     if not reason:
         return ""
-    approval_id = granted()
     needs = f'Not run: calls of "{name}" need a person\'s approval ({reason})'
     if _check is None:
         return f"{needs}, and it cannot be checked here."

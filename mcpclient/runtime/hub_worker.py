@@ -29,7 +29,7 @@ from channels.worker import Worker
 
 from mcpclient import runtime
 from mcpclient.config.model import per_user
-from mcpclient.core.approval import approval_refusal, grant
+from mcpclient.core.approval import approval_refusal
 from mcpclient.core.results import ToolResult
 from mcpclient.engine import resources
 from mcpclient.engine.elicitation import Answer, Link, asking
@@ -369,8 +369,8 @@ async def _unapproved(hub: Hub, message: dict[str, Any]) -> str:
     if tool is None or not tool.approval_reason:
         return ""  # (an unknown tool: the hub's own answer says why)
     approval = message.get("approval")
-    grant(approval if isinstance(approval, int) and not isinstance(approval, bool) else None)
-    return await approval_refusal(tool.approval_reason, name, message["arguments"], user_id)
+    named = approval if isinstance(approval, int) and not isinstance(approval, bool) else None
+    return await approval_refusal(tool.approval_reason, name, message["arguments"], user_id, named)
 
 
 async def stop_all_calls() -> None:
