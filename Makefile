@@ -36,7 +36,12 @@ tests/node/node_modules/.installed: tests/node/package.json
 	cd tests/node && npm install --no-audit --no-fund --loglevel=error
 	@touch $@
 
-test-deps: install-dev tests/node/node_modules/.installed
+# The published GitLab server installed alone, as `npx -y` gets it (tests/mcpclient/test_listing.py).
+tests/node/gitlab/node_modules/.installed: tests/node/gitlab/package.json tests/node/gitlab/package-lock.json
+	cd tests/node/gitlab && npm ci --no-audit --no-fund --loglevel=error
+	@touch $@
+
+test-deps: install-dev tests/node/node_modules/.installed tests/node/gitlab/node_modules/.installed
 	@test -x /usr/bin/chromium || (apt-get -o DPkg::Lock::Timeout=600 update -qq && DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y -qq chromium >/dev/null)
 
 ## Install what the tests need, then run the whole suite (scripts/run-tests): ruff; everything but

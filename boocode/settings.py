@@ -15,11 +15,18 @@ from urllib.parse import urlsplit
 
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
+from dotenv import load_dotenv
 
 from boocode import __version__
 from boocode.env import env_bool, env_float, env_int, env_list, env_origins, env_str
 
 BASE_DIR = Path(__file__).resolve().parent.parent
+
+# The checkout's .env (or BOOCODE_ENV_FILE; empty: none) sets what the environment does not:
+# a variable exported in the shell or the service manager wins over the file.
+_env_file = os.environ.get("BOOCODE_ENV_FILE", str(BASE_DIR / ".env")).strip()
+if _env_file:
+    load_dotenv(_env_file, override=False, encoding="utf-8")
 
 DATA_DIR = Path(env_str("BOOCODE_DATA_DIR", str(BASE_DIR / "data"))).resolve()
 DATA_DIR.mkdir(parents=True, exist_ok=True)
@@ -192,6 +199,28 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
 ]
 LOGIN_URL = "login"
+# Password reset links (templates/registration/) go out by email: SMTP when BOOCODE_EMAIL_HOST is
+# set, otherwise printed on the server's output, where an administrator can pass one on.
+_email_host = env_str("BOOCODE_EMAIL_HOST")
+MAILERS = {
+    "default": (
+        {
+            "BACKEND": "django.core.mail.backends.smtp.EmailBackend",
+            "OPTIONS": {
+                "host": _email_host,
+                "port": env_int("BOOCODE_EMAIL_PORT", 587, minimum=1, maximum=65535),
+                "username": env_str("BOOCODE_EMAIL_USER"),
+                "password": env_str("BOOCODE_EMAIL_PASSWORD"),
+                "use_tls": env_bool("BOOCODE_EMAIL_STARTTLS", True),
+                "timeout": 20,
+            },
+        }
+        if _email_host
+        else {"BACKEND": "django.core.mail.backends.console.EmailBackend"}
+    )
+}
+DEFAULT_FROM_EMAIL = env_str("BOOCODE_EMAIL_FROM", "BooCode <boocode@localhost>")
+PASSWORD_RESET_TIMEOUT = env_int("BOOCODE_PASSWORD_RESET_HOURS", 24, minimum=1, maximum=24 * 30) * 3600
 LOGIN_REDIRECT_URL = "chat:index"
 LOGOUT_REDIRECT_URL = "login"
 
@@ -255,6 +284,10 @@ AXES_VERBOSE = False
 
 # --- MCP -----------------------------------------------------------------------------------
 MCP_CONFIG = Path(env_str("BOOCODE_MCP_CONFIG", str(DATA_DIR / "mcp.json"))).resolve()
+# What a first start copies to MCP_CONFIG and AGENTS_FILE when they do not exist (boocode_prepare):
+# the live files are the administrator's, untracked, so editing them never dirties the checkout.
+MCP_CONFIG_EXAMPLE = BASE_DIR / "data" / "mcp.example.json"
+AGENTS_FILE_EXAMPLE = BASE_DIR / "data" / "AGENTS.example.md"
 MCP_STDIO_COMMANDS = env_list("BOOCODE_MCP_STDIO_COMMANDS", ["npx", "uvx", "node", "docker"])
 # Start the hub (connect the enabled servers) lazily in the ASGI process. Tests turn it off.
 MCP_AUTOSTART = env_bool("BOOCODE_MCP_AUTOSTART", True)

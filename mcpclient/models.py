@@ -46,7 +46,11 @@ class McpServer(models.Model):
         default=0, help_text='Tools left out by the entry\'s "includeTools"/"excludeTools".'
     )
     tools_note = models.TextField(
-        blank=True, help_text="Tools left out past the limit per server (1,000), named."
+        blank=True,
+        help_text=(
+            "What the last tool listing repaired or left out: definitions read leniently, unusable ones, "
+            "tools past the limit per server (1,000)."
+        ),
     )
     active_transport = models.CharField(
         max_length=20,

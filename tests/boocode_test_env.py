@@ -19,6 +19,8 @@ _worker = os.environ.get("PYTEST_XDIST_WORKER", "")
 _set = os.environ.__setitem__ if _worker else os.environ.setdefault
 _set("BOOCODE_DATA_DIR", tempfile.mkdtemp(prefix=f"boocode-test-{_worker}-" if _worker else "boocode-test-"))
 os.environ.setdefault("BOOCODE_MCP_AUTOSTART", "0")
+# The checkout's .env is the developer's running instance's, not the tests'.
+os.environ.setdefault("BOOCODE_ENV_FILE", "")
 os.environ.setdefault("BOOCODE_DB_CONN_MAX_AGE", "0")
 # A file rather than SQLite's in-memory test database, so a subprocess started by a test
 # (tests/mcpclient/test_second_process.py) can open it.

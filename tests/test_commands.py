@@ -123,9 +123,13 @@ def test_mcp_discover_json_on_an_unmigrated_database_is_still_json(tmp_path: Pat
 
 def test_boocode_prepare_migrates_syncs_and_creates_the_admin_once(tmp_path: Path) -> None:
     write_servers(tmp_path, {"tb": toolbox_entry()})
-    (tmp_path / "AGENTS.md").write_text("## Helper\n---\ndescription: helps\n---\nYou help.\n")
+    written = (tmp_path / "mcp.json").read_bytes()
     first = manage(tmp_path, "boocode_prepare")
     assert first.returncode == 0, first.stderr
+    # AGENTS.md did not exist: the shipped example becomes it; mcp.json did and stays as it was
+    assert f"Created {tmp_path / 'AGENTS.md'} from AGENTS.example.md" in first.stdout
+    assert "mcp.json from" not in first.stdout and (tmp_path / "mcp.json").read_bytes() == written
+    assert (tmp_path / "AGENTS.md").read_bytes() == (ROOT / "data" / "AGENTS.example.md").read_bytes()
     assert "Applying chat." in first.stdout  # migrated a fresh database
     assert "Created superuser 'admin' with password: " in first.stdout
     check = (
@@ -137,10 +141,14 @@ def test_boocode_prepare_migrates_syncs_and_creates_the_admin_once(tmp_path: Pat
         " list(get_user_model().objects.values_list('username', flat=True)))"
     )
     rows = manage(tmp_path, "shell", "-c", check)
-    assert rows.stdout.strip().splitlines()[-1] == "['tb'] ['Helper'] ['admin']", rows.stderr
+    assert rows.stdout.strip().splitlines()[-1] == "['tb'] ['Assistant', 'Reader', 'Researcher'] ['admin']", (
+        rows.stderr
+    )
+    (tmp_path / "AGENTS.md").write_text("## Helper\n---\ndescription: helps\n---\nYou help.\n")
     again = manage(tmp_path, "boocode_prepare")  # a restart: nothing to apply, nobody created
     assert again.returncode == 0, again.stderr
-    assert "Applying" not in again.stdout and "Created superuser" not in again.stdout
+    assert "Applying" not in again.stdout and "Created" not in again.stdout
+    assert (tmp_path / "AGENTS.md").read_text().startswith("## Helper")  # the edit is kept
 
 
 # --- mcp_discover ----------------------------------------------------------------------------

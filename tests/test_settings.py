@@ -67,3 +67,66 @@ def test_secret_key_is_generated_once_and_private(tmp_path):
     first, second = secret_key(), secret_key()
     assert first.stdout == second.stdout and len(first.stdout.strip()) > 40
     assert (tmp_path / "secret_key").stat().st_mode & 0o777 == 0o600
+
+
+@pytest.mark.processes
+def test_the_env_file_fills_in_what_the_environment_does_not_set(tmp_path):
+    env_file = tmp_path / "boocode.env"
+    env_file.write_text(
+        "# a comment\nBOOCODE_LLM_MODEL=from-the-file\nexport BOOCODE_LLM_TIMEOUT=42\nBOOCODE_PUBLIC_URL=http://file\n"
+    )
+    env = {
+        **os.environ,
+        "BOOCODE_DATA_DIR": str(tmp_path),
+        "BOOCODE_ENV_FILE": str(env_file),
+        "BOOCODE_PUBLIC_URL": "http://shell",  # exported: wins over the file
+        "DJANGO_SETTINGS_MODULE": "boocode.settings",
+    }
+    for name in ("BOOCODE_LLM_MODEL", "BOOCODE_LLM_TIMEOUT"):
+        env.pop(name, None)
+    code = (
+        "import django; django.setup(); from django.conf import settings as s; "
+        "print(s.LLM_MODEL, s.LLM_TIMEOUT, s.PUBLIC_URL)"
+    )
+    read = subprocess.run([PYTHON, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True)
+    assert read.stdout.split() == ["from-the-file", "42.0", "http://shell"], read.stderr
+    # A malformed value from the file stops start-up like one from the environment.
+    env_file.write_text("BOOCODE_LLM_TIMEOUT=soon\n")
+    bad = subprocess.run([PYTHON, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True)
+    assert bad.returncode != 0 and "BOOCODE_LLM_TIMEOUT='soon': expected a number" in bad.stderr
+    # `cp .env.example .env` as the README says: every line of it is a valid setting.
+    env["BOOCODE_ENV_FILE"] = str(ROOT / ".env.example")
+    example = subprocess.run([PYTHON, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True)
+    assert example.returncode == 0 and example.stdout.split()[-1] == "http://shell", example.stderr
+
+
+def test_the_tests_read_no_env_file():
+    assert os.environ["BOOCODE_ENV_FILE"] == ""
+
+
+@pytest.mark.processes
+def test_the_live_data_files_are_the_administrators_not_the_checkouts():
+    tracked = subprocess.run(
+        ["git", "ls-files", "data"], cwd=ROOT, capture_output=True, text=True, check=True
+    )
+    assert sorted(tracked.stdout.split()) == ["data/AGENTS.example.md", "data/mcp.example.json"]
+    ignored = subprocess.run(
+        ["git", "check-ignore", "data/mcp.json", "data/AGENTS.md"], cwd=ROOT, capture_output=True, text=True
+    )
+    assert ignored.stdout.split() == ["data/mcp.json", "data/AGENTS.md"]
+
+
+def test_a_first_start_copies_each_missing_data_file_from_its_example(tmp_path, settings):
+    from boocode.data_files import create_from_examples
+
+    settings.MCP_CONFIG = tmp_path / "new" / "mcp.json"
+    settings.AGENTS_FILE = tmp_path / "AGENTS.md"
+    settings.AGENTS_FILE.write_text("## Mine\n")
+    assert create_from_examples() == [(settings.MCP_CONFIG_EXAMPLE, settings.MCP_CONFIG)]
+    assert settings.MCP_CONFIG.read_bytes() == settings.MCP_CONFIG_EXAMPLE.read_bytes()
+    assert settings.AGENTS_FILE.read_text() == "## Mine\n"
+    assert create_from_examples() == [] and sorted(p.name for p in tmp_path.rglob("*")) == [
+        "AGENTS.md",
+        "mcp.json",
+        "new",
+    ]

@@ -275,12 +275,17 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
             self.conversation_id, content, user_id=self.user_id, reply_to=self.channel_name
         )
         if error is not None:
-            code, text, form_id = error
-            await self._error(code, text, form_id=form_id)
+            await self._error(error.code, error.message, form_id=error.id, fields=error.fields)
 
     async def chat_answer_error(self, message: dict[str, Any]) -> None:
         """The turn's process refused an answer this socket sent (routed back over the layer)."""
-        await self._error(str(message["code"]), str(message["message"]), form_id=message.get("id"))
+        fields = message.get("fields")
+        await self._error(
+            str(message["code"]),
+            str(message["message"]),
+            form_id=message.get("id"),
+            fields=fields if isinstance(fields, dict) else None,
+        )
 
     async def _approval_answer(self, content: dict[str, Any]) -> None:
         """The owner's decision on a tool call of this conversation waiting for approval."""
@@ -382,10 +387,14 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
                 await self._end_session()
                 return
 
-    async def _error(self, code: str, text: str, *, form_id: str | None = None) -> None:
+    async def _error(
+        self, code: str, text: str, *, form_id: str | None = None, fields: dict[str, str] | None = None
+    ) -> None:
         frame: dict[str, Any] = {"type": "error", "code": code, "message": text}
         if form_id is not None:
             frame["id"] = form_id  # the form the answer was for (it stays open)
+        if fields:
+            frame["fields"] = fields  # what is wrong with each of its fields, by name
         await self.send_json(frame)
 
     async def _send_status(self, *, force: bool = False) -> None:

@@ -176,6 +176,37 @@ class InsertedPrompt:
     error: str = ""  # why nothing was inserted ("" when it was)
 
 
+# What ``POST /api/prompts/get/`` shows of a prompt it cannot put into the composer: the start of
+# each of its first messages.
+PREVIEW_MESSAGES = 20
+PREVIEW_CHARS = 2_000
+
+
+async def prompt_for_composer(request: PromptRequest, user_id: int | None) -> dict[str, Any]:
+    """``POST /api/prompts/get/``: the prompt's messages for the person to send, or why they cannot be.
+
+    A prompt of user messages only, whose text fits one message, comes back as ``insert``: the
+    page puts it into the composer, where the person reads, edits and sends it. Any other prompt
+    (the assistant's turns in it, or longer than a message) keeps its roles and goes in as it is
+    with a ``prompt`` frame: ``insert`` is ``null`` and ``messages`` shows the start of each.
+    ``PromptError`` when it cannot be got.
+    """
+    hub = await running_hub(user_id)
+    if hub is None:
+        raise hub_prompts.PromptError(f'MCP server "{request.server}" unreachable: no MCP hub runs here')
+    _, messages = await hub.get_prompt(request.server, request.name, request.argument_dict, user_id)
+    text = "\n\n".join(message.text for message in messages)
+    insertable = all(message.role == "user" for message in messages) and len(text) <= MAX_ARGUMENT_CHARS
+    return {
+        "insert": text if insertable else None,
+        "count": len(messages),
+        "messages": [
+            {"role": message.role, "text": message.text[:PREVIEW_CHARS], "length": len(message.text)}
+            for message in messages[:PREVIEW_MESSAGES]
+        ],
+    }
+
+
 async def insert_prompt(request: PromptRequest, conversation_id: int, user_id: int | None) -> InsertedPrompt:
     """Get the prompt and store its messages after the mark; or, storing nothing, say why not."""
     hub = await running_hub(user_id)

@@ -59,7 +59,12 @@ class UnknownForm(LookupError):
 
 
 class BadAnswer(ValueError):
-    """The answer does not fit the form; ``str()`` says what to fix (the form stays open)."""
+    """The answer does not fit the form; ``str()`` says what to fix (the form stays open), and
+    ``fields`` what is wrong with each field, by name (shown at the field)."""
+
+    def __init__(self, message: str, fields: dict[str, str] | None = None) -> None:
+        super().__init__(message)
+        self.fields = fields or {}
 
 
 @dataclass
@@ -220,7 +225,9 @@ class Forms:
             try:
                 content = complete_answer(pending.form, content)
             except AnswerError as exc:
-                raise BadAnswer("The answer does not fit the form: " + "; ".join(exc.problems)) from None
+                raise BadAnswer(
+                    "The answer does not fit the form: " + "; ".join(exc.problems), exc.fields
+                ) from None
         else:
             content = None
         pending.outcome = OUTCOMES[action]

@@ -25,7 +25,7 @@ import logging
 from collections.abc import Coroutine
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any
+from typing import Any, NamedTuple
 
 from channels.db import database_sync_to_async
 from channels.layers import get_channel_layer
@@ -274,10 +274,10 @@ class TurnRegistry:
 
     async def answer(
         self, conversation_id: int, frame: dict[str, Any], *, user_id: int | None, reply_to: str
-    ) -> tuple[str, str, Any] | None:
+    ) -> RefusedAnswer | None:
         """Apply an ``elicitation_answer`` or ``approval_answer`` frame where the turn runs.
 
-        Here: the error to send back (code, message, form id), or None. In another process the
+        Here: why it was refused (the error frame to send back), or None. In another process the
         frame goes to it with the same checks, and an error comes back to ``reply_to`` as a
         ``chat.answer_error`` message.
         """
@@ -318,9 +318,9 @@ class TurnRegistry:
         elif kind == "turn.answer" and isinstance(message.get("frame"), dict):
             error = answer_here(conversation_id, message["frame"], message.get("user_id"))
             if error is not None and isinstance(message.get("reply_to"), str):
-                code, text, form_id = error
-                reply = {"type": "chat.answer_error", "code": code, "message": text, "id": form_id}
-                await get_channel_layer().send(message["reply_to"], reply)
+                await get_channel_layer().send(
+                    message["reply_to"], {"type": "chat.answer_error", **error._asdict()}
+                )
 
     async def _settle(self, conversation_id: int, turn_id: str) -> None:
         """Settle what a dead process's turn left (under the lock) and end that turn in every tab."""
@@ -386,27 +386,35 @@ class TurnState:
         }
 
 
-def answer_here(
-    conversation_id: int, frame: dict[str, Any], user_id: int | None
-) -> tuple[str, str, Any] | None:
-    """Apply an answer frame to this process's open forms or approvals; the error to send, or None."""
+class RefusedAnswer(NamedTuple):
+    """Why an answer frame was refused: the ``error`` frame's fields (``id``: the form it was for,
+    which stays open; ``fields``: what is wrong with each of its fields, by name)."""
+
+    code: str
+    message: str
+    id: Any = None
+    fields: dict[str, str] | None = None
+
+
+def answer_here(conversation_id: int, frame: dict[str, Any], user_id: int | None) -> RefusedAnswer | None:
+    """Apply an answer frame to this process's open forms or approvals; why it was refused, or None."""
     if frame.get("type") == "elicitation_answer":
         form_id = frame.get("id")
         try:
             forms.answer(conversation_id, form_id, frame.get("action"), frame.get("content"))
         except UnknownForm:
-            return "unknown_elicitation", "No open form with this id in this conversation.", None
+            return RefusedAnswer("unknown_elicitation", "No open form with this id in this conversation.")
         except BadAnswer as exc:
-            return "bad_answer", str(exc), form_id
+            return RefusedAnswer("bad_answer", str(exc), form_id, exc.fields or None)
         return None
     try:
         approvals.answer(
             conversation_id, frame.get("id"), frame.get("decision"), frame.get("remember"), user_id=user_id
         )
     except UnknownApproval:
-        return "unknown_approval", "No pending approval with this id in this conversation.", None
+        return RefusedAnswer("unknown_approval", "No pending approval with this id in this conversation.")
     except BadDecision as exc:
-        return "bad_approval", str(exc), None
+        return RefusedAnswer("bad_approval", str(exc))
     return None
 
 

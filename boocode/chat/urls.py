@@ -23,6 +23,7 @@ urlpatterns = [
     path("api/models/", views.models_api, name="models_api"),
     path("api/search/", views.search_api, name="search_api"),
     path("api/prompts/", prompt_views.prompts_api, name="prompts_api"),
+    path("api/prompts/get/", prompt_views.prompt_get_api, name="prompt_get_api"),
     path("api/resources/", resource_views.resources_api, name="resources_api"),
     path("api/resources/read/", resource_views.read_resource_api, name="read_resource_api"),
     path("api/complete/", resource_views.complete_api, name="complete_api"),

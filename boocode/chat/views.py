@@ -67,10 +67,7 @@ def _wants_json(request: HttpRequest) -> bool:
 @login_required
 @with_csp
 def index(request: HttpRequest) -> HttpResponse:
-    """The most recent conversation, or an empty page offering a new one."""
-    latest = conversations.conversations_for(request.user).first()
-    if latest is not None:
-        return redirect("chat:conversation", conversation_id=latest.pk)
+    """A new conversation (the landing: its first message creates it); the others in the sidebar."""
     return _page(request, None)
 
 
@@ -393,4 +390,3 @@ def set_theme(request: HttpRequest) -> HttpResponse:
     if not url_has_allowed_host_and_scheme(back, {request.get_host()}, request.is_secure()):
         back = reverse("chat:index")
     return redirect(back)
-

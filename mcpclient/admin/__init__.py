@@ -319,6 +319,7 @@ class McpServerAdmin(ServerLogsAdmin, admin.ModelAdmin):
             (None, {"fields": ("name", "transport", "enabled", "loaded")}),
             ("stdio", {"fields": ("command", "args", "env", "env_file", "cwd")}),
             ("Streamable HTTP / SSE", {"fields": ("url", "headers")}),
+            ("Safety", {"fields": ("write_tools", "trusted", "include_tools", "exclude_tools")}),
             ("Limits and other keys", {"fields": (("timeout", "init_timeout"), "extra")}),
         ]
         if obj is not None:
@@ -607,7 +608,7 @@ class McpServerAdmin(ServerLogsAdmin, admin.ModelAdmin):
             if count
         ]
         if server.tools_note:
-            left_out.append("more left out past the limit")
+            left_out.append("see the listing note")
         if not left_out:
             return str(server.tool_count)
         return format_html(

@@ -69,6 +69,10 @@ KEY_FIELDS: dict[str, str] = {
     "enabled": "enabled",
     "timeout": "timeout",
     "initTimeout": "init_timeout",
+    "writeTools": "write_tools",
+    "trusted": "trusted",
+    "includeTools": "include_tools",
+    "excludeTools": "exclude_tools",
 }
 _TRANSPORTS = {
     "stdio": "stdio",
@@ -229,6 +233,10 @@ def entry_values(entry: object) -> dict[str, Any]:
         value = raw.get(key)
         return value if isinstance(value, str) else ""
 
+    def patterns(key: str) -> list[str]:
+        value = raw.get(key)
+        return [item for item in value if isinstance(item, str)] if isinstance(value, list) else []
+
     return {
         "transport": infer_transport(raw),
         "command": command,
@@ -241,6 +249,10 @@ def entry_values(entry: object) -> dict[str, Any]:
         "enabled": enabled if isinstance(enabled, bool) else True,
         "timeout": _milliseconds(raw.get(timeout_key)),
         "init_timeout": _milliseconds(raw.get(init_key)),
+        "write_tools": "approve" if raw.get("writeTools") == "approve" else "reject",
+        "trusted": raw.get("trusted") is not False,
+        "include_tools": patterns("includeTools"),
+        "exclude_tools": patterns("excludeTools"),
         "extra": {key: value for key, value in raw.items() if key not in KEY_FIELDS},
     }
 
@@ -300,6 +312,15 @@ def build_entry(original: object, changes: Mapping[str, Any]) -> dict[str, Any]:
     for field, key in (("timeout", timeout_key), ("init_timeout", init_key)):
         if field in changes:
             put(key, changes[field], changes[field] is None)
+    # The safety keys: their defaults ("reject", trusted, every tool, none left out) are written as
+    # no key at all, like "enabled".
+    if "write_tools" in changes:
+        put("writeTools", changes["write_tools"], changes["write_tools"] == "reject")
+    if "trusted" in changes:
+        put("trusted", False, changes["trusted"])
+    for field, key in (("include_tools", "includeTools"), ("exclude_tools", "excludeTools")):
+        if field in changes:
+            put(key, list(changes[field]), not changes[field])
     if "extra" in changes:
         extra = changes["extra"]
         for key in [key for key in entry if key not in KEY_FIELDS and key not in extra]:
@@ -367,7 +388,6 @@ def validate_entry(name: str, entry: object, *, check_command: bool = True) -> S
 
 def _apply_live() -> None:
     """Let this process's hub (if any) apply the new version now and persist its state."""
-
 
     async def apply(hub: Hub) -> None:
         await runtime.ensure_hub()

@@ -21,8 +21,19 @@ from mcpclient.config.document import MAX_JSON_DEPTH, json_depth
 from mcpclient.core.redaction import mask_args, mask_values, redact_url
 from mcpclient.models import McpServer
 
-TEXT_FIELDS = ("command", "args", "env", "env_file", "cwd", "url", "headers", "extra")
-VALUE_FIELDS = ("transport", "enabled", "timeout", "init_timeout")
+TEXT_FIELDS = (
+    "command",
+    "args",
+    "env",
+    "env_file",
+    "cwd",
+    "url",
+    "headers",
+    "include_tools",
+    "exclude_tools",
+    "extra",
+)
+VALUE_FIELDS = ("transport", "enabled", "timeout", "init_timeout", "write_tools", "trusted")
 
 
 def _normalise(text: str | None) -> str:
@@ -61,7 +72,8 @@ class McpServerForm(forms.ModelForm):
 
     transport = forms.ChoiceField(choices=McpServer.Transport.choices)
     command = forms.CharField(
-        required=False, help_text=(
+        required=False,
+        help_text=(
             "stdio: the executable (its name must be in BOOCODE_MCP_STDIO_COMMANDS). One process "
             "serves every user: its environment, credentials and files are shared by all."
         ),
@@ -101,11 +113,40 @@ class McpServerForm(forms.ModelForm):
         label="initTimeout (ms)",
         help_text="Connect and initialize; empty means 30000.",
     )
+    write_tools = forms.ChoiceField(
+        choices=[("reject", "reject"), ("approve", "approve")],
+        label="writeTools",
+        help_text=(
+            'A tool that says it changes things (readOnlyHint false): "reject" leaves it out (listed '
+            'here with the reason); "approve" offers it, and every call waits for the person\'s approval.'
+        ),
+    )
+    trusted = forms.BooleanField(
+        required=False,
+        initial=True,
+        label="trusted",
+        help_text="Untick to make every call of this server's tools wait for the person's approval.",
+    )
+    include_tools = forms.CharField(
+        required=False,
+        label="includeTools",
+        widget=forms.Textarea(attrs={"rows": 2}),
+        help_text="Only these tools (one name or pattern per line, * matches anything); empty: every tool.",
+    )
+    exclude_tools = forms.CharField(
+        required=False,
+        label="excludeTools",
+        widget=forms.Textarea(attrs={"rows": 2}),
+        help_text="Never these tools (one name or pattern per line), whatever includeTools says.",
+    )
     extra = forms.CharField(
         required=False,
         label="other keys (JSON)",
         widget=forms.Textarea(attrs={"rows": 3}),
-        help_text="Keys BooCode does not use, kept as written: a JSON object.",
+        help_text=(
+            'The rest of the entry as a JSON object, kept as written: "oauth" (docs/configuration.md) '
+            "and keys other hosts use."
+        ),
     )
 
     # The entry the page was rendered from: an edit based on an older entry is refused.
@@ -136,6 +177,8 @@ class McpServerForm(forms.ModelForm):
             "cwd": values["cwd"],
             "url": redact_url(values["url"]) if values["url"] else "",
             "headers": format_pairs(values["headers"]),
+            "include_tools": "\n".join(values["include_tools"]),
+            "exclude_tools": "\n".join(values["exclude_tools"]),
             "extra": json.dumps(values["extra"], indent=2, ensure_ascii=False) if values["extra"] else "",
         }
         for name in TEXT_FIELDS:
@@ -151,6 +194,8 @@ class McpServerForm(forms.ModelForm):
             return server_changes.unmask_args(parse_lines(text), self.start_values["args"], field=name)
         if name == "url":
             return server_changes.unmask_url(text.strip(), self.start_values["url"])
+        if name in ("include_tools", "exclude_tools"):
+            return [line.strip() for line in parse_lines(text)]
         if name in ("env", "headers"):
             pairs = parse_pairs(text, what="KEY" if name == "env" else "Name")
             return server_changes.unmask_values(pairs, self.start_values[name], field=name)

@@ -20,9 +20,10 @@ import contextlib
 import datetime as dt
 import functools
 import logging
+import re
 import time
 from collections import deque
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterable
 from pathlib import Path
 from typing import Any, cast
 
@@ -89,6 +90,12 @@ def _description(exc: BaseException) -> str:
         return f"connection refused or unreachable ({exc})"
     if isinstance(exc, httpx2.HTTPStatusError):
         return f"HTTP {exc.response.status_code} from the server"
+    if isinstance(exc, pydantic.ValidationError):  # one sentence, not pydantic's dump
+        errors = exc.errors(include_url=False, include_input=False)
+        first = errors[0] if errors else {"loc": (), "msg": "invalid"}
+        where = ".".join(str(part) for part in first["loc"]) or "the answer"
+        more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
+        return f"the server's answer does not follow the protocol: {where}: {first['msg']}{more}"
     text = str(exc) or type(exc).__name__
     return text if len(text) < 500 else text[:500] + "..."
 
@@ -329,9 +336,10 @@ class ServerConnection:
             tools_note=self.tools_note,
         )
 
-    def _discover(self, tools: list[types.Tool]) -> list[DiscoveredTool]:
+    def _discover(self, tools: list[types.Tool], client: Client) -> list[DiscoveredTool]:
         config = self.config
-        self.tools_note = protocol.tools_over_limit(tools)
+        notes = [protocol.listing_note(client), protocol.tools_over_limit(tools)]
+        self.tools_note = " ".join(note for note in notes if note)
         if self.tools_note:
             logger.warning('MCP server "%s": %s', self.name, self.tools_note)
         return [
@@ -345,8 +353,8 @@ class ServerConnection:
             for tool in tools[: protocol.MAX_TOOLS]
         ]
 
-    def _set_tools(self, tools: list[types.Tool]) -> None:
-        self.tools = self._discover(tools)
+    def _set_tools(self, tools: list[types.Tool], client: Client) -> None:
+        self.tools = self._discover(tools, client)
         self._notify(self)
 
     def _set_unavailable(self, reason: str, client: Client | None = None) -> None:
@@ -377,8 +385,8 @@ class ServerConnection:
         self._notify(self)
 
     def _stderr_hint(self) -> str:
-        lines = [line for line in list(self.stderr_tail)[-3:] if line.strip()]
-        return f" (stderr: {' | '.join(lines)})" if lines else ""
+        said = telling_stderr(self.stderr_tail)
+        return f" (stderr: {said})" if said else ""
 
     # -- the owner task ------------------------------------------------------------------
     async def _run(self) -> None:
@@ -594,7 +602,7 @@ class ServerConnection:
         self.status = Status.READY
         self.reason = self.last_error = ""
         self.connected_at = dt.datetime.now(dt.UTC)
-        self.tools = self._discover(tools)
+        self.tools = self._discover(tools, client)
         logger.info(
             'MCP server "%s" ready over %s%s: %d tools (%d rejected, %d filtered), protocol %s',
             self.name,
@@ -615,7 +623,7 @@ class ServerConnection:
     async def _relist_tools(self, client: Client) -> bool:
         """List the tools again into :attr:`tools`; False once the session has ended."""
         try:
-            self._set_tools(await self._list_within_timeout(client, fresh=True))
+            self._set_tools(await self._list_within_timeout(client, fresh=True), client)
             self.tool_list.error = ""
         except MCPError as exc:
             if self.mark_unavailable_if_closed(exc, client):
@@ -688,3 +696,37 @@ class ServerConnection:
             secrets=resolved.oauth_secrets,
         )
         return self.auth
+
+
+# A line of a program's stderr that says what went wrong: an exception's name ("ModuleNotFoundError:",
+# "Error:"), or words programs use for it. Stack frames, carets, braces and version banners are
+# not: a crashed Node.js ends with "Node.js v20…" and a stack, the reason stands above them.
+_TELLING = re.compile(
+    r"\b\w*(?:Error|Exception)\b"
+    r"|(?i:\b(?:error|fatal|panic|cannot|can't|could not|not found|no such|denied|refused|failed|missing)\b)"
+)
+_NOISE = re.compile(
+    r"^(?:at\s|File\s\"|\^+$|[{}\[\]]+,?$|Node\.js v\d|requireStack:|code:\s|"
+    r"(?:npm (?:error|ERR!) )?A complete log of this run)"
+)
+
+
+def telling_stderr(tail: Iterable[str]) -> str:
+    """What a server's last stderr lines say went wrong, in a line or two for the "last error".
+
+    The last line that names an error (not a stack frame or a banner), with the one right above
+    it when that one names an error too ("error: Failed to spawn" | "Caused by: No such file"),
+    and the last line when it comes later and is not noise; with no such line, the last three.
+    """
+    lines = [line.strip() for line in tail if line.strip()]
+    if not lines:
+        return ""
+    telling = [index for index, line in enumerate(lines) if _TELLING.search(line) and not _NOISE.match(line)]
+    if not telling:
+        return " | ".join(lines[-3:])
+    chosen = [telling[-1]]
+    if len(telling) > 1 and telling[-2] == telling[-1] - 1:
+        chosen.insert(0, telling[-2])
+    if chosen[-1] < len(lines) - 1 and not _NOISE.match(lines[-1]):
+        chosen.append(len(lines) - 1)
+    return " | ".join(lines[index] for index in chosen)

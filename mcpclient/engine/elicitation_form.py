@@ -47,11 +47,14 @@ class FormError(ValueError):
 
 
 class AnswerError(ValueError):
-    """An answer does not match the form; ``problems`` lists each mismatch for the person."""
+    """An answer does not match the form; ``problems`` lists each mismatch for the person, and
+    ``fields`` the ones that belong to a field of the form, by the field's name (the page shows
+    each at its field)."""
 
-    def __init__(self, problems: list[str]) -> None:
+    def __init__(self, problems: list[str], fields: dict[str, str] | None = None) -> None:
         super().__init__("; ".join(problems))
         self.problems = problems
+        self.fields = fields or {}
 
 
 @dataclass(frozen=True)
@@ -333,23 +336,24 @@ def complete_answer(form: Form, content: Any) -> dict[str, Any]:
         raise AnswerError(["the answer must be an object of field values"])
     names = {f.name for f in form.fields}
     problems = [f'unknown field "{_text(str(name), 100)}"' for name in content if name not in names]
+    fields: dict[str, str] = {}
     answer: dict[str, Any] = {}
     for made in form.fields:
         value = content.get(made.name)
         if _empty(made, value):
             if made.default is None:
                 if made.required:
-                    problems.append(f'"{made.title}" is required')
+                    fields[made.name] = f'"{made.title}" is required'
                 continue
             value = made.default
         value = _normalised(made, value)
         problem = _problem(made, value)
         if problem:
-            problems.append(problem)
+            fields[made.name] = problem
         else:
             answer[made.name] = value
-    if problems:
-        raise AnswerError(problems)
+    if problems or fields:
+        raise AnswerError(problems + list(fields.values()), fields)
     return answer
 
 

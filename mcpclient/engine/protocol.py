@@ -36,7 +36,7 @@ from mcp.shared.message import SessionMessage
 from mcp_types import CONNECTION_CLOSED, URL_ELICITATION_REQUIRED, JSONRPCResponse
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
-from mcpclient.engine import elicitation, progress
+from mcpclient.engine import elicitation, listing, progress
 
 logger = logging.getLogger(__name__)
 
@@ -58,7 +58,11 @@ class HubClient(Client):
     """
 
     async def _build_session(self, exit_stack: AsyncExitStack) -> ClientSession:
-        return elicitation.advertise(await super()._build_session(exit_stack))
+        session = elicitation.advertise(await super()._build_session(exit_stack))
+        # Tool lists read tool by tool (mcpclient.engine.listing); what that changed, by page.
+        self.listing_notes: dict[str | None, listing.PageNotes] = {}
+        listing.install(session, self.listing_notes, lambda: session._negotiated_version or "2025-11-25")
+        return session
 
     async def call_tool(self, name: str, *args: Any, **kwargs: Any) -> types.CallToolResult:
         """``Client.call_tool`` as a call whose elicitations and progress reach the person who made it."""
@@ -198,6 +202,11 @@ async def list_all_tools(client: Client, *, fresh: bool = False) -> list[types.T
     mode: CacheMode = "refresh" if fresh else "use"
     fetch = lambda cursor: client.list_tools(cursor=cursor, cache_mode=mode)  # noqa: E731
     return await all_pages(fetch, "tools", "tools/list", MAX_TOOL_PAGES, enough=MAX_TOOLS)
+
+
+def listing_note(client: Client) -> str:
+    """What the last tool listing repaired or left out ("" when it read every tool as it was)."""
+    return listing.describe(getattr(client, "listing_notes", {}))
 
 
 def tools_over_limit(tools: list[types.Tool]) -> str:

@@ -6,7 +6,8 @@
 // untrusted text and only ever go in with textContent (dom.js `el`), never as HTML. The hints
 // are what the server declared about its own tool: shown as such, never as a guarantee.
 
-import { announce, clockTime, el, formatCount, showText } from "./dom.js";
+import { announce, clockTime, el, formatCount, icon, showText } from "./dom.js";
+import { addStep, showWaiting } from "./toolcards.js";
 
 const OUTCOMES = {
   approved: "Approved: the call ran.",
@@ -123,7 +124,7 @@ function showApprovalError(card, message) {
   showText(error, message);
 }
 
-// Decided: the buttons give way to the outcome (the card keeps what was asked).
+// Decided: the card folds to one line, its outcome; what was asked opens from that line.
 function endApproval(card, frame) {
   let text = OUTCOMES[frame.decision] || `Closed (${frame.decision}).`;
   if (frame.decision === "approved" && frame.remember) {
@@ -132,10 +133,14 @@ function endApproval(card, frame) {
   card.classList.remove("sending");
   card.classList.add("decided", `decision-${frame.decision}`);
   for (const node of card.querySelectorAll(".approval-buttons, .approval-expires, .approval-error")) node.remove();
-  card.querySelector(".approval-heading").textContent = "Tool call approval";
-  const outcome = el("p", "approval-outcome", text);
+  const asked = el("details", "approval-asked");
+  const line = el("summary", "approval-line");
+  const outcome = el("span", "approval-outcome", text);
   outcome.setAttribute("role", "status");
-  card.append(outcome);
+  line.append(icon("chevron"), outcome);
+  asked.append(line, ...[...card.childNodes].filter((node) => node !== asked));
+  card.replaceChildren(asked);
+  card.querySelector(".approval-heading").textContent = "What was asked";
   return text;
 }
 
@@ -156,7 +161,7 @@ export class Approvals {
     const wasNearBottom = this.thread.nearBottom();
     const card = renderApproval(approval, this.send);
     const anchor = this.thread.card(approval.call_id);
-    if (anchor) anchor.after(card);
+    if (anchor) addStep(anchor, card); // inside the call's card: asked before it ran
     else this.thread.container.append(card);
     this.cards.set(approval.id, card);
     this.thread.keepScrolled(wasNearBottom);
@@ -169,6 +174,8 @@ export class Approvals {
     if (!card) return;
     this.cards.delete(frame.id);
     announce(endApproval(card, frame));
+    const toolCard = card.closest(".tool-card");
+    if (toolCard) showWaiting(toolCard);
   }
 
   // An error frame about an answer: shown in the card it was for (true), else left to the page.

@@ -10,6 +10,7 @@ import { Composer } from "./composer.js";
 import { announce, post, showText } from "./dom.js";
 import { endElicitation, markElicitationWaiting, renderElicitation, showElicitationError } from "./elicitation.js";
 import { Thread } from "./messages.js";
+import { addStep, showWaiting } from "./toolcards.js";
 import { Attacher } from "./resources.js";
 import { clearProgress, showProgress } from "./progress.js";
 import { AgentPicker, ModelPicker, agentCard } from "./pickers.js";
@@ -321,7 +322,7 @@ function showForm(elicitation) {
   const wasNearBottom = thread.nearBottom();
   const formEl = renderElicitation(elicitation, send);
   const card = thread.card(elicitation.call_id);
-  if (card) card.after(formEl); // beside its card
+  if (card) addStep(card, formEl); // inside its call's card, after what came before it
   else thread.container.append(formEl);
   page.forms.set(elicitation.id, formEl);
   thread.keepScrolled(wasNearBottom);
@@ -334,7 +335,12 @@ function closeForm(frame) {
   const formEl = page.forms.get(frame.id);
   if (!formEl) return;
   page.forms.delete(frame.id);
-  endElicitation(formEl, frame.outcome);
+  const card = formEl.closest(".tool-card");
+  const done = endElicitation(formEl, frame.outcome);
+  if (card) {
+    done.classList.add("call-step"); // stays in its place in the call's card
+    showWaiting(card);
+  }
 }
 
 // --- frames ----------------------------------------------------------------------------------------------
@@ -434,7 +440,7 @@ function handle(frame) {
       }
       if (approvals.error(frame)) break;
       if (frame.id && page.forms.has(frame.id)) {
-        showElicitationError(page.forms.get(frame.id), frame.message);
+        showElicitationError(page.forms.get(frame.id), frame.message, frame.fields);
       } else {
         if (EDIT_ERRORS.has(frame.code) || frame.code === "turn_in_progress") thread.editFailed();
         if (page.sentText !== null && REFUSALS.has(frame.code)) attacher.restore(); // not an edit's refusal

@@ -289,6 +289,7 @@ export function renderElicitation(elicitation, send) {
 
   const answer = (action, content) => {
     error.hidden = true;
+    clearFieldErrors(formEl);
     const frame = { type: "elicitation_answer", id: elicitation.id, action };
     if (content !== undefined) frame.content = content;
     if (send(frame)) formEl.classList.add("sending");
@@ -302,11 +303,44 @@ export function renderElicitation(elicitation, send) {
   return formEl;
 }
 
-// The server refused an answer (bad_answer): show why in the form, which stays open.
-export function showElicitationError(formEl, message) {
+// Unmark the fields an earlier refusal marked.
+function clearFieldErrors(formEl) {
+  for (const row of formEl.querySelectorAll(".elicitation-field.field-invalid")) {
+    row.classList.remove("field-invalid");
+    row.querySelector(".field-error")?.remove();
+    for (const control of row.querySelectorAll("input, select")) {
+      control.removeAttribute("aria-invalid");
+      const described = (control.getAttribute("aria-describedby") || "").split(" ")
+        .filter((id) => id && !id.endsWith("-error")).join(" ");
+      if (described) control.setAttribute("aria-describedby", described);
+      else control.removeAttribute("aria-describedby");
+    }
+  }
+}
+
+// The server refused an answer (bad_answer): each field's problem at that field (marked, and the
+// first of them focused), the whole reason at the bottom; the form stays open.
+export function showElicitationError(formEl, message, fields) {
   const error = formEl.querySelector(".elicitation-error");
   formEl.classList.remove("sending");
+  clearFieldErrors(formEl);
+  let first = null;
+  for (const row of formEl.querySelectorAll(".elicitation-field")) {
+    const problem = fields && Object.hasOwn(fields, row.dataset.name) ? fields[row.dataset.name] : null;
+    if (typeof problem !== "string") continue;
+    row.classList.add("field-invalid");
+    const note = el("p", "field-error", problem);
+    note.id = `${formEl.dataset.id}-${row.dataset.name}-error`.replace(/[^\w-]/g, "_");
+    row.append(note);
+    for (const control of row.querySelectorAll("input, select")) {
+      control.setAttribute("aria-invalid", "true");
+      const described = control.getAttribute("aria-describedby");
+      control.setAttribute("aria-describedby", described ? `${described} ${note.id}` : note.id);
+    }
+    first = first || row.querySelector("input, select");
+  }
   showText(error, message);
+  if (first) first.focus();
 }
 
 // The form (or link) is settled: replace it with one line saying how.

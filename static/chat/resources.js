@@ -463,8 +463,9 @@ export class Attacher {
         this.showError("Fill in every value first.");
         return;
       }
+      // The chip says which template and what went in ("Dynamic Resource: 7", not a bare "7").
       const uri = expandTemplate(item.uriTemplate, values);
-      const name = inputs.length === 1 ? inputs[0].value : uri;
+      const name = `${label(item)}: ${inputs.map((input) => input.value.trim()).join(", ")}`;
       this.add({ server: item.server, uri, name });
     };
     this.results.hidden = true;

@@ -3,13 +3,16 @@
 // title and server; "/box rev" narrows to one server's matching prompts). Arrows move,
 // Enter or Tab chooses, Escape closes. A command is put into the box (as if typed); a prompt with
 // arguments opens a small form (required ones marked, suggestions from GET /api/complete/ as one
-// types), then a `prompt` frame {server, name, arguments} is sent (docs/protocol.md).
+// types). The chosen prompt is got (POST /api/prompts/get/) and its text put into the box, where
+// the person reads, edits and sends it. A prompt that cannot be one message (the assistant's turns
+// in it, or too long) is shown in the form and goes in as it is, by a `prompt` frame
+// {server, name, arguments}, once the person says "Send prompt" (docs/protocol.md).
 //
 // The box stays a plain text box for assistive technology: it points at the list with
 // aria-controls and at the highlighted option with aria-activedescendant, and the number of
 // matches is announced. Names, titles and descriptions come from MCP servers: text only.
 
-import { announce, el, getJSON } from "./dom.js";
+import { announce, el, getJSON, post } from "./dom.js";
 
 const MAX_SHOWN = 50;
 const COMPLETE_DELAY = 150; // ms of quiet typing before suggestions are asked for
@@ -143,7 +146,11 @@ class PromptForm {
     const submit = el("button", "primary", "Insert prompt");
     submit.type = "submit";
     buttons.append(cancel, submit);
-    this.form.append(this.error, buttons);
+    this.submit = submit;
+    this.preview = el("div", "prompt-form-preview");
+    this.preview.hidden = true;
+    this.form.append(this.preview, this.error, buttons);
+    this.sending = false; // set by showWhole(): the next submit sends the prompt as it is
     this.form.addEventListener("submit", (event) => {
       event.preventDefault();
       const values = this.values();
@@ -154,7 +161,8 @@ class PromptForm {
         this.fields.get(missing[0]).input.focus();
         return;
       }
-      onSubmit(values);
+      this.error.hidden = true;
+      onSubmit(values, this.sending);
     });
     this.form.addEventListener("keydown", (event) => {
       if (event.key === "Escape" && !event.defaultPrevented) {
@@ -207,6 +215,34 @@ class PromptForm {
     input.addEventListener("blur", () => suggestions.hide());
     this.fields.set(argument.name, { input, suggestions });
     return wrap;
+  }
+
+  // What cannot go into the box: the start of each message with its role, and "Send prompt".
+  showWhole(data) {
+    const count = data.count;
+    const why = data.messages.some((m) => m.role === "assistant")
+      ? "has the assistant's turns in it" : "is longer than one message";
+    this.preview.replaceChildren(el("p", "prompt-form-note", `This prompt ${why}, so it cannot go into ` +
+      `the message box. "Send prompt" puts its ${count} message${count === 1 ? "" : "s"} into the ` +
+      "conversation as they are, and the agent answers."));
+    for (const message of data.messages) {
+      const item = el("div", `prompt-preview-message role-${message.role === "assistant" ? "assistant" : "user"}`);
+      item.append(el("span", "prompt-preview-role", message.role === "assistant" ? "Assistant" : "You"));
+      const more = message.length > message.text.length ? ` … (${message.length} characters)` : "";
+      item.append(el("p", null, message.text + more));
+      this.preview.append(item);
+    }
+    if (count > data.messages.length) this.preview.append(el("p", "prompt-form-note", `… and ${count - data.messages.length} more`));
+    this.preview.hidden = false;
+    for (const { input } of this.fields.values()) input.readOnly = true;
+    this.submit.textContent = "Send prompt";
+    this.sending = true;
+    this.submit.focus();
+  }
+
+  showError(text) {
+    this.error.textContent = text;
+    this.error.hidden = false;
   }
 
   values() {
@@ -366,7 +402,7 @@ export class SlashMenu {
     }
     const prompt = value.prompt;
     if (!(prompt.arguments || []).length) {
-      this.send(prompt, {});
+      this.insert(prompt, {});
       return;
     }
     this.openForm(prompt);
@@ -375,7 +411,7 @@ export class SlashMenu {
   openForm(prompt) {
     if (this.form) this.form.close();
     this.form = new PromptForm(prompt, {
-      onSubmit: (values) => this.send(prompt, values),
+      onSubmit: (values, whole) => (whole ? this.send(prompt, values) : this.insert(prompt, values)),
       onClose: () => {
         this.form = null;
         this.composer.focus();
@@ -384,6 +420,38 @@ export class SlashMenu {
     this.composer.form.before(this.form.form);
     const first = this.form.form.querySelector("input");
     if (first) first.focus();
+  }
+
+  // Get the prompt and put its text into the box (replacing the "/…" typed to find it); a prompt
+  // that cannot be one message is shown in its form, to be sent as it is.
+  async insert(prompt, values) {
+    let answer;
+    try {
+      answer = await post("/api/prompts/get/", {
+        server: prompt.server, name: prompt.name, arguments: JSON.stringify(values),
+      });
+    } catch {
+      answer = { data: null, response: null };
+    }
+    const { data, response } = answer;
+    if (!response?.ok || !data) {
+      const reason = data?.error || "The prompt could not be got: the connection failed. Try again.";
+      if (!this.form) this.openForm(prompt);
+      this.form.showError(reason);
+      return;
+    }
+    if (data.insert === null) {
+      if (!this.form) this.openForm(prompt);
+      this.form.showWhole(data);
+      return;
+    }
+    const current = this.query() !== null ? "" : this.input.value;
+    this.input.value = current.trim() ? `${current.replace(/\s+$/, "")}\n\n${data.insert}` : data.insert;
+    this.composer.autosize();
+    if (this.form) this.form.close();
+    this.composer.focus();
+    this.input.setSelectionRange(this.input.value.length, this.input.value.length);
+    announce(`Prompt ${prompt.title || prompt.name} inserted: edit it if you like, then send`);
   }
 
   async send(prompt, values) {

@@ -3,13 +3,21 @@
 // servers, and the conversation's token usage.
 //
 // On a phone (status.css) the line is one row: the connection and a summary button ("model ·
-// tokens · servers") that expands to the full details on a tap; on wider screens every part shows.
+// tokens · servers") that expands to the full details on a tap; on wider screens every part shows,
+// the servers as one summary ("3 servers ready", "2/3 servers ready") whose button lists them.
+//
+// Staff (data-staff on the line) see each server's state as the hub has it: the retry plan and the
+// last error as a tooltip. Everyone else sees what concerns them: a server is ready, connecting,
+// unavailable (its tools left out until it is back) or waiting for a sign-in; servers switched off
+// by staff are not listed.
 
 import { el, formatCount, icon } from "./dom.js";
 
 // Statuses that read better in words (OAuth: see docs/configuration.md, "Signing in").
 const STATUS_WORDS = { auth_required: "needs a sign-in", per_user: "per person (Your accounts)" };
 const SERVING = new Set(["ready", "per_user"]);
+// What a person who is not staff reads for a server that cannot serve now.
+const PERSON_WORDS = { failed: "unavailable", unavailable: "unavailable", connecting: "connecting" };
 
 // The hub's retry plan as the frame carried it (docs/protocol.md, `status`): seconds from then.
 function retryText(server) {
@@ -25,6 +33,30 @@ export class StatusLine {
     this.modelEl = document.getElementById("model-state");
     this.serversEl = document.getElementById("server-states");
     this.usageEl = document.getElementById("conversation-usage");
+    this.staff = this.root.dataset.staff === "true";
+    this.serversToggle = el("button", "servers-toggle");
+    this.serversToggle.type = "button";
+    this.serversToggle.hidden = true; // until a status frame says what the servers are
+    this.serversToggle.id = "servers-toggle";
+    this.serversToggle.setAttribute("aria-expanded", "false");
+    this.serversToggleText = el("span", "servers-toggle-text", "");
+    this.serversToggle.append(this.serversToggleText, icon("chevron"));
+    this.serverList = el("ul", "server-list");
+    this.serverList.id = "server-list";
+    this.serverList.setAttribute("aria-label", "MCP servers");
+    this.serversToggle.setAttribute("aria-controls", this.serverList.id);
+    this.serversToggle.addEventListener("click", () => this.expandServers(!this.serversEl.classList.contains("open")));
+    this.serversEl.addEventListener("keydown", (event) => {
+      if (event.key === "Escape" && this.serversEl.classList.contains("open")) {
+        event.stopPropagation();
+        this.expandServers(false);
+        this.serversToggle.focus();
+      }
+    });
+    document.addEventListener("click", (event) => {
+      if (!this.serversEl.contains(event.target)) this.expandServers(false);
+    });
+    this.serversEl.replaceChildren(this.serversToggle, this.serverList);
     // Before the first status frame: what the page was rendered with.
     this.model = {
       configured: !/^no model/.test(this.modelEl.textContent),
@@ -55,6 +87,11 @@ export class StatusLine {
     this.root.classList.toggle("expanded", open);
     this.summary.setAttribute("aria-expanded", String(open));
     this.summary.title = open ? "Hide the status details" : "Show the status details";
+  }
+
+  expandServers(open) {
+    this.serversEl.classList.toggle("open", open);
+    this.serversToggle.setAttribute("aria-expanded", String(open));
   }
 
   connection(text, good) {
@@ -93,20 +130,36 @@ export class StatusLine {
   render(frame) {
     this.model = frame.model || {};
     this.paintModel();
-    this.serversEl.replaceChildren();
-    const servers = frame.servers || [];
-    if (!servers.length) this.serversEl.append(el("span", "server none", "no MCP servers"));
-    for (const server of servers) {
-      const item = el("span", `server server-${server.status}`);
+    const all = frame.servers || [];
+    const counted = all.filter((server) => server.status !== "disabled"); // switched off by staff
+    const listed = this.staff ? all : counted;
+    this.serverList.replaceChildren();
+    if (!listed.length) this.serverList.append(el("li", "server none", all.length ? "MCP servers off" : "no MCP servers"));
+    for (const server of listed) {
+      // The class is the hub's state (its dot's colour); the words are the reader's.
+      const item = el("li", `server server-${server.status}`);
       item.dataset.name = server.name;
-      const words = STATUS_WORDS[server.status] || server.status;
-      item.textContent = `${server.name}: ${words}` + (server.status === "ready" ? ` (${server.tool_count} tools)` : retryText(server));
-      if (server.last_error) item.title = server.last_error;
-      this.serversEl.append(item);
+      let words = STATUS_WORDS[server.status] || (this.staff ? server.status : PERSON_WORDS[server.status]) || server.status;
+      if (server.status === "ready") words += ` (${server.tool_count} tools)`;
+      else if (this.staff) words += retryText(server);
+      item.textContent = `${server.name}: ${words}`;
+      if (this.staff && server.last_error) item.title = server.last_error;
+      this.serverList.append(item);
     }
-    const counted = servers.filter((server) => server.status !== "disabled"); // switched off by staff
-    this.serverCount = { all: servers.length, total: counted.length, serving: counted.filter((s) => SERVING.has(s.status)).length };
+    this.serverCount = { all: all.length, total: counted.length, serving: counted.filter((s) => SERVING.has(s.status)).length };
+    this.serversToggleText.textContent = this.serversText();
+    this.serversToggle.hidden = false;
+    this.serversToggle.classList.toggle("bad", this.serverCount.serving < this.serverCount.total);
     this.paintSummary();
+  }
+
+  // "3 servers ready", "2/3 servers ready", "no MCP servers": the summary of the servers part.
+  serversText() {
+    const count = this.serverCount;
+    if (!count.total) return count.all ? "MCP servers off" : "no MCP servers";
+    return count.serving === count.total
+      ? `${count.total} server${count.total === 1 ? "" : "s"} ready`
+      : `${count.serving}/${count.total} servers ready`;
   }
 
   // The conversation's usage (the `conversation` frame): totals, and how many answers came without.
@@ -146,12 +199,7 @@ export class StatusLine {
     if (modelText) parts.push(modelText);
     if (this.usageShort) parts.push(this.usageShort);
     const count = this.serverCount;
-    if (count && !count.total) parts.push(count.all ? "MCP servers off" : "no MCP servers");
-    else if (count) {
-      parts.push(count.serving === count.total
-        ? `${count.total} server${count.total === 1 ? "" : "s"} ready`
-        : `${count.serving}/${count.total} servers ready`);
-    }
+    if (count) parts.push(this.serversText());
     this.summaryText.textContent = parts.join(" · ");
     const bad = this.modelEl.classList.contains("bad") || (count !== null && count.serving < count.total);
     this.summary.classList.toggle("bad", bad);

@@ -3,6 +3,10 @@
 // for long output (fetching the whole stored output when the preview was cut), the duration and
 // the error state. Calls of one step (one assistant message) sit together in one group.
 //
+// What happened during the call sits inside its card in the order it happened: the arguments,
+// then its steps (the approval it waited for, the forms its server asked; `addStep`), then the
+// result. While a step waits for the person the badge says so instead of "running".
+//
 // Everything from the tool or the model is inserted as text; images only as data: URLs of
 // raster types.
 
@@ -196,6 +200,7 @@ export function renderCall(card, call, urls) {
   if (argsEl) state.argsOpen = argsEl.open;
 
   const label = toolLabel(call);
+  const steps = [...card.querySelectorAll(":scope > .call-step")]; // kept across re-renders
   card.replaceChildren();
   card.className = `tool-card status-${call.status}${call.is_error ? " is-error" : ""}`;
   card.dataset.id = call.id;
@@ -209,7 +214,7 @@ export function renderCall(card, call, urls) {
   if (label.full !== label.name) name.title = label.full;
   head.append(name);
   const meta = el("span", "tool-meta");
-  meta.append(el("span", "badge", STATUS_WORDS[call.status] || call.status));
+  meta.append(el("span", "badge tool-status", STATUS_WORDS[call.status] || call.status));
   if (call.duration_ms !== null && call.duration_ms !== undefined) {
     meta.append(el("span", "duration", formatDuration(call.duration_ms)));
   }
@@ -227,8 +232,31 @@ export function renderCall(card, call, urls) {
     state.argsOpen = args.open;
     if (args.open) markScrollable(argsPre);
   });
-  card.append(args);
+  card.append(args, ...steps);
+  showWaiting(card);
 
   if (call.status !== "running") card.append(renderResult(card, call, urls, rerender));
   renderProgress(card, call); // the bar of a running call (progress.js)
+}
+
+// Put `node` (an approval card, a form) into the call's card after its earlier steps, before the
+// result: the order things happened in.
+export function addStep(card, node) {
+  node.classList.add("call-step");
+  const steps = card.querySelectorAll(":scope > .call-step");
+  const after = steps.length ? steps[steps.length - 1] : card.querySelector(":scope > .tool-args");
+  if (after) after.after(node);
+  else card.append(node);
+  showWaiting(card);
+}
+
+// A running call whose approval or form waits for the person says so in its badge.
+export function showWaiting(card) {
+  const badge = card.querySelector(":scope > .tool-head .tool-status");
+  if (!badge || !card.classList.contains("status-running")) return;
+  const waiting = card.querySelector(":scope > .call-step.approval:not(.decided)")
+    ? "waiting for your approval"
+    : card.querySelector(":scope > .call-step.elicitation") ? "waiting for your answer" : "";
+  badge.textContent = waiting || STATUS_WORDS.running;
+  badge.classList.toggle("waiting", Boolean(waiting));
 }

@@ -221,7 +221,7 @@ def test_extra_values_become_json_safe():
 
 
 def test_shipped_agents_file_is_valid():
-    shipped = Path(__file__).resolve().parents[2] / "data" / "AGENTS.md"
+    shipped = Path(__file__).resolve().parents[2] / "data" / "AGENTS.example.md"
     result = load_agents(shipped)
     assert result.errors == []
     agents = by_name(result.agents)

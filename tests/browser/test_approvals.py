@@ -1,4 +1,5 @@
-"""Approval cards: a write tool's call waits under its card until the person decides.
+"""Approval cards: a write tool's call waits in its card until the person decides; the card folds
+to one line once decided, before the result, in the order things happened.
 
 The site's mcp.json gets the toolbox's write group with ``writeTools: "approve"``
 (server ``notes``, for the whole module; the file is put back afterwards, and the running
@@ -77,8 +78,10 @@ def test_approved_with_the_keyboard(open_page: Any, site: Site, width: int, writ
 
     card = pending_card(page)
     expect(card).to_be_visible()
-    # Under the tool call's card, saying what would run, with the server's hints as badges.
-    expect(page.locator(".tool-card + .approval")).to_have_count(1)
+    # In the tool call's card, saying what would run, with the server's hints as badges; the
+    # card's badge says what the call waits for.
+    expect(page.locator(".tool-card > .approval")).to_have_count(1)
+    expect(page.locator(".tool-card .tool-status")).to_have_text("waiting for your approval")
     expect(card.locator(".approval-server")).to_have_text("notes")
     expect(card.locator(".approval-name")).to_have_text("write_note")
     expect(card.locator(".approval-title")).to_have_text("(Write a note)")
@@ -98,10 +101,19 @@ def test_approved_with_the_keyboard(open_page: Any, site: Site, width: int, writ
     page.keyboard.press("Enter")
     decided = page.locator(".approval.decided")
     expect(decided.locator(".approval-outcome")).to_have_text("Approved: the call ran.")
-    expect(decided.get_by_role("button")).to_have_count(0)
+    expect(decided.locator(".approval-buttons")).to_have_count(0)
     expect(page.locator(".tool-card").first).to_contain_text("stored note 'plan'")
     expect(page.locator(".message.role-assistant").last).to_contain_text("Stored.")
     assert [w["key"] for w in writes(writes_log)] == ["plan"]
+    # Folded to one line, above the result it came before; what was asked opens from it.
+    line = decided.bounding_box()
+    assert line is not None and line["height"] < 48, line
+    assert _order(page.locator(".tool-card").first) == ["tool-head", "tool-args", "approval", "tool-result"]
+    expect(decided.locator(".approval-args")).to_be_hidden()
+    decided.locator(".approval-line").click()
+    expect(decided.locator(".approval-args")).to_be_visible()
+    expect(page.locator(".tool-card .tool-status")).to_have_text("done")
+    assert overflowing(page) == []
     screenshot(page, "approval-approved")
 
 
@@ -179,6 +191,42 @@ def test_left_pending_across_a_reload(open_page: Any, site: Site, width: int, wr
     expect(page.locator(".approval-outcome")).to_have_text("Approved: the call ran.")
     expect(page.locator(".message.role-assistant").last).to_contain_text("Later.")
     assert [w["key"] for w in writes(writes_log)] == ["later"]
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_an_approval_then_a_form_then_the_result_in_that_order(
+    open_page: Any, site: Site, width: int
+) -> None:
+    from playwright.sync_api import expect
+
+    entry = {"command": PYTHON, "args": [str(TOOLBOX), "--feature", "questions"], "trusted": False}
+    with site.with_servers({"ask": entry}):
+        page = open_page(width)
+        landing(page, site)
+        site.llm.script(ToolCalls([Call("ask_ask_form", {})]), Text("Noted."))
+        start_conversation(page, "ask me, carefully")
+        card = page.locator(".tool-card").first
+        status = card.locator(".tool-status")
+        expect(status).to_have_text("waiting for your approval")
+        pending_card(page).get_by_role("button", name="Approve", exact=True).click()
+
+        form = card.locator("form.elicitation")
+        expect(form).to_be_visible()  # the server asks once the call runs: after the approval
+        expect(status).to_have_text("waiting for your answer")
+        assert _order(card) == ["tool-head", "tool-args", "approval", "elicitation"]
+        form.get_by_role("button", name="Decline").click()
+        expect(card.locator(".elicitation-done")).to_have_text("You declined.")
+        expect(page.locator(".message.role-assistant").last).to_contain_text("Noted.")
+        assert _order(card) == ["tool-head", "tool-args", "approval", "elicitation-done", "tool-result"]
+        assert overflowing(page) == []
+        screenshot(page, "approval-then-form")
+
+
+def _order(card: Any) -> list[str]:
+    """The kinds of the card's parts, top to bottom (a progress bar or resource links left out)."""
+    kinds = ("tool-head", "tool-args", "approval", "elicitation-done", "elicitation", "tool-result")
+    script = "(card, kinds) => [...card.children].map(c => kinds.find(k => c.classList.contains(k)))"
+    return [kind for kind in card.evaluate(script, list(kinds)) if kind]
 
 
 def _rgb(hex_colour: str) -> str:

@@ -3,8 +3,9 @@
 This module runs its own Daphne (``site`` is overridden here): the toolbox with its prompts
 group as server ``box``, so the other browser tests keep their tool counts. Typing "/" opens the
 menu (console commands and prompts, filtered as one types, keyboard driven); a prompt with
-arguments asks for them (a completion suggestion is chosen), its messages are inserted and
-the model answers them; the scripted model's request holds them.
+arguments asks for them (a completion suggestion is chosen) and its text is put into the box,
+where the person edits and sends it; a prompt with the assistant's turns in it is shown, then
+goes in as it is; the scripted model's requests hold what was sent.
 """
 
 from __future__ import annotations
@@ -43,7 +44,7 @@ def _options(page: Any) -> Any:
 
 
 @pytest.mark.parametrize("width", WIDTHS)
-def test_the_slash_menu_filters_and_a_prompt_with_arguments_is_inserted(
+def test_the_slash_menu_filters_and_a_prompt_is_inserted_for_the_person_to_send(
     open_page: Any, site: Site, width: int
 ) -> None:
     from playwright.sync_api import expect
@@ -110,23 +111,39 @@ def test_the_slash_menu_filters_and_a_prompt_with_arguments_is_inserted(
     suggestions.first.click()
     expect(language).to_have_value("python")
     form.get_by_role("textbox", name="code (required)").fill("print(1)")
-    site.llm.script(Text("Looks tidy."))
+    asked = len(site.llm.requests)
     form.get_by_role("button", name="Insert prompt").click()
 
-    # The prompt's message is in the conversation under its mark, and the model answered it.
+    # The prompt's text is in the box, the "/revi" typed to find it gone, and nothing is sent yet.
     expect(form).to_have_count(0)
-    expect(page.locator(".message.role-console")).to_contain_text("from prompt box/code_review")
-    expect(page.locator(".message.role-user")).to_contain_text("Please review this python code:")
-    expect(page.locator(".message.role-assistant").last).to_contain_text("Looks tidy.")
-    expect(page.locator("#chat")).to_have_attribute("data-conversation", __import__("re").compile(r"\d+"))
-    sent = next(r for r in reversed(site.llm.requests) if r["messages"][-1]["role"] == "user")
-    assert sent["messages"][-1] == {"role": "user", "content": "Please review this python code:\nprint(1)"}
+    expect(box).to_have_value("Please review this python code:\nprint(1)")
+    expect(box).to_be_focused()
     screenshot(page, "prompt-inserted")
     assert overflowing(page) == []
+    expect(page.locator(".message")).to_have_count(0)
+    assert len(site.llm.requests) == asked and page.locator("#chat[data-conversation]").count() == 0
+
+    # The person adds to it and sends it as their own message.
+    box.press("End")
+    box.press_sequentially(" Keep it short.")
+    site.llm.script(Text("Looks tidy."))
+    box.press("Enter")
+    expect(page.locator(".message.role-user")).to_have_text(
+        __import__("re").compile("Please review this python code:\\s*print\\(1\\) Keep it short.")
+    )
+    expect(page.locator(".message.role-assistant").last).to_contain_text("Looks tidy.")
+    expect(page.locator(".message.role-console")).to_have_count(0)  # the person's message, no prompt mark
+    sent = next(r for r in reversed(site.llm.requests) if r["messages"][-1]["role"] == "user")
+    assert sent["messages"][-1] == {
+        "role": "user",
+        "content": "Please review this python code:\nprint(1) Keep it short.",
+    }
 
 
 @pytest.mark.parametrize("width", WIDTHS)
-def test_a_prompt_of_several_messages_goes_in_at_once(open_page: Any, site: Site, width: int) -> None:
+def test_a_prompt_with_the_assistants_turns_is_shown_then_sent_as_it_is(
+    open_page: Any, site: Site, width: int
+) -> None:
     from playwright.sync_api import expect
 
     page = open_page(width)
@@ -134,8 +151,21 @@ def test_a_prompt_of_several_messages_goes_in_at_once(open_page: Any, site: Site
     box = page.locator("#message-input")
     box.press_sequentially("/brief")
     expect(_options(page)).to_have_count(1)
-    site.llm.script(Text("Thursday, with Ada."))
     _options(page).first.click()
+
+    # It cannot be one message of the person's: its messages are shown, each with its role.
+    form = page.locator(".prompt-form")
+    expect(form.locator(".prompt-form-note").first).to_contain_text("has the assistant's turns in it")
+    roles = form.locator(".prompt-preview-role")
+    expect(roles).to_have_text(["You", "Assistant", "You", "You"])
+    expect(form.locator(".prompt-preview-message").nth(1)).to_contain_text("Here are the launch notes")
+    send = form.get_by_role("button", name="Send prompt")
+    expect(send).to_be_focused()
+    screenshot(page, "prompt-whole")
+    assert overflowing(page) == []
+    expect(page.locator(".message")).to_have_count(0)
+    site.llm.script(Text("Thursday, with Ada."))
+    send.click()
 
     expect(page.locator(".message.role-assistant").last).to_contain_text("Thursday, with Ada.")
     users = page.locator(".message.role-user")

@@ -63,6 +63,17 @@ def test_a_form_is_answered_after_a_validation_error(open_page: Any, site: Site,
     expect(error).to_be_visible()
     expect(error).to_contain_text('"Name" must be at least 2 characters')
     expect(error).to_contain_text('"Email" must be an email address')
+    # Each problem also at its field: the field marked, described by it, the first one focused.
+    invalid = form.locator(".elicitation-field.field-invalid")
+    expect(invalid).to_have_count(2)
+    expect(invalid.nth(0).locator(".field-error")).to_have_text('"Name" must be at least 2 characters')
+    expect(invalid.nth(1).locator(".field-error")).to_have_text('"Email" must be an email address')
+    expect(form.get_by_label("Name")).to_have_attribute("aria-invalid", "true")
+    expect(form.get_by_label("Name")).to_have_accessible_description(
+        __import__("re").compile('"Name" must be at least 2 characters')
+    )
+    expect(form.get_by_label("Name")).to_be_focused()
+    expect(form.get_by_label("Age", exact=True)).not_to_have_attribute("aria-invalid", "true")
     screenshot(page, "questions-form-error")
 
     form.get_by_label("Name").fill("Ada")

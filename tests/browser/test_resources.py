@@ -61,6 +61,7 @@ def test_attach_from_the_picker_and_the_model_sees_it(
     screenshot(page, "resource-template")
     picker.get_by_role("button", name="Attach").click()
     expect(chips).to_have_count(2)
+    expect(chips.nth(1).locator(".resource-name")).to_have_text("city: Bern")  # the template and its value
 
     # One removed and attached again: removable chips.
     page.get_by_role("button", name="Remove Read me").click()

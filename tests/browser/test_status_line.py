@@ -27,6 +27,7 @@ from tests.support.browser import (
     start_conversation,
 )
 from tests.support.llm import Stall, Text
+from tests.support.processes import PYTHON
 
 pytestmark = pytest.mark.browser
 
@@ -187,6 +188,72 @@ def test_the_status_line_is_one_line_on_a_phone(open_page: Any, site: Site, widt
     page.keyboard.press("Enter")
     expect(summary).to_have_attribute("aria-expanded", "false")
     expect(page.locator("#server-states")).to_be_hidden()
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_people_see_a_summary_of_the_servers_and_staff_see_the_detail(
+    open_page: Any, site: Site, width: int
+) -> None:
+    """Eight broken servers and one switched off: the line stays one row; a person reads that a
+    server is unavailable, staff read the hub's state, its retry plan and its last error."""
+    from playwright.sync_api import expect
+
+    path = site.data / "mcp.json"
+    original = path.read_text()
+    entries = json.loads(original)
+    crash = {
+        "command": PYTHON,
+        "args": ["-c", "import sys; sys.stderr.write('boom: no config\\n'); sys.exit(3)"],
+    }
+    entries["mcpServers"] |= {f"broken{n}": crash for n in range(8)}
+    entries["mcpServers"]["off"] = {**crash, "enabled": False}
+    path.write_text(json.dumps(entries))
+    try:
+        for user in ("reader", "admin"):
+            page = open_page(width, user=user)
+            landing(page, site)
+            site.llm.script(Text("Here."))
+            start_conversation(page, "which servers?")  # the status frame comes over the socket
+            expect(page.locator(".message.role-assistant")).to_contain_text("Here.")
+            item = page.locator("#server-states [data-name=broken7]")
+            expect(item).to_contain_text("broken7: ")
+            expect(page.locator("#server-states [data-name=toolbox]")).to_contain_text("toolbox: ready")
+            summary = page.locator("#status-summary" if width < 800 else "#servers-toggle")
+            expect(summary).to_contain_text("2/10 servers ready")
+            line = page.locator("#statusline").bounding_box()
+            font = page.evaluate(
+                "parseFloat(getComputedStyle(document.getElementById('statusline')).fontSize)"
+            )
+            assert line["height"] < 3 * font, line  # one row, however many servers
+            assert overflowing(page) == []
+            summary.click()
+            expect(item).to_be_visible()
+            if user == "reader":
+                expect(item).to_have_text("broken7: unavailable")  # no retry plan, no stderr
+                assert item.get_attribute("title") is None
+                expect(page.locator("#server-states [data-name=off]")).to_have_count(0)
+            else:
+                expect(item).to_have_text(
+                    re.compile(r"^broken7: failed \((reconnecting in|\d+ reconnects failed)")
+                )
+                expect(item).to_have_attribute("title", re.compile("boom: no config"))
+                expect(page.locator("#server-states [data-name=off]")).to_have_text("off: disabled")
+            assert overflowing(page) == []
+            if AXE.exists():
+                assert serious_violations(page) == []
+            screenshot(page, f"status-servers-{user}")
+            if width >= 800:
+                page.keyboard.press("Escape")
+                expect(item).to_be_hidden()
+                expect(summary).to_have_attribute("aria-expanded", "false")
+    finally:
+        path.write_text(original)
+        page = open_page(1280)
+        landing(page, site)  # the request applies the file as it was
+        site.llm.script(Text("Back."))
+        start_conversation(page, "back?")
+        _status_frame_seen(page)
+        expect(page.locator("#server-states [data-name=broken0]")).to_have_count(0, timeout=60_000)
 
 
 def _held_while_reconnecting(page: Any, rewrite_history: bool) -> list[int]:

@@ -96,6 +96,7 @@ async def test_the_person_fills_the_form_and_the_tool_gets_the_answer(
     error = await tab.next("error")
     assert (error["code"], error["id"]) == ("bad_answer", form["id"])
     assert '"Your name" is required' in error["message"]
+    assert error["fields"] == {"name": '"Your name" is required'}  # the page shows it at the field
 
     await tab.send(answer(form, "accept", name="Ada", color="blue"))
     outcome, output = await finish(tab)

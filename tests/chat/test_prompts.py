@@ -88,6 +88,43 @@ async def test_the_menu_lists_console_commands_and_prompts(prompt_hub: Hub) -> N
     ]
 
 
+async def test_a_prompt_is_got_for_the_composer_or_shown_whole(prompt_hub: Hub) -> None:
+    client = AsyncClient()
+    url = "/api/prompts/get/"
+    review = {
+        "server": "box",
+        "name": "code_review",
+        "arguments": json.dumps({"language": "go", "code": "x"}),
+    }
+    assert (await client.post(url, review)).status_code == 302  # login first
+    await login("alice")
+    await sync_to_async(client.force_login)(await _user("alice"))
+    assert (await client.get(url)).status_code == 405
+
+    # User messages only, fitting one message: text for the box (nothing stored, no turn).
+    got = (await client.post(url, review)).json()
+    assert got["insert"] == "Please review this go code:\nx" and got["count"] == 1
+    assert await sync_to_async(Message.objects.count)() == 0
+
+    # The assistant's turns in it: no text for the box, the messages' start with their roles.
+    whole = (await client.post(url, {"server": "box", "name": "briefing"})).json()
+    assert whole["insert"] is None and whole["count"] == 4
+    assert [(m["role"], m["text"]) for m in whole["messages"]] == BRIEFING
+    assert [m["length"] for m in whole["messages"]] == [len(text) for _, text in BRIEFING]
+
+    # Checked like a prompt frame; a server's failure is a 502 with its reason.
+    for fields, status, code in [
+        ({"server": "box", "name": "nope"}, 400, "unknown_prompt"),
+        ({"server": "box", "name": "code_review", "arguments": '{"language": "go"}'}, 400, "bad_arguments"),
+        ({"server": "box", "name": "code_review", "arguments": "[1"}, 400, "bad_frame"),
+        ({"server": "box", "name": "code_review", "arguments": '{"code": 5}'}, 400, "bad_frame"),
+        ({"server": "box", "name": "broken"}, 502, "prompt_failed"),
+    ]:
+        answer = await client.post(url, fields)
+        assert (answer.status_code, answer.json()["code"]) == (status, code), fields
+        assert answer.json()["error"]
+
+
 @sync_to_async
 def _user(username: str) -> Any:
     from django.contrib.auth import get_user_model

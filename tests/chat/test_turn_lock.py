@@ -133,6 +133,7 @@ async def test_a_form_answered_from_the_other_process(
         await on_b.send({**answer, "content": {}})  # the required name is missing: refused on A
         error = await on_b.next("error")
         assert (error["code"], error["id"]) == ("bad_answer", form["id"])
+        assert list(error["fields"]) == ["name"]  # carried back from the other process
         await on_b.send({**answer, "content": {"name": "Ada"}})
         result = await on_a.next("tool_result")
         assert '"name": "Ada"' in result["call"]["output"], result

@@ -70,7 +70,9 @@ def test_new_rename_agent_delete(client_for: Any, alice: Any) -> None:
     response = client.post("/c/new/")
     conversation = Conversation.objects.get(owner=alice)
     assert response["Location"] == f"/c/{conversation.pk}/"
-    assert client.get("/")["Location"] == f"/c/{conversation.pk}/"  # the latest one opens
+    home = client.get("/")  # a new conversation, as after logging in; the latest is in the sidebar
+    assert home.status_code == 200 and b"Start a conversation" in home.content
+    assert f'href="/c/{conversation.pk}/"'.encode() in home.content
 
     response = client.post(
         f"/c/{conversation.pk}/rename/", {"title": "  Trip   planning "}, HTTP_ACCEPT="application/json"

@@ -259,6 +259,57 @@ def test_entries_in_other_dialects_keep_untouched_keys(admin_client: Client, mcp
 
 
 @pytest.mark.django_db
+def test_the_safety_keys_have_fields_of_their_own(
+    admin_client: Client, synced: Path, servers: dict[str, Any]
+) -> None:
+    url = change_url("tb")
+    page = admin_client.get(url).content.decode()
+    data = form_fields(page)
+    assert data["write_tools"] == "reject" and data["trusted"] == "on"  # the defaults, nothing written
+    assert data["include_tools"] == data["exclude_tools"] == ""
+    assert "Safety" in page and "waits for the person" in page
+    assert "Keys BooCode does not use" not in page
+
+    data |= {"write_tools": "approve", "include_tools": "echo\n add_* \n", "exclude_tools": "add_secret"}
+    data.pop("trusted")  # untick
+    assert admin_client.post(url, {**data, "_save": "Save"}).status_code == 302
+    entry = json.loads(synced.read_text())["mcpServers"]["tb"]
+    assert entry == {
+        **servers["tb"],
+        "writeTools": "approve",
+        "trusted": False,
+        "includeTools": ["echo", "add_*"],
+        "excludeTools": ["add_secret"],
+    }
+    row = McpServer.objects.get(name="tb")
+    assert (
+        row.config == entry
+        and "writeTools" not in form_fields(admin_client.get(url).content.decode())["extra"]
+    )
+
+    # Back to the defaults: the keys go, as "enabled" does.
+    data = form_fields(admin_client.get(url).content.decode())
+    assert (data["write_tools"], "trusted" in data, data["include_tools"]) == (
+        "approve",
+        False,
+        "echo\nadd_*",
+    )
+    data |= {
+        "write_tools": "reject",
+        "trusted": "on",
+        "include_tools": "",
+        "exclude_tools": "",
+        "_save": "Save",
+    }
+    assert admin_client.post(url, data).status_code == 302
+    assert json.loads(synced.read_text())["mcpServers"]["tb"] == servers["tb"]
+
+    data = form_fields(admin_client.get(url).content.decode())
+    response = admin_client.post(url, {**data, "extra": '{"writeTools": "approve"}', "_save": "Save"})
+    assert response.context["adminform"].form.errors == {"extra": ['"writeTools" has its own field above']}
+
+
+@pytest.mark.django_db
 def test_invalid_input_is_reported_on_the_field_and_nothing_is_written(
     admin_client: Client, synced: Path
 ) -> None:
@@ -280,9 +331,7 @@ def test_invalid_input_is_reported_on_the_field_and_nothing_is_written(
     assert submit(url="https://example.invalid/mcp") == {
         "command": [prefix + 'conflicting "command" and "url": set "type" or keep only one of them']
     }
-    assert submit(transport="sse") == {
-        "url": ['mcp.json: server "tb": "url" is required for sse']
-    }
+    assert submit(transport="sse") == {"url": ['mcp.json: server "tb": "url" is required for sse']}
     assert submit(command="bash")["command"][0].endswith(
         'command "bash" is not allowed; add it to BOOCODE_MCP_STDIO_COMMANDS to allow it'
     )

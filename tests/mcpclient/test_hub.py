@@ -232,12 +232,15 @@ async def test_start_failures_cost_only_their_own_server(hub: Hub, monkeypatch):
         make_config(
             "exits", {"command": PYTHON, "args": ["-c", "import sys; sys.stderr.write('boom: no config\\n')"]}
         ),
+        # Crashes whose reason stands above a stack and a banner ("Node.js v20…" is the last line).
+        make_config("nodecrash", {"command": "node", "args": ["/nonexistent/boocode-missing.js"]}),
+        make_config("pycrash", {"command": PYTHON, "args": ["-c", "import boocode_no_such_module"]}),
     ]
     with anyio.fail_after(20):
         await hub.start(configs)
     states = {s.name: s for s in hub.snapshots()}
     assert states["ok"].status is Status.READY
-    for name in ("enoent", "refused", "silent", "badenv", "refusedcmd", "exits"):
+    for name in ("enoent", "refused", "silent", "badenv", "refusedcmd", "exits", "nodecrash", "pycrash"):
         assert states[name].status is Status.FAILED, name
         assert states[name].tools == ()
     assert "command not found" in states["enoent"].last_error
@@ -249,6 +252,13 @@ async def test_start_failures_cost_only_their_own_server(hub: Hub, monkeypatch):
     )
     assert "BOOCODE_MCP_STDIO_COMMANDS" in states["refusedcmd"].last_error
     assert "boom: no config" in states["exits"].last_error
+    assert (
+        "(stderr: Error: Cannot find module '/nonexistent/boocode-missing.js')"
+        in states["nodecrash"].last_error
+    )
+    assert states["pycrash"].last_error.endswith(
+        "(stderr: ModuleNotFoundError: No module named 'boocode_no_such_module')"
+    )
     assert {tool.server for tool in hub.tools()} == {"ok"}
     failed = await hub.call_tool("enoent_anything", {})
     assert failed.is_error
@@ -377,3 +387,31 @@ async def test_no_shell_for_stdio_commands(hub: Hub, tmp_path):
     assert hub.snapshots()[0].status is Status.READY
     assert len(pids_with(tag)) == 1  # the argument reached the child verbatim
     assert not marker.exists()
+
+
+def test_the_stderr_line_that_says_what_went_wrong_is_the_one_shown():
+    from mcpclient.engine.connection import telling_stderr
+
+    uvx = ["error: Failed to spawn: `mcp-server-nope`", "  Caused by: No such file or directory (os error 2)"]
+    assert (
+        telling_stderr(uvx)
+        == "error: Failed to spawn: `mcp-server-nope` | Caused by: No such file or directory (os error 2)"
+    )
+    npm = [
+        "npm error code E404",
+        "npm error 404 Not Found - GET /@scope%2fnope - Not found",
+        "npm error 404  '@scope/nope@*' is not in this registry.",
+        "npm error A complete log of this run can be found in: /root/.npm/_logs/debug-0.log",
+    ]
+    assert telling_stderr(npm) == (
+        "npm error 404 Not Found - GET /@scope%2fnope - Not found"
+        " | npm error 404  '@scope/nope@*' is not in this registry."
+    )
+    assert (
+        telling_stderr(["starting", "", "listening on stdio", "bye"]) == "starting | listening on stdio | bye"
+    )
+    assert (
+        telling_stderr(["ValueError: bad port", "retrying in 1 s"])
+        == "ValueError: bad port | retrying in 1 s"
+    )
+    assert telling_stderr([]) == ""

@@ -18,6 +18,9 @@ Tools (all answer on ``tools/call``):
   (``notifications/tools/list_changed``) before it answers.
 
 ``--tools N`` lists N more tools (``extra_0`` ...) in one ``tools/list`` answer.
+``--sloppy`` lists, besides, definitions as published servers get them wrong (:data:`SLOPPY`):
+two whose schema lacks ``"type"`` or is missing (repairable, and they answer calls like ``echo``)
+and three no client can use. ``--tools-not-a-list`` answers ``tools/list`` with ``{"tools": "none"}``.
 ``--unsolicited OPTIONS``: right after ``notifications/initialized``, asks the client a question
 with that many options while no call is in flight. ``--log FILE``: every answer the client gives
 to a question is appended to FILE as a JSON line.
@@ -71,6 +74,17 @@ TOOLS = [
     tool("echo", {"text": {"type": "string"}}),
     tool("victim"),
     tool("mutate"),
+]
+
+
+SLOPPY = [
+    # repairable: what the arguments are is clear
+    {"name": "untyped", "description": "No type.", "inputSchema": {"properties": {"text": {}}}},
+    {"name": "schemaless", "description": "No inputSchema at all."},
+    # unusable
+    {"description": "No name."},
+    {"name": "stringly", "inputSchema": "object"},
+    {"name": "listy", "inputSchema": {"type": "array"}},
 ]
 
 
@@ -140,7 +154,7 @@ def call(message_id: object, name: str, arguments: dict, pending: dict) -> None:
                 "params": question(int(arguments["options"])),
             }
         )
-    elif name == "echo":
+    elif name in ("echo", "untyped", "schemaless"):
         answer(message_id, text(str(arguments.get("text", ""))))
     elif name == "victim":
         answer(message_id, text("victim ran"))
@@ -159,8 +173,10 @@ def main() -> None:
     parser.add_argument("--tools", type=int, default=0)
     parser.add_argument("--unsolicited", type=int, default=0)
     parser.add_argument("--log", default="")
+    parser.add_argument("--sloppy", action="store_true")
+    parser.add_argument("--tools-not-a-list", action="store_true")
     options = parser.parse_args()
-    tools = TOOLS + [tool(f"extra_{i}") for i in range(options.tools)]
+    tools = TOOLS + [tool(f"extra_{i}") for i in range(options.tools)] + (SLOPPY if options.sloppy else [])
     pending: dict[str, object] = {}  # our question's id -> the call waiting for its answer
     for raw in sys.stdin.buffer:
         message = json.loads(raw)
@@ -193,7 +209,7 @@ def main() -> None:
                     }
                 )
         elif method == "tools/list":
-            answer(message_id, {"tools": tools})
+            answer(message_id, {"tools": "none" if options.tools_not_a_list else tools})
         elif method == "tools/call":
             params = message.get("params") or {}
             call(message_id, params.get("name", ""), params.get("arguments") or {}, pending)
