@@ -2,6 +2,11 @@
 // server's sanitized HTML once a message is final (code blocks get a copy button), tool cards
 // grouped per step, and the actions under each row (copy, edit and resend, regenerate).
 //
+// One answer per turn: a turn stores one assistant message per model step, and the steps that
+// follow each other read as one answer (`regroup`): the header on the first, the steps' text and
+// tool cards in order, the actions (copy takes the whole answer) and the usage (summed) once, on
+// the last.
+//
 // Sizes (docs/protocol.md): a message or tool call too large for a frame arrives as a summary
 // marked `large`, and its whole object is read over HTTP (at most two reads at once); the
 // history frame holds only the newest messages, and older ones are read page by page when the
@@ -157,11 +162,32 @@ export class Thread {
       const entry = this.messages.get(id);
       if (!entry) continue;
       for (const card of entry.calls.querySelectorAll(".tool-card")) this.calls.delete(Number(card.dataset.id));
+      const [before, after] = [neighbour(entry.el, -1), neighbour(entry.el, 1)];
       entry.el.remove();
       this.messages.delete(id);
+      for (const node of [before, after]) if (node) this.regroup(node);
     }
     this.updateWelcome();
     this.refreshActions();
+  }
+
+  // The answer `article` belongs to (assistant messages side by side) marked as one: the header
+  // shows on its first step, the footer on its last, whose footer speaks for them all.
+  regroup(article) {
+    const steps = [];
+    for (let node = article; node && isAnswerStep(node); node = neighbour(node, -1)) steps.unshift(node);
+    for (let node = neighbour(article, 1); node && isAnswerStep(node); node = neighbour(node, 1)) steps.push(node);
+    steps.forEach((node, index) => {
+      node.classList.toggle("continued", index > 0);
+      node.classList.toggle("continues", index < steps.length - 1);
+    });
+    const entries = steps.map((node) => this.messages.get(Number(node.dataset.id))).filter(Boolean);
+    if (!entries.length) return;
+    const last = entries[entries.length - 1];
+    this.renderFooter(last, entries);
+    // The answer's header says how its latest step stands (streaming, failed, stopped).
+    const status = last.message.status;
+    entries[0].badge.textContent = status === "complete" ? "" : status;
   }
 
   // --- one message -------------------------------------------------------------------------
@@ -209,6 +235,11 @@ export class Thread {
     entry.error.hidden = !message.error;
     for (const call of message.tool_calls || []) this.upsertCall(call, false);
     this.renderFooter(entry);
+    this.regroup(entry.el);
+    for (const side of [-1, 1]) { // a message between two steps (history read late) parts them
+      const node = neighbour(entry.el, side);
+      if (node && isAnswerStep(node)) this.regroup(node);
+    }
     this.refreshActions();
     this.showLarge(entry, message);
     if (scroll) this.keepScrolled(wasNearBottom);
@@ -280,13 +311,15 @@ export class Thread {
   }
 
   // --- footer: usage and actions -------------------------------------------------------------
-  renderFooter(entry) {
+  // The actions and usage under a message; `steps`: every step of the answer it ends (itself last).
+  renderFooter(entry, steps = [entry]) {
     const message = entry.message;
     entry.footer.replaceChildren();
     const actions = el("div", "message-actions");
+    const text = () => steps.map((step) => step.message.content || "").filter(Boolean).join("\n\n");
     if (message.role !== "assistant" || message.status !== "streaming") {
-      const copy = copyButton(() => entry.message.content || "", { label: "Copy message", className: "copy-message" });
-      if (message.content) actions.append(copy);
+      const copy = copyButton(text, { label: "Copy message", className: "copy-message" });
+      if (text()) actions.append(copy);
     }
     if (message.role === "user") {
       const edit = iconButton("edit", "Edit and resend", "edit");
@@ -299,7 +332,7 @@ export class Thread {
       regenerate.addEventListener("click", () => this.onRegenerate());
       actions.append(regenerate);
     }
-    const usage = usageText(message);
+    const usage = steps.length > 1 ? answerUsage(steps.map((step) => step.message)) : usageText(message);
     if (usage) {
       const span = el("span", "usage", usage.text);
       span.title = usage.title;
@@ -436,6 +469,32 @@ function usageText(message) {
   }
   if (message.status === "failed") return null;
   return { text: "no usage reported", title: "The model endpoint sent no token counts for this answer." };
+}
+
+// The usage of an answer of several steps: each step's tokens added up.
+function answerUsage(messages) {
+  const last = messages[messages.length - 1];
+  if (last.status === "streaming") return null;
+  const counted = messages.filter((m) => m.usage && (m.usage.prompt_tokens !== null || m.usage.completion_tokens !== null));
+  if (!counted.length) return usageText(last);
+  const sum = (key) => counted.reduce((total, m) => total + (m.usage[key] || 0), 0);
+  const [prompt, completion] = [sum("prompt_tokens"), sum("completion_tokens")];
+  const missing = messages.length - counted.length;
+  return {
+    text: `${formatCount(prompt)} in · ${formatCount(completion)} out` + (missing ? ` · ${missing} step${missing === 1 ? "" : "s"} without usage` : ""),
+    title: `${messages.length} steps: ${prompt} prompt + ${completion} completion = ${prompt + completion} tokens`,
+  };
+}
+
+// The message next to `node` (`side` -1: before it, 1: after it), or null.
+function neighbour(node, side) {
+  let other = side < 0 ? node.previousElementSibling : node.nextElementSibling;
+  while (other && !other.classList.contains("message")) other = side < 0 ? other.previousElementSibling : other.nextElementSibling;
+  return other;
+}
+
+function isAnswerStep(node) {
+  return node.classList.contains("role-assistant");
 }
 
 // Calls of one step: a heading with how many, and a line joining them.

@@ -1,5 +1,6 @@
 """The model picker (the endpoint's models, saved per conversation) and token usage per answer
-and per conversation, with a plain note where the endpoint sent none.
+and per conversation, with a plain note where the endpoint sent none; a turn of several model
+steps reads as one answer with its usage added up.
 """
 
 from __future__ import annotations
@@ -8,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from tests.support.browser import WIDTHS, Site, landing, screenshot, send, start_conversation
-from tests.support.llm import Text
+from tests.support.browser import WIDTHS, Site, landing, overflowing, screenshot, send, start_conversation
+from tests.support.llm import Call, Text, ToolCalls
 
 pytestmark = pytest.mark.browser
 
@@ -60,3 +61,37 @@ def test_model_picker_and_usage(open_page: Any, site: Site, width: int) -> None:
         "tokens: 42 (12 in, 30 out) · 1 answer without usage"
     )
     expect(page.locator(".message.role-assistant .usage").first).to_have_text("12 in · 30 out")
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_a_turn_of_several_steps_reads_as_one_answer(open_page: Any, site: Site, width: int) -> None:
+    from playwright.sync_api import expect
+
+    page = open_page(width)
+    landing(page, site)
+    site.llm.script(
+        ToolCalls([Call("toolbox_echo", {"text": "first"})], text="Looking.", usage=(10, 5)),
+        ToolCalls([Call("toolbox_echo", {"text": "second"})], usage=(20, 6)),
+        Text("Both echoed.", usage=(30, 7)),
+    )
+    start_conversation(page, "echo twice")
+    steps = page.locator(".message.role-assistant")
+    expect(steps.last).to_contain_text("Both echoed.")
+    expect(steps).to_have_count(3)  # one stored message per model step...
+    # ...read as one answer: one header, the steps in order, one footer with the turn's usage.
+    expect(page.locator(".message.role-assistant > .message-header:visible")).to_have_count(1)
+    expect(page.locator(".message.role-assistant > .message-footer:visible")).to_have_count(1)
+    expect(steps.last.locator(".usage")).to_have_text("60 in · 18 out")
+    expect(steps.last.get_by_role("button", name="Regenerate this answer")).to_be_visible()
+    order = page.evaluate(
+        "[...document.querySelectorAll('.role-assistant .message-body, .role-assistant .tool-card')]"
+        ".map(n => n.classList.contains('tool-card') ? 'card' : n.textContent.trim()).filter(Boolean)"
+    )
+    assert order == ["Looking.", "card", "card", "Both echoed."], order
+    assert overflowing(page) == []
+    screenshot(page, "one-answer")
+
+    # A reload shows the same: the grouping is the page's reading of the stored steps.
+    page.reload()
+    expect(page.locator(".message.role-assistant > .message-header:visible")).to_have_count(1)
+    expect(page.locator(".message.role-assistant").last.locator(".usage")).to_have_text("60 in · 18 out")
