@@ -8,6 +8,8 @@ from django.templatetags.static import static
 from django.urls import include, path
 from django.views.generic import RedirectView
 
+from boocode.security import resets
+
 # How long a password reset link works, as the pages and the email say it.
 _reset_hours = {"reset_hours": settings.PASSWORD_RESET_TIMEOUT // 3600}
 
@@ -22,7 +24,7 @@ urlpatterns = [
     path("password/done/", auth_views.PasswordChangeDoneView.as_view(), name="password_change_done"),
     path(
         "password/reset/",
-        auth_views.PasswordResetView.as_view(extra_email_context=_reset_hours),
+        resets.PasswordResetView.as_view(extra_email_context=_reset_hours),
         name="password_reset",
     ),
     path(

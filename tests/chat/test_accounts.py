@@ -20,6 +20,14 @@ from tests.support.processes import PYTHON, ROOT
 
 pytestmark = pytest.mark.django_db
 
+
+@pytest.fixture(autouse=True)
+def no_reset_counted() -> None:
+    """Each test starts with no reset request counted (boocode.security.resets)."""
+    from django.core.cache import cache
+
+    cache.clear()
+
 OLD, NEW = "an old sturdy passphrase", "a new sturdy passphrase"
 
 
@@ -120,3 +128,22 @@ def test_without_an_smtp_host_the_email_is_printed_for_the_administrator(tmp_pat
     env |= {"BOOCODE_EMAIL_HOST": "smtp.example.org", "BOOCODE_EMAIL_PORT": "2525"}
     smtp = subprocess.run([PYTHON, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True)
     assert smtp.stdout == "smtp 2525\n", smtp.stderr
+
+
+def test_reset_requests_are_limited_per_client_and_per_address():
+    from boocode.security.resets import RESETS_PER_HOUR
+
+    person()
+    get_user_model().objects.create_user("bob", "bob@example.org", OLD)
+    anonymous = Client(REMOTE_ADDR="192.0.2.7")
+    for _ in range(RESETS_PER_HOUR + 2):
+        answer = anonymous.post(reverse("password_reset"), {"email": "alice@example.org"}, follow=True)
+        assert answer.redirect_chain[-1][0] == reverse("password_reset_done")  # the same answer each time
+    assert [m.to for m in mail.outbox] == [["alice@example.org"]] * RESETS_PER_HOUR
+    # That client is over its limit for any address; another client, for alice's, too.
+    anonymous.post(reverse("password_reset"), {"email": "bob@example.org"})
+    Client(REMOTE_ADDR="198.51.100.9").post(reverse("password_reset"), {"email": "alice@example.org"})
+    assert len(mail.outbox) == RESETS_PER_HOUR
+    # Bob from elsewhere is not held back by either.
+    Client(REMOTE_ADDR="198.51.100.10").post(reverse("password_reset"), {"email": "bob@example.org"})
+    assert mail.outbox[-1].to == ["bob@example.org"]
