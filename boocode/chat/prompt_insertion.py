@@ -191,10 +191,7 @@ async def prompt_for_composer(request: PromptRequest, user_id: int | None) -> di
     with a ``prompt`` frame: ``insert`` is ``null`` and ``messages`` shows the start of each.
     ``PromptError`` when it cannot be got.
     """
-    hub = await running_hub(user_id)
-    if hub is None:
-        raise hub_prompts.PromptError(f'MCP server "{request.server}" unreachable: no MCP hub runs here')
-    _, messages = await hub.get_prompt(request.server, request.name, request.argument_dict, user_id)
+    messages = await _got(request, user_id)
     text = "\n\n".join(message.text for message in messages)
     insertable = all(message.role == "user" for message in messages) and len(text) <= MAX_ARGUMENT_CHARS
     return {
@@ -207,13 +204,19 @@ async def prompt_for_composer(request: PromptRequest, user_id: int | None) -> di
     }
 
 
+async def _got(request: PromptRequest, user_id: int | None) -> list[hub_prompts.PromptMessage]:
+    """``prompts/get`` through the hub for ``user_id``: the prompt's messages (``PromptError`` if not)."""
+    hub = await running_hub(user_id)
+    if hub is None:
+        raise hub_prompts.PromptError(f'MCP server "{request.server}" unreachable: no MCP hub runs here')
+    _, messages = await hub.get_prompt(request.server, request.name, request.argument_dict, user_id)
+    return messages
+
+
 async def insert_prompt(request: PromptRequest, conversation_id: int, user_id: int | None) -> InsertedPrompt:
     """Get the prompt and store its messages after the mark; or, storing nothing, say why not."""
-    hub = await running_hub(user_id)
     try:
-        if hub is None:
-            raise hub_prompts.PromptError(f'MCP server "{request.server}" unreachable: no MCP hub runs here')
-        _, messages = await hub.get_prompt(request.server, request.name, request.argument_dict, user_id)
+        messages = await _got(request, user_id)
     except hub_prompts.PromptError as exc:
         return InsertedPrompt(error=str(exc))
     store = database_sync_to_async(store_prompt)

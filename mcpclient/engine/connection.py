@@ -42,7 +42,7 @@ from mcpclient.config.resolve import InputLookup, resolve_server
 from mcpclient.core.redaction import redact_text
 from mcpclient.core.results import ToolResult, extract_result
 from mcpclient.core.state import DiscoveredTool, ServerSnapshot, Status, discover_tool
-from mcpclient.engine import prompts, protocol
+from mcpclient.engine import listing, prompts, protocol
 from mcpclient.engine.authorization import (
     AuthFailure,
     BrowserConsent,
@@ -90,12 +90,10 @@ def _description(exc: BaseException) -> str:
         return f"connection refused or unreachable ({exc})"
     if isinstance(exc, httpx2.HTTPStatusError):
         return f"HTTP {exc.response.status_code} from the server"
-    if isinstance(exc, pydantic.ValidationError):  # one sentence, not pydantic's dump
+    if isinstance(exc, pydantic.ValidationError) and exc.errors():  # one sentence, not pydantic's dump
         errors = exc.errors(include_url=False, include_input=False)
-        first = errors[0] if errors else {"loc": (), "msg": "invalid"}
-        where = ".".join(str(part) for part in first["loc"]) or "the answer"
-        more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
-        return f"the server's answer does not follow the protocol: {where}: {first['msg']}{more}"
+        said = listing.sentence(errors, whole="the answer")
+        return f"the server's answer does not follow the protocol: {said}"
     text = str(exc) or type(exc).__name__
     return text if len(text) < 500 else text[:500] + "..."
 

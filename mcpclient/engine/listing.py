@@ -51,11 +51,15 @@ def _tool_errors(error: pydantic.ValidationError) -> list[Any]:
     return [item for item in errors if item["loc"][:1] == ("tools",)]
 
 
-def problem(errors: list[Any]) -> str:
-    """Validation errors of one tool as one sentence: where, what, and how many more."""
+def sentence(errors: list[Any], *, skip: int = 0, whole: str = "the definition") -> str:
+    """Validation errors (pydantic's ``errors()``) as one sentence: where, what, how many more.
+
+    ``skip``: leading parts of each location not to name (``tools``, the index); ``whole``: what
+    an error at the top is about.
+    """
     first = errors[0]
-    where = ".".join(str(part) for part in first["loc"][2:])
-    text = f'{where or "the definition"}: {first.get("msg", "invalid")}'
+    where = ".".join(str(part) for part in first["loc"][skip:])
+    text = f'{where or whole}: {first.get("msg", "invalid")}'
     return text + (f" (and {len(errors) - 1} more)" if len(errors) > 1 else "")
 
 
@@ -98,7 +102,7 @@ def read_page(raw: dict[str, Any], version: str, notes: PageNotes) -> dict[str, 
             methods.validate_server_result(METHOD, version, {**raw, "tools": [tool]})
         except pydantic.ValidationError as exc:
             if errors := _tool_errors(exc):
-                notes.left_out.append((name, problem(errors)))
+                notes.left_out.append((name, sentence(errors, skip=2)))
                 continue
         if repair:
             notes.repaired.append((name, repair))

@@ -138,7 +138,7 @@ function endApproval(card, frame) {
   const outcome = el("span", "approval-outcome", text);
   outcome.setAttribute("role", "status");
   line.append(icon("chevron"), outcome);
-  asked.append(line, ...[...card.childNodes].filter((node) => node !== asked));
+  asked.append(line, ...[...card.childNodes]); // (a copy: appending moves them out of the card)
   card.replaceChildren(asked);
   card.querySelector(".approval-heading").textContent = "What was asked";
   return text;
