@@ -4,7 +4,8 @@ Starts the scripted OpenAI-compatible server in a process of its own, a fresh da
 Daphne in a subprocess with the toolbox MCP server over stdio (started by Daphne's own hub), then
 runs ``--turns`` turns in each of ``--sessions`` concurrent sessions. Every turn is a full
 tool round trip: the model streams a short text and calls ``toolbox_echo``, the server runs
-it, and the model answers. Prints turns/s, p50/p95 turn latency, the first-token delay and
+it, and the model answers. Prints turns/s, p50/p95 turn latency, the tool step (the model's
+last byte to the MCP server receiving the call), the first-token delay and
 what the server adds to the scripted model's own time (``--llm-delay`` after a request
 arrives): from the user's frame to the model's request plus from the model's first bytes to
 the ``text_delta`` at the client. Also prints errors, how the machine's CPUs were spent
@@ -12,7 +13,14 @@ the ``text_delta`` at the client. Also prints errors, how the machine's CPUs wer
 call of every turn was persisted.
 
     .venv/bin/python bench/chat_load.py [--sessions 50] [--turns 5] [--llm-delay 0.05] [--think 0]
-        [--web N] [--hub inprocess|worker] [--redis URL] [--database-url URL]
+        [--answer plain|markdown] [--chunk-delay 0] [--web N] [--hub inprocess|worker]
+        [--redis URL] [--database-url URL]
+
+``--answer markdown`` makes the final answer 1.6 KB of Markdown (a heading, emphasis, a list, a
+table and a highlighted fence) instead of three plain sentences, and ``--chunk-delay`` spaces
+its 8-character chunks (seconds), so that it streams over many frames as a model's would: the
+server renders it while it streams (``text_html``). The Daphne processes' own CPU time over
+the measured sessions is printed per turn and per streamed KB (the text of both answers).
 
 ``--web N`` starts N Daphne processes (sessions spread over them round-robin; more than one
 needs Redis); ``--hub worker`` adds the hub worker (``manage.py hub_worker``), which then holds
@@ -43,7 +51,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
 from pathlib import Path
@@ -76,15 +84,28 @@ from tests.support.processes import PYTHON, TOOLBOX, free_port, wait_for_port  #
 
 FIRST_TEXT = "Let me check that."
 FINAL_TEXT = "The echo came back, so the round trip works. " * 3
+MARKDOWN_TEXT = (
+    "## The round trip works\n\nThe echo came back **unchanged**, so the tool was called with the "
+    "arguments the model sent and its result reached the model. What was checked:\n\n"
+    "- the request to the model and its *streamed* answer;\n- the call of `toolbox_echo` over stdio;\n"
+    "- the result, stored and sent back to the model.\n\n"
+    "| step | where | result |\n|---|---|---|\n| model | scripted server | streamed |\n"
+    "| tool | toolbox over stdio | done |\n| answer | this message | complete |\n\n"
+    "To repeat it by hand:\n\n```python\nimport json\n\n\ndef ping(text: str) -> dict[str, str]:\n"
+    '    \"\"\"What the echo tool returns for ``text``.\"\"\"\n    return {"text": f"ping {text}"}\n\n\n'
+    'print(json.dumps(ping("turn 0"), indent=2))\n```\n\n'
+    "> The figures above are from this run only; see the [benchmarks](https://example.com/bench) "
+    "for others.\n\nThat is all: **nothing failed**, and every message was stored.\n"
+) * 2
 TURN_TIMEOUT = 120.0
 REFUSED_ATTEMPTS = 3  # sends of one message refused with turn_in_progress before giving up
 
 
-def responder(body: dict[str, Any], delay: float) -> Reply:
+def responder(body: dict[str, Any], delay: float, final: str = FINAL_TEXT, chunk_delay: float = 0.0) -> Reply:
     """First call of a turn: text + a tool call; after the tool result: the final answer."""
     last = body["messages"][-1]
     if last["role"] == "tool":
-        return Text(FINAL_TEXT, chunk_size=8, first_delay=delay)
+        return Text(final, chunk_size=8, first_delay=delay, delay=chunk_delay)
     return ToolCalls(
         [Call("toolbox_echo", {"text": f"ping {last['content']}"})], text=FIRST_TEXT, first_delay=delay
     )
@@ -132,7 +153,7 @@ async def open_socket(port: int, cookie: str, conversation: int) -> Client:
     return protocol
 
 
-def serve_model(delay: float, conn: Connection) -> None:
+def serve_model(delay: float, conn: Connection, final: str = FINAL_TEXT, chunk_delay: float = 0.0) -> None:
     """The scripted model, in a process of its own so that the clients do not slow it down.
 
     Sends its base URL, serves until told to stop, then sends when each turn's first request
@@ -141,22 +162,33 @@ def serve_model(delay: float, conn: Connection) -> None:
     """
     request_at: dict[str, float] = {}
     first_chunk_at: dict[str, float] = {}
+    last_chunk_at: dict[str, float] = {}  # the end of the answer that asks for the tool call
+    call_received_at: dict[str, float] = {}  # when the MCP server received that call (its echo says)
 
     def stamp(into: dict[str, float], body: dict[str, Any]) -> None:
         last = body["messages"][-1]
         if last["role"] == "user":
             into[last["content"]] = time.perf_counter()
 
+    def on_request(body: dict[str, Any]) -> None:
+        stamp(request_at, body)
+        last = body["messages"][-1]
+        if last["role"] == "tool":  # "ping <user text> @<when the server received the call>"
+            echoed, _, received = str(last["content"]).rpartition(" @")
+            if echoed.startswith("ping ") and received:
+                call_received_at[echoed.removeprefix("ping ")] = float(received)
+
     llm = ScriptedLLM(
         models=("bench-model",),
-        responder=lambda body: responder(body, delay),
-        on_request=lambda body: stamp(request_at, body),
+        responder=lambda body: responder(body, delay, final, chunk_delay),
+        on_request=on_request,
         on_first_chunk=lambda body: stamp(first_chunk_at, body),
+        on_last_chunk=lambda body: stamp(last_chunk_at, body),
     ).start()
     conn.send(llm.base_url)
     conn.recv()
     llm.stop()
-    conn.send((request_at, first_chunk_at))
+    conn.send((request_at, first_chunk_at, last_chunk_at, call_received_at))
 
 
 @dataclass
@@ -235,8 +267,13 @@ async def wait_for_tools(port: int, account: dict[str, Any]) -> None:
 
 
 async def load(
-    ports: list[int], accounts: list[dict[str, Any]], turns: int, think: float
+    ports: list[int],
+    accounts: list[dict[str, Any]],
+    turns: int,
+    think: float,
+    mark: Callable[[], None] = lambda: None,
 ) -> tuple[Results, float]:
+    """Warm up, call ``mark`` (the measured part starts), run the sessions."""
     for port in ports:
         await wait_for_tools(port, accounts[0])
         warmup = Results()
@@ -244,6 +281,7 @@ async def load(
         if warmup.errors:
             raise SystemExit(f"warm-up turn failed: {warmup.errors}")
     results = Results()
+    mark()
     started = time.perf_counter()
     await asyncio.gather(
         *(
@@ -297,6 +335,7 @@ def check_persistence(
     turns: int,
     database_url: str = "",
     refused: Collection[str] = (),
+    final_text: str = FINAL_TEXT,
 ) -> tuple[int, int]:
     """(turns expected, turns missing or wrong in the database) for the measured sessions.
 
@@ -335,16 +374,27 @@ def check_persistence(
             expected = [
                 ("user", "complete", text),
                 ("assistant", "complete", FIRST_TEXT),
-                ("assistant", "complete", FINAL_TEXT),
+                ("assistant", "complete", final_text),
             ]
             ok = [row[1:] for row in chunk] == expected
-            ok = ok and call_of.get(chunk[1][0]) == (
-                "done",
-                f"ping turn {index} of {account['conversation']}",
-            )
+            status, output = call_of.get(chunk[1][0], ("", ""))
+            ok = ok and status == "done" and output.rpartition(" @")[0] == f"ping {text}"
             missing += not ok
     connection.close()
     return expected_turns, missing
+
+
+def process_cpu_seconds(pids: list[int]) -> float | None:
+    """User and system CPU time these processes have used so far (Linux only)."""
+    total = 0
+    try:
+        for pid in pids:
+            with open(f"/proc/{pid}/stat") as stat:
+                fields = stat.read().rpartition(")")[2].split()
+            total += int(fields[11]) + int(fields[12])  # utime, stime (fields 14 and 15)
+    except (OSError, ValueError, IndexError):
+        return None
+    return total / os.sysconf("SC_CLK_TCK")
 
 
 def cpu_times() -> list[int] | None:
@@ -390,22 +440,40 @@ def main() -> None:
         default=0.0,
         help="mean pause before each turn (s); 0 = back to back (saturation)",
     )
+    parser.add_argument(
+        "--answer", choices=("plain", "markdown"), default="plain", help="the final answer's text"
+    )
+    parser.add_argument(
+        "--chunk-delay", type=float, default=0.0, help="seconds between the final answer's chunks"
+    )
     parser.add_argument("--web", type=int, default=1, help="Daphne web processes (more than 1 needs Redis)")
     parser.add_argument("--hub", choices=("inprocess", "worker"), default="inprocess")
     parser.add_argument("--redis", default="redis://127.0.0.1:6379/13", help="with --web > 1 or --hub worker")
     parser.add_argument("--database-url", default="", help="PostgreSQL (dropped and created afresh)")
     options = parser.parse_args()
     scaled = options.web > 1 or options.hub == "worker"
+    final_text = MARKDOWN_TEXT if options.answer == "markdown" else FINAL_TEXT
 
     data = Path(tempfile.mkdtemp(prefix="boocode-bench-"))
     (data / "mcp.json").write_text(
-        json.dumps({"mcpServers": {"toolbox": {"command": PYTHON, "args": [str(TOOLBOX)]}}})
+        # The echo says when the call arrived (BOOCODE_ECHO_STAMPS): the tool step below.
+        json.dumps(
+            {
+                "mcpServers": {
+                    "toolbox": {
+                        "command": PYTHON,
+                        "args": [str(TOOLBOX)],
+                        "env": {"BOOCODE_ECHO_STAMPS": "1"},
+                    }
+                }
+            }
+        )
     )
     # The model runs in its own process: in this one it would share the interpreter lock with
     # the clients, and the time it waited for it would count as delay added by the server.
     model_conn, child_conn = multiprocessing.Pipe()
     model = multiprocessing.get_context("fork").Process(
-        target=serve_model, args=(options.llm_delay, child_conn), daemon=True
+        target=serve_model, args=(options.llm_delay, child_conn, final_text, options.chunk_delay), daemon=True
     )
     model.start()
     base_url = model_conn.recv()
@@ -452,7 +520,13 @@ def main() -> None:
         for web_port, daphne in zip(ports, webs, strict=True):
             wait_for_port(web_port, daphne)
         cpu_before = cpu_times()
-        results, elapsed = asyncio.run(load(ports, accounts, options.turns, options.think))
+        server_cpu: list[float | None] = []  # the Daphnes' CPU time when the measured sessions start
+
+        def mark() -> None:
+            server_cpu.append(process_cpu_seconds([web.pid for web in webs]))
+
+        results, elapsed = asyncio.run(load(ports, accounts, options.turns, options.think, mark))
+        server_cpu.append(process_cpu_seconds([web.pid for web in webs]))
         cpu_after = cpu_times()
     finally:
         for daphne, log in zip(webs, logs, strict=True):
@@ -463,10 +537,15 @@ def main() -> None:
         if worker is not None:
             stop(worker)
         model_conn.send("stop")
-        request_at, first_chunk_at = model_conn.recv()
+        request_at, first_chunk_at, last_chunk_at, call_received_at = model_conn.recv()
         model.join(10)
     expected, missing = check_persistence(
-        data / "boocode.sqlite3", accounts[1:], options.turns, options.database_url, results.refused_for_good
+        data / "boocode.sqlite3",
+        accounts[1:],
+        options.turns,
+        options.database_url,
+        results.refused_for_good,
+        final_text,
     )
     shutil.rmtree(data, ignore_errors=True)
 
@@ -482,6 +561,13 @@ def main() -> None:
             model_ms.append((first_chunk_at[text] - request_at[text]) * 1000)
             relay_ms.append((at - first_chunk_at[text]) * 1000)
     added_ms = [before + relay for before, relay in zip(before_ms, relay_ms, strict=True)]
+    # The tool step: from the end of the model's answer that asks for the call to the MCP server
+    # receiving it (the turn stores the answer and its call, then calls the server).
+    tool_step_ms = [
+        (received - last_chunk_at[text]) * 1000
+        for text, received in call_received_at.items()
+        if text in last_chunk_at
+    ]
     nominal_ms = [value - options.llm_delay * 1000 for value in first_ms]
     pacing = f"{options.think:g} s mean think time" if options.think else "back to back"
     print(
@@ -500,7 +586,18 @@ def main() -> None:
     print(f"added first-token delay (the server's part): {p50_p95(added_ms)}")
     print(f"  from the user's frame to the model's request: {p50_p95(before_ms)}")
     print(f"  from the model's first bytes to the text_delta at the client: {p50_p95(relay_ms)}")
+    print(f"tool step (the model's last byte to the MCP server receiving the call): {p50_p95(tool_step_ms)}")
     print(f"machine CPU during the run: {cpu_share(cpu_before, cpu_after)}")
+    started_cpu, ended_cpu = [*server_cpu, None, None][:2]
+    if started_cpu is not None and ended_cpu is not None and results.turns:
+        spent = ended_cpu - started_cpu
+        per_turn = spent * 1000 / results.turns
+        streamed_kb = results.turns * (len(FIRST_TEXT) + len(final_text)) / 1024
+        print(
+            f"server CPU (the Daphne processes): {spent:.1f} s, {per_turn:.1f} ms per turn, "
+            f"{spent * 1000 / streamed_kb:.1f} ms per streamed KB ({options.answer} answer of "
+            f"{len(final_text):,} characters, chunks {options.chunk_delay * 1000:g} ms apart)"
+        )
     print(f"errors: {len(results.errors)}" + (f" (first: {results.errors[0]})" if results.errors else ""))
     print(
         f"refused (turn_in_progress, sent again): {results.refused}; "

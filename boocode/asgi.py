@@ -3,7 +3,8 @@
 Websockets are accepted only from the origin they are opened at (or one the operator
 trusts; see boocode/security/origins.py) and authenticated with the Django session. Static
 files are served by Django's ASGI static handler so `make run` needs no separate web server;
-that handler bypasses the middleware, so the security headers are added around it.
+that handler bypasses the middleware, so the security headers are added around it. With an
+OTLP endpoint configured, the process exports its spans (mcpclient.telemetry.tracing).
 """
 
 import os
@@ -15,12 +16,17 @@ django_asgi_app = get_asgi_application()
 
 from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
+from django.conf import settings  # noqa: E402
 from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler  # noqa: E402
 
 from boocode.chat.routing import websocket_urlpatterns  # noqa: E402
 from boocode.security.headers import StaticFilesHeaders  # noqa: E402
 from boocode.security.origins import WebsocketOriginCheck  # noqa: E402
 from mcpclient.runtime import start_hub_soon  # noqa: E402
+from mcpclient.telemetry import tracing  # noqa: E402
+
+# Spans go out only with an OTLP endpoint in the environment (docs/operations.md, *Traces*).
+tracing.configure("web", settings.VERSION)
 
 
 class StartHubOnFirstConnection:

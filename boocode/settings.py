@@ -385,6 +385,18 @@ TITLE_FROM_MODEL = env_bool("BOOCODE_TITLE_FROM_MODEL", False)
 
 ADMIN_PASSWORD = env_str("BOOCODE_ADMIN_PASSWORD")
 
+# --- Metrics (docs/operations.md; traces: the standard OTEL_* variables, mcpclient/telemetry) --
+# GET /metrics answers a staff session or "Authorization: Bearer <METRICS_TOKEN>" (empty: staff only).
+METRICS_TOKEN = env_str("BOOCODE_METRICS_TOKEN")
+# The hub worker has no web pages: with a port it serves its own /metrics there (the token only).
+HUB_WORKER_METRICS_PORT = env_int("BOOCODE_HUB_WORKER_METRICS_PORT", 0, minimum=0, maximum=65535)
+HUB_WORKER_METRICS_HOST = env_str("BOOCODE_HUB_WORKER_METRICS_HOST", "127.0.0.1")
+if HUB_WORKER_METRICS_PORT and not METRICS_TOKEN:
+    raise ImproperlyConfigured(
+        "BOOCODE_HUB_WORKER_METRICS_PORT needs BOOCODE_METRICS_TOKEN: the hub worker's /metrics answers "
+        "the token only"
+    )
+
 # What BooCode calls itself to MCP servers (clientInfo) and to OAuth servers (software_version).
 VERSION = __version__
 

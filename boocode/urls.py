@@ -1,5 +1,5 @@
 """URL routes: the chat pages, authentication (log in and out, change or reset a password), the
-Django admin and the site icon."""
+Django admin, the site icon and the metrics."""
 
 from django.conf import settings
 from django.contrib import admin
@@ -8,6 +8,7 @@ from django.templatetags.static import static
 from django.urls import include, path
 from django.views.generic import RedirectView
 
+from boocode import metrics_view
 from boocode.security import resets
 
 # How long a password reset link works, as the pages and the email say it.
@@ -41,5 +42,7 @@ urlpatterns = [
         "password/reset/done/", auth_views.PasswordResetCompleteView.as_view(), name="password_reset_complete"
     ),
     path("oauth/", include("mcpclient.urls")),
+    # Prometheus: staff or the metrics token (boocode/metrics_view.py, docs/operations.md).
+    path("metrics", metrics_view.metrics, name="metrics"),
     path("", include("boocode.chat.urls")),
 ]

@@ -41,11 +41,13 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
+from boocode.chat import metrics as chat_metrics
 from boocode.chat.events import Emit
 from boocode.chat.models import Conversation, ToolApproval
 from boocode.tools.approval_gate import Gate, GatedTool
 from mcpclient.core.approval import declared_hints, grant
 from mcpclient.core.results import ToolResult
+from mcpclient.telemetry.metrics import tool_step_skipped
 
 logger = logging.getLogger(__name__)
 
@@ -236,6 +238,7 @@ class Approvals:
             logger.info("conversation %s: %s allowed for the conversation", conversation_id, name)
             grant(approval_id)
             return None
+        tool_step_skipped()  # the person's time is not BooCode's tool step (mcpclient.telemetry.metrics)
         timeout = float(settings.APPROVAL_TIMEOUT)
         pending = PendingApproval(
             id=approval_id,
@@ -344,8 +347,13 @@ class Approvals:
         mine = (p for p in self._open.values() if p.conversation_id == conversation_id)
         return [p.payload() for p in sorted(mine, key=lambda p: p.id) if not p.reply.done()]
 
+    def waiting(self) -> int:
+        """How many approvals of this process wait for a decision (``boocode_approvals_waiting``)."""
+        return sum(1 for p in list(self._open.values()) if not p.reply.done())
+
 
 approvals = Approvals()
+chat_metrics.APPROVALS_WAITING.set_function(approvals.waiting)
 
 
 def gate_for(conversation_id: int, call: dict[str, Any], emit: Emit) -> Gate:

@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import time
 from collections.abc import Iterator, Sequence
 from typing import Any
 
+from boocode.chat import metrics as chat_metrics
 from boocode.chat.approval_requests import gate_for
 from boocode.chat.events import Emit
 from boocode.chat.questions import asker_for
@@ -24,6 +26,8 @@ from mcpclient.core.results import ToolResult
 from mcpclient.engine.elicitation import asking
 from mcpclient.runtime import TURN_CHECK_INTERVAL, ensure_hub
 from mcpclient.runtime.signin import open_sessions
+from mcpclient.telemetry import tracing
+from mcpclient.telemetry.metrics import tool_step_began
 
 logger = logging.getLogger(__name__)
 
@@ -39,13 +43,43 @@ def call_scope(conversation_id: int, call: dict[str, Any], emit: Emit) -> Iterat
         yield
 
 
-async def execute(name: str, arguments: str, allowed: Sequence[Tool] | None) -> ToolResult:
-    """Run the tool call ``name`` (``allowed``: the agent's tools); a tool's exception is an error result."""
-    try:
-        return await execute_tool(name, arguments, allowed=allowed)
-    except Exception as exc:  # a tool's own bug must reach the model as text, not end the turn
-        logger.exception("tool %s raised", name)
-        return ToolResult(output=f"{name} failed: {type(exc).__name__}: {exc}", is_error=True)
+async def execute(
+    name: str, arguments: str, allowed: Sequence[Tool] | None, *, stream_ended: float | None = None
+) -> ToolResult:
+    """Run the tool call ``name`` (``allowed``: the agent's tools); a tool's exception is an error result.
+
+    The call is a span (``execute_tool <name>``) and counts in ``boocode_tool_calls_total`` and
+    ``boocode_tool_call_duration_seconds``; ``stream_ended`` (when the model stream that asked
+    for it ended, ``time.monotonic()``) starts its tool step (:mod:`mcpclient.telemetry.metrics`).
+    """
+    server = server_of(name, allowed)
+    started, outcome = time.monotonic(), "cancelled"
+    if stream_ended is not None:
+        tool_step_began(stream_ended)
+    attributes = {
+        "gen_ai.operation.name": "execute_tool",
+        "gen_ai.tool.name": name,
+        "boocode.tool.server": server,
+    }
+    with tracing.span(f"execute_tool {name}", attributes=attributes) as span:
+        try:
+            try:
+                result = await execute_tool(name, arguments, allowed=allowed)
+            except Exception as exc:  # a tool's own bug must reach the model as text, not end the turn
+                logger.exception("tool %s raised", name)
+                result = ToolResult(output=f"{name} failed: {type(exc).__name__}: {exc}", is_error=True)
+            outcome = "error" if result.is_error else "ok"
+        finally:
+            chat_metrics.TOOL_CALLS.labels(server, outcome).inc()
+            chat_metrics.TOOL_CALL_SECONDS.labels(server).observe(time.monotonic() - started)
+            tracing.outcome(span, "" if outcome == "ok" else outcome, **{"boocode.outcome": outcome})
+    return result
+
+
+def server_of(name: str, tools: Sequence[Tool] | None) -> str:
+    """The server a tool call's metrics name: its MCP server, ``native``, or ``unknown``."""
+    found = next((tool.source for tool in tools or () if tool.name == name), None)
+    return found or "unknown"
 
 
 async def prepare_hub(user_id: int | None, *, fresh: bool = False) -> None:

@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+from functools import partial
 from typing import Any
 
 from autobahn.exception import Disconnected
@@ -33,7 +34,7 @@ from boocode.chat.payloads import conversation_info, history_payload
 from boocode.chat.sizes import MAX_SENT_FRAME_BYTES, bounded_approval, bounded_message, encoded_size
 from boocode.chat.status import status_payload
 from boocode.chat.storable import text_problem
-from boocode.chat.turn import MAX_MESSAGE_CHARS, TurnRequest
+from boocode.chat.turn import MAX_MESSAGE_CHARS, Admission, TurnRequest
 from boocode.chat.turn_registry import TurnInProgress, merge_live_text, registry
 from boocode.security import sessions
 from mcpclient.runtime import STATUS_GROUP
@@ -65,6 +66,7 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
     session_task: asyncio.Task[None] | None = None
     ended = False  # closed (the session ended, or the client went away): nothing more goes out
     watching = False  # counted by status.watch() (the background model checks)
+    unchecked = False  # the frame being handled is a message whose turn checks the session
 
     async def connect(self) -> None:
         """Accept; close with 4401 (not logged in) or 4403 (not the owner), else join and send history."""
@@ -95,7 +97,10 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
             "conversation": conversation_id,
             "conversation_info": info,
             # The live text of a streamed answer can be any length: bounded again with it.
-            "messages": [bounded_message(m) for m in merge_live_text(history, conversation_id, turn.live)],
+            "messages": [
+                bounded_message(m)
+                for m in merge_live_text(history, conversation_id, turn.live, turn.live_html)
+            ],
             "more": more,  # older messages: GET /c/<id>/messages/?before=<first id>
             "running": turn.running,
             "turn_id": turn.turn_id,
@@ -130,7 +135,16 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
         """Check the session, size and JSON shape, then dispatch on ``type``; problems get an error frame."""
         if self.conversation_id is None:
             return
-        if not await self._session_current():
+        # Every frame is checked against the session before it has any effect. A message's check
+        # runs in its turn's first database hop (turn.Admission); an error frame waits for it.
+        self.unchecked = text_data is not None and '"user_message"' in text_data
+        try:
+            await self._handle(text_data, bytes_data)
+        finally:
+            self.unchecked = False
+
+    async def _handle(self, text_data: str | None, bytes_data: bytes | None) -> None:
+        if not self.unchecked and not await self._session_current():
             await self._end_session()
             return
         if text_data is None:
@@ -162,6 +176,11 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
         if handler is None:
             await self._error("unknown_type", f'Unknown frame type "{content["type"][:50]}".')
             return
+        if self.unchecked and handler != self._user_message:  # the text only mentioned a message
+            self.unchecked = False
+            if not await self._session_current():
+                await self._end_session()
+                return
         await handler(content)
 
     async def _user_message(self, content: dict[str, Any]) -> None:
@@ -174,9 +193,14 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
         except BadAttachments as exc:
             await self._error("bad_attachments", str(exc))
             return
-        await self._start(
-            TurnRequest(self.conversation_id, text, user_id=self.scope["user"].pk, attachments=attached)
+        admission = Admission(partial(sessions.session_is_current, self.session_key, self.user_id))
+        request = TurnRequest(
+            self.conversation_id, text, user_id=self.user_id, attachments=attached, admission=admission
         )
+        if await self._start(request):
+            verdict = await admission.verdict
+            if not (await self._session_current() if verdict is None else verdict):
+                await self._end_session()
 
     async def _checked_text(self, content: dict[str, Any], frame: str) -> str | None:
         """The frame's ``text`` when it can be stored and sent, else None (the error is sent)."""
@@ -253,11 +277,14 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
             TurnRequest(self.conversation_id, "", user_id=self.user_id, kind="prompt", prompt=request)
         )
 
-    async def _start(self, request: TurnRequest) -> None:
+    async def _start(self, request: TurnRequest) -> bool:
+        """Start the turn; ``False`` (and an error frame) when one already runs here."""
         try:
             await registry.begin(request, group_emitter(request.conversation_id))
         except TurnInProgress:
             await self._error("turn_in_progress", TURN_IN_PROGRESS)
+            return False
+        return True
 
     async def _cancel(self, content: dict[str, Any]) -> None:
         assert self.conversation_id is not None
@@ -390,6 +417,11 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
     async def _error(
         self, code: str, text: str, *, form_id: str | None = None, fields: dict[str, str] | None = None
     ) -> None:
+        if self.unchecked:  # a message refused before its turn checked the session: checked now
+            self.unchecked = False
+            if not await self._session_current():
+                await self._end_session()
+                return
         frame: dict[str, Any] = {"type": "error", "code": code, "message": text}
         if form_id is not None:
             frame["id"] = form_id  # the form the answer was for (it stays open)

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import codecs
+import contextlib
 import errno
 import functools
 import json
@@ -35,7 +36,7 @@ import re
 import time
 import uuid
 import weakref
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import unquote, urlsplit, urlunsplit
@@ -43,10 +44,13 @@ from urllib.request import getproxies, proxy_bypass
 
 import aiohttp
 from django.conf import settings
+from opentelemetry.trace import Span
 
+from boocode.chat import metrics as chat_metrics
 from boocode.chat.storable import storable
 from mcpclient.core.redaction import redact_text, redact_url
 from mcpclient.runtime.shutdown import on_server_shutdown
+from mcpclient.telemetry import tracing
 
 logger = logging.getLogger(__name__)
 
@@ -251,7 +255,71 @@ async def stream_chat(
     """Stream one Chat Completions call: ``TextDelta``\\ s, then one ``Completion``.
 
     Raises :class:`LLMError`. Use with ``contextlib.aclosing`` so an early exit closes the stream.
+    The request is a span (``chat <model>``, child of the turn's) and counts in
+    ``boocode_model_requests_total`` and ``boocode_model_first_token_seconds`` (:mod:`boocode.chat.metrics`).
     """
+    started = time.monotonic()
+    span = _request_span(llm) if tracing.enabled() else None
+
+    def first_token() -> None:
+        chat_metrics.FIRST_TOKEN.observe(time.monotonic() - started)
+        if span is not None:
+            span.add_event("gen_ai.first_token")
+
+    outcome, completion = "cancelled", None  # (a consumer that stops reading closes the stream)
+    try:
+        # aclosing: a consumer that stops reading closes the HTTP response now, not at collection.
+        request = _stream_chat(messages, llm, tools, temperature, top_p, first_token)
+        async with contextlib.aclosing(request) as events:
+            async for event in events:
+                if isinstance(event, Completion):
+                    completion = event
+                yield event
+        outcome = "ok"
+    except LLMError as exc:
+        outcome = exc.kind
+        raise
+    except Exception:
+        outcome = "error"
+        raise
+    finally:
+        chat_metrics.MODEL_REQUESTS.labels(outcome).inc()
+        if span is not None:
+            if completion is not None:
+                span.set_attributes(_answer_attributes(completion))
+            tracing.outcome(span, "" if outcome == "ok" else outcome, **{"boocode.outcome": outcome})
+            span.end()
+
+
+def _request_span(llm: LLMSettings) -> Span | None:
+    """A model request's span (gen_ai semantic conventions), child of the current one."""
+    attributes = {
+        "gen_ai.operation.name": "chat",
+        "gen_ai.request.model": llm.model,
+        "server.address": urlsplit(llm.base_url).hostname or "",
+    }
+    return tracing.start(f"chat {llm.model}", kind="client", attributes=attributes)
+
+
+def _answer_attributes(completion: Completion) -> dict[str, Any]:
+    """What a model request's span says of its answer (gen_ai semantic conventions)."""
+    attributes: dict[str, Any] = {"gen_ai.response.model": completion.model}
+    if completion.finish_reason:
+        attributes["gen_ai.response.finish_reasons"] = (completion.finish_reason,)
+    if completion.usage is not None:
+        attributes["gen_ai.usage.input_tokens"], attributes["gen_ai.usage.output_tokens"] = completion.usage
+    return attributes
+
+
+async def _stream_chat(
+    messages: list[dict[str, Any]],
+    llm: LLMSettings,
+    tools: list[dict[str, Any]] | None,
+    temperature: float | None,
+    top_p: float | None,
+    first_token: Callable[[], None],
+) -> AsyncIterator[TextDelta | Completion]:
+    """:func:`stream_chat`'s request, its retries and its stream (``first_token()`` at the first token)."""
     if not llm.configured:
         raise LLMError(
             "No model is configured: set BOOCODE_LLM_BASE_URL and BOOCODE_LLM_MODEL.", kind="not_configured"
@@ -292,7 +360,7 @@ async def stream_chat(
                     retry_delay = _retry_delay(response, attempt)
                     logger.warning("LLM %s; retrying in %.1f s", error, retry_delay)
                 else:
-                    async for event in _parse_stream(response, llm):
+                    async for event in _parse_stream(response, llm, first_token):
                         yield event
                     return
         except aiohttp.ConnectionTimeoutError:
@@ -490,9 +558,12 @@ async def _lines(response: aiohttp.ClientResponse) -> AsyncIterator[str]:
 
 
 async def _parse_stream(
-    response: aiohttp.ClientResponse, llm: LLMSettings
+    response: aiohttp.ClientResponse, llm: LLMSettings, first_token: Callable[[], None] | None = None
 ) -> AsyncIterator[TextDelta | Completion]:
-    """Read server-sent events until ``[DONE]``; yield text and, last, the completion."""
+    """Read server-sent events until ``[DONE]``; yield text and, last, the completion.
+
+    ``first_token()`` is called once, at the first piece of text or of a tool call.
+    """
     text: list[str] = []
     tools = _ToolCallBuilder()
     finish_reason: str | None = None
@@ -526,6 +597,9 @@ async def _parse_stream(
                 for choice in chunk.get("choices") or []:
                     delta = choice.get("delta") or {}
                     content = delta.get("content")
+                    if first_token is not None and (content or delta.get("tool_calls")):
+                        first_token()
+                        first_token = None
                     if content:
                         if not isinstance(content, str):
                             raise ValueError("content is not a string")

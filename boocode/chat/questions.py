@@ -39,6 +39,7 @@ from typing import Any
 
 from django.conf import settings
 
+from boocode.chat import metrics as chat_metrics
 from boocode.chat.events import Emit
 from mcpclient.engine.elicitation import Answer, Asker, Link
 from mcpclient.engine.elicitation_form import AnswerError, Form, complete_answer
@@ -249,8 +250,13 @@ class Forms:
         mine = (p for p in self._open.values() if p.conversation_id == conversation_id)
         return [p.payload() for p in mine if p.waiting or not p.reply.done()]
 
+    def waiting(self) -> int:
+        """How many forms and links of this process wait for a person (``boocode_questions_waiting``)."""
+        return sum(1 for p in list(self._open.values()) if p.waiting or not p.reply.done())
+
 
 forms = Forms()
+chat_metrics.QUESTIONS_WAITING.set_function(forms.waiting)
 
 
 def asker_for(conversation_id: int, call: dict[str, Any], emit: Emit) -> Asker:

@@ -148,7 +148,26 @@ def _render_cached(text: str) -> str:
 
 
 def _render(text: str) -> str:
-    html = _markdown.render(text)
+    return sanitize(_markdown.render(text))
+
+
+def parse_markdown(text: str, env: dict[str, Any]) -> list[Token]:
+    """The tokens of ``text`` as :func:`render_markdown` parses it.
+
+    ``env`` carries link reference definitions in (``env["references"]``, from text before this
+    one) and out (those ``text`` defines are added): the streamed answer's renderer
+    (:mod:`boocode.chat.live_markdown`) renders an answer block by block with it.
+    """
+    return _markdown.parse(text, env)
+
+
+def render_tokens(tokens: list[Token], env: dict[str, Any]) -> str:
+    """Tokens of :func:`parse_markdown` as HTML, sanitized exactly as :func:`render_markdown`'s."""
+    return sanitize(_markdown.renderer.render(tokens, _markdown.options, env))
+
+
+def sanitize(html: str) -> str:
+    """The one policy for HTML that reaches the page: the allowlist of docs/security.md."""
     return nh3.clean(
         html,
         tags=ALLOWED_TAGS,

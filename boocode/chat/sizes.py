@@ -56,9 +56,13 @@ def bounded_message(message: dict[str, Any]) -> dict[str, Any]:
 
     Its tool calls are bounded first (:func:`bounded_call`). The summary keeps the first
     :data:`SUMMARY_CHARS` of the text, no HTML and no tool calls, and says ``large``;
-    ``content_length`` is the whole text's length in UTF-16 code units.
+    ``content_length`` is the whole text's length in UTF-16 code units. A streamed message's
+    HTML so far (``text_html``) is left out first.
     """
     content, html = message.get("content") or "", message.get("html") or ""
+    if message.get("text_html") and encoded_size(message) > MESSAGE_INLINE_BYTES:
+        # A streamed message's HTML so far goes first: the page shows its text instead.
+        message = {**message, "text_html": None}
     if message.get("tool_calls"):
         message = {**message, "tool_calls": [bounded_call(call) for call in message["tool_calls"]]}
     # Short text decides it without encoding anything; long text without encoding either.

@@ -21,6 +21,7 @@ from typing import Any
 from django.conf import settings as django_settings
 
 from boocode.chat import llm as llm_client
+from boocode.chat import metrics as chat_metrics
 from boocode.chat.llm import LLMSettings
 from mcpclient.runtime import hub_statuses
 
@@ -104,6 +105,14 @@ def watch() -> None:
     if _loop_task is None or _loop_task.done() or _loop_task.get_loop() is not loop:
         _loop_task = asyncio.ensure_future(_check_loop(interval))
         _keep(_loop_task)
+
+
+def open_sockets() -> int:
+    """How many chat sockets are open in this process (each one watches; ``boocode_websockets_open``)."""
+    return _watchers
+
+
+chat_metrics.SOCKETS.set_function(open_sockets)
 
 
 def unwatch() -> None:

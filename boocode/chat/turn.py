@@ -18,7 +18,8 @@ once more without tools and a notice says so. Each write is one short
 ``database_sync_to_async`` call and the model is never awaited inside one; the one read before
 the first model request runs on the loop's worker threads (``thread_sensitive=False``), so it
 never queues behind other turns' writes. Streamed text is saved every :data:`SAVE_INTERVAL`
-seconds (a reloaded page shows it) and sent at most every :data:`DELTA_INTERVAL` seconds.
+seconds (a reloaded page shows it) and sent at most every :data:`DELTA_INTERVAL` seconds; its
+HTML follows, rendered off the loop at a pace of its own (:mod:`boocode.chat.live_markdown`).
 
 Cancellation: a stop (:meth:`~boocode.chat.turn_registry.TurnRegistry.cancel`) cancels the task
 wherever it waits: in the model stream (the HTTP response is closed) or in the tool calls (the
@@ -38,7 +39,7 @@ import contextlib
 import logging
 import time
 import uuid
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from datetime import datetime
 from functools import partial
@@ -53,10 +54,12 @@ from agents.models import Agent
 from agents.roster import refresh_agents_if_changed
 from boocode.chat import agent_choice, conversations, model_history, payloads, titles
 from boocode.chat import llm as llm_client
+from boocode.chat import metrics as chat_metrics
 from boocode.chat.attachments import model_content, read_for_turn, unread
-from boocode.chat.calls import call_scope, execute, prepare_hub
+from boocode.chat.calls import call_scope, execute, prepare_hub, server_of
 from boocode.chat.console import parse_command, run_command
 from boocode.chat.events import Emit
+from boocode.chat.live_markdown import LiveHtml
 from boocode.chat.llm import Completion, LLMError, LLMSettings, TextDelta, ToolCallRequest, stream_chat
 from boocode.chat.models import Message, ToolCall
 from boocode.chat.prompt_insertion import PromptRequest, insert_prompt
@@ -72,6 +75,7 @@ from boocode.tools.registry import (
 )
 from mcpclient.core.results import ToolResult
 from mcpclient.runtime import WorkerUnavailable
+from mcpclient.telemetry import tracing
 
 logger = logging.getLogger(__name__)
 
@@ -85,6 +89,25 @@ NOT_CONFIGURED = (
     "The tool console still works: /tools lists the agent's tools, /call <tool> {json} runs one."
 )
 INTERNAL_ERROR = "Internal error while running this turn; the details are in the server log."
+
+
+def _future() -> asyncio.Future[bool | None]:
+    return asyncio.get_running_loop().create_future()
+
+
+@dataclass(frozen=True)
+class Admission:
+    """The sending socket's session check, run by the turn before it has any effect.
+
+    ``check`` (a blocking function: the session still logs the user in) runs in the turn's first
+    database hop; for a plain message that hop is also the read before the model request, so
+    the check costs no hop of its own. ``verdict`` tells the socket the outcome: ``False`` and
+    the turn ends at once, having sent, stored and asked nothing; ``None``: stopped before the
+    check ended (the socket checks for itself).
+    """
+
+    check: Callable[[], bool]
+    verdict: asyncio.Future[bool | None] = field(default_factory=_future)
 
 
 @dataclass(frozen=True)
@@ -104,6 +127,8 @@ class TurnRequest:
     attachments: tuple[dict[str, str], ...] = ()
     # kind "prompt": the checked prompt frame (boocode.chat.prompt_insertion) whose messages are inserted.
     prompt: PromptRequest | None = None
+    # The socket's session, checked by the turn itself (None: checked before, or no socket).
+    admission: Admission | None = None
 
 
 @dataclass
@@ -121,7 +146,7 @@ class TurnContext:
     tools_left_out: int = 0  # the agent's tools past what one model request may carry
 
 
-def _read_for_model(conversation_id: int, text: str | None) -> tuple[Agent, str, list[dict[str, Any]]]:
+def _read_for_model(conversation_id: int, text: str | None) -> Read:
     """The read before the model request: the agent, the conversation's model and the messages.
 
     Re-reads AGENTS.md if it changed. The history ends with ``text``, the message that is
@@ -134,6 +159,19 @@ def _read_for_model(conversation_id: int, text: str | None) -> tuple[Agent, str,
     if text is not None:
         history.append({"role": "user", "content": text})
     return agent, model, history
+
+
+type Read = tuple[Agent, str, list[dict[str, Any]]]
+
+
+def _admitted_read(
+    check: Callable[[], bool], conversation_id: int, text: str | None
+) -> tuple[bool, Read | None]:
+    """The admission check and, when it passes and ``text`` is given, the read before the model
+    request (:func:`_read_for_model`) in the same hop; an unavailable agent is raised by the turn."""
+    if not check():
+        return False, None
+    return True, None if text is None else _read_for_model(conversation_id, text)
 
 
 def _conversation_agent(conversation_id: int) -> Agent:
@@ -204,6 +242,7 @@ class Turn:
         self.parts: list[str] = []  # its text so far
         self.unsent: list[str] = []  # text not yet sent in a text_delta
         self.sent = 0  # UTF-16 length of the text sent so far
+        self.live_html: LiveHtml | None = None  # its HTML for the pages while it streams (text_html)
         self.last_emit = 0.0
         self.cap_hit = False
         self.interrupted = ""  # why the server stopped the turn (registry.cancel with a reason)
@@ -212,6 +251,8 @@ class Turn:
         self.titled = False  # this turn's message named the conversation
         self.announcing: asyncio.Future[None] | None = None  # the conversation frame of a new title
         self.attachments: list[dict[str, Any]] = []  # the attached resources as read (stored)
+        self.prefetched: Read | None = None  # the read before the model request, done by the admission
+        self.stream_ended: float | None = None  # when the last model stream ended (time.monotonic())
 
     @property
     def text(self) -> str:
@@ -224,14 +265,42 @@ class Turn:
             logger.exception("could not emit %s for conversation %s", event.get("type"), self.conversation_id)
 
     async def run(self) -> str:
-        """Run to the end; returns ``complete`` or ``failed`` (re-raises ``CancelledError``)."""
+        """Run to the end; returns ``complete``, ``failed`` or ``refused`` (the session is gone:
+        nothing was sent or stored); re-raises ``CancelledError``.
+
+        The turn is the root span of its trace (``turn``) and counts in ``boocode_turns_total``
+        and ``boocode_turn_duration_seconds`` (:mod:`boocode.chat.metrics`; a refused turn does not).
+        """
+        attributes = {
+            "boocode.conversation.id": self.conversation_id,
+            "boocode.turn.id": self.request.turn_id,
+            "boocode.turn.kind": self.request.kind,
+        }
+        started, status = time.monotonic(), "failed"
+        with tracing.span("turn", attributes=attributes) as span:
+            try:
+                status = await self._run()
+            except asyncio.CancelledError:
+                status = "failed" if self.interrupted else "stopped"
+                raise
+            finally:
+                if status != "refused":
+                    chat_metrics.TURNS.labels(status).inc()
+                    chat_metrics.TURN_SECONDS.observe(time.monotonic() - started)
+                error = "failed" if status == "failed" else ""
+                tracing.outcome(span, error, **{"boocode.turn.status": status})
+        return status
+
+    async def _run(self) -> str:
+        typed = self.request.kind not in ("regenerate", "prompt")
+        command = parse_command(self.request.text) if typed else None
+        if not await self._admit(command is None and self.request.kind == "message"):
+            return "refused"
         await self.emit(
             {"type": "turn_start", "turn_id": self.request.turn_id, "conversation": self.conversation_id}
         )
         status, error = "complete", ""
         try:
-            typed = self.request.kind not in ("regenerate", "prompt")
-            command = parse_command(self.request.text) if typed else None
             if command is not None:
                 if self.request.kind == "edit":
                     await self._supersede()
@@ -282,6 +351,26 @@ class Turn:
             await self._failed(error)
         await self._end(status, error)
         return status
+
+    async def _admit(self, message: bool) -> bool:
+        """Run the request's :class:`Admission` (with the model read of a plain ``message``)."""
+        admission = self.request.admission
+        if admission is None:
+            return True
+        try:
+            admitted, self.prefetched = await db_read(_admitted_read)(
+                admission.check, self.conversation_id, self.request.text if message else None
+            )
+        except agent_choice.AgentUnavailable:  # admitted; the turn reads again and says so
+            admitted = True
+        except asyncio.CancelledError:
+            admission.verdict.set_result(None)
+            raise
+        except Exception as exc:  # the socket raises it, as its own check would have
+            admission.verdict.set_exception(exc)
+            return False
+        admission.verdict.set_result(admitted)
+        return admitted
 
     async def _insert_prompt(self) -> str:
         """Insert the request's prompt and announce its messages; ``""``, or why nothing was inserted."""
@@ -380,7 +469,8 @@ class Turn:
             await self._supersede()
         text = None if self.request.kind in ("regenerate", "prompt") else self.request.text
         try:
-            agent, model, history = await db_read(_read_for_model)(self.conversation_id, text)
+            read, self.prefetched = self.prefetched, None
+            agent, model, history = read or await db_read(_read_for_model)(self.conversation_id, text)
         except agent_choice.AgentUnavailable:
             self.storing = asyncio.ensure_future(self._store_message(answer=False))  # kept, never lost
             raise
@@ -399,6 +489,7 @@ class Turn:
             history[-1] = {"role": "user", "content": model_content(text, self.attachments)}
         llm = LLMSettings.from_settings(model or agent.model)
         self.model = llm.model
+        tracing.annotate(**{"gen_ai.agent.name": agent.name, "gen_ai.request.model": llm.model})
         configured = llm.configured
         if agent.error:  # rare: store first, so the notice follows the message it is about
             await self._store_message(answer=False)
@@ -496,6 +587,7 @@ class Turn:
                             last_save = time.monotonic()
                     else:
                         completion = event
+                        self.stream_ended = time.monotonic()  # the tool step begins (calls.execute)
                     upcoming = _eager(anext(stream))
             except BaseException:
                 upcoming.cancel()
@@ -504,6 +596,7 @@ class Turn:
                     upcoming.exception()  # retrieved: the error that matters is the one raised here
                 raise
             await self._flush()
+        self._end_live_html()
         assert completion is not None  # stream_chat always ends with a Completion or raises
         requested = completion.tool_calls if tools else []
         identities = {
@@ -527,6 +620,8 @@ class Turn:
     async def _open_message(self, payload: dict[str, Any]) -> None:
         """Start streaming into the assistant message ``payload`` (just created)."""
         self.message_id, self.parts, self.unsent, self.sent = payload["id"], [], [], 0
+        self._end_live_html()
+        self.live_html = LiveHtml(payload["id"], lambda: self.text, self.emit)
         self.message_created_at = datetime.fromisoformat(payload["created_at"])
         self.last_emit = 0.0  # the first text goes out at once
         await self.emit({"type": "message_start", "message": payload})
@@ -543,6 +638,14 @@ class Turn:
             self.sent += utf16_length(piece)
             delta = {"type": "text_delta", "message_id": self.message_id, "offset": offset, "text": piece}
             await self.emit(delta)
+        if self.live_html is not None:
+            self.live_html.poke()
+
+    def _end_live_html(self) -> None:
+        """The streamed message is over: no text_html after its final frame (which has its html)."""
+        if self.live_html is not None:
+            self.live_html.close()
+            self.live_html = None
 
     async def _run_calls(
         self,
@@ -562,11 +665,14 @@ class Turn:
                     is_error=True,
                 )
                 skipped = ToolCall.Status.SKIPPED
+                chat_metrics.TOOL_CALLS.labels(server_of(request.name, context.tools), "skipped").inc()
                 final = await db(conversations.finish_tool_call)(call, result, 0, status=skipped)
             else:
                 started = time.monotonic()
                 with call_scope(self.conversation_id, call, self.emit):
-                    result = await execute(request.name, request.arguments, context.tools)
+                    result = await execute(
+                        request.name, request.arguments, context.tools, stream_ended=self.stream_ended
+                    )
                 duration = int((time.monotonic() - started) * 1000)
                 final = await db(conversations.finish_tool_call)(call, result, duration)
             await self.emit({"type": "tool_result", "call": final})
@@ -592,6 +698,7 @@ class Turn:
 
     async def _settle(self, status: str, error: str, call_output: str) -> None:
         """Store how the turn ended (text so far, unfinished calls) and tell the clients."""
+        self._end_live_html()
         try:
             message, created, calls = await db(conversations.settle_turn)(
                 self.conversation_id,

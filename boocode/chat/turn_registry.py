@@ -158,6 +158,13 @@ class TurnRegistry:
             return None
         return turn.message_id, turn.text
 
+    def live_html(self, conversation_id: int) -> dict[str, Any] | None:
+        """The HTML sent so far of the message being streamed (its ``text_html``), if any."""
+        turn = self._turns.get(conversation_id)
+        if turn is None or turn.live_html is None or not self.running(conversation_id):
+            return None
+        return turn.live_html.state() if turn.live_html.message_id == turn.message_id else None
+
     # --- across processes (Redis channel layer; see boocode.chat.locks) ----------------------
 
     def _shared(self) -> SharedTurns | None:
@@ -247,6 +254,7 @@ class TurnRegistry:
             running=bool(reply.get("running")),
             turn_id=reply.get("turn_id"),
             live=(live[0], live[1]) if live else None,
+            live_html=reply.get("live_html") if live else None,
             elicitations=reply.get("elicitations") or [],
             progress=reply.get("progress") or [],
             approvals=reply.get("approvals") or [],
@@ -257,6 +265,7 @@ class TurnRegistry:
             running=self.running(conversation_id),
             turn_id=self.turn_id(conversation_id),
             live=self.live_text(conversation_id),
+            live_html=self.live_html(conversation_id),
             elicitations=forms.pending(conversation_id),
             progress=running_progress(conversation_id),
             approvals=approvals.pending(conversation_id),
@@ -369,6 +378,7 @@ class TurnState:
     running: bool = False
     turn_id: str | None = None
     live: tuple[int, str] | None = None  # (message id, text so far) of the message being streamed
+    live_html: dict[str, Any] | None = None  # ... and its HTML sent so far (a text_html object)
     elicitations: list[dict[str, Any]] = field(default_factory=list)
     progress: list[dict[str, Any]] = field(default_factory=list)
     approvals: list[dict[str, Any]] = field(default_factory=list)
@@ -380,6 +390,7 @@ class TurnState:
             "running": self.running,
             "turn_id": self.turn_id,
             "live": list(self.live) if self.live else None,
+            "live_html": self.live_html,
             "elicitations": self.elicitations,
             "progress": self.progress,
             "approvals": self.approvals,
@@ -422,16 +433,24 @@ registry = TurnRegistry()
 
 
 def merge_live_text(
-    history: list[dict[str, Any]], conversation_id: int, live: tuple[int, str] | None = None
+    history: list[dict[str, Any]],
+    conversation_id: int,
+    live: tuple[int, str] | None = None,
+    live_html: dict[str, Any] | None = None,
 ) -> list[dict[str, Any]]:
-    """Replace the saved text of the message being streamed with the live text (reconnects).
+    """Replace the saved text of the message being streamed with the live text (reconnects),
+    and give it the HTML sent so far (``text_html``: the page goes on from it).
 
-    ``live`` as :meth:`TurnRegistry.state` found it (another process's turn); else this process's.
+    ``live`` and ``live_html`` as :meth:`TurnRegistry.state` found them (another process's
+    turn); else this process's.
     """
-    live = live or registry.live_text(conversation_id)
+    if live is None:
+        live, live_html = registry.live_text(conversation_id), registry.live_html(conversation_id)
     if live is not None:
         message_id, text = live
         for message in history:
             if message["id"] == message_id:
                 message["content"] = text
+                if live_html is not None:
+                    message["text_html"] = live_html
     return history

@@ -9,7 +9,9 @@ logout, a password change or a deactivation. So:
 - on any other change to the user (``post_save``: password, ``is_active``; ``post_delete``)
   the group gets ``session.check``: every socket of the user re-checks its session;
 - before handling an incoming frame, and every ``SESSION_CHECK_INTERVAL`` seconds (expiry with
-  no frames), the socket re-checks (:func:`session_is_current`).
+  no frames), the socket re-checks (:func:`session_is_current`); a ``user_message``'s check runs
+  in its turn's first database read (``boocode.chat.turn.Admission``), before the turn has any
+  effect.
 
 A socket whose session is gone, expired, no longer matches the user's password (Django's
 session auth hash) or whose user is inactive or deleted is closed with code 4401, the code

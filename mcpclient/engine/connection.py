@@ -59,6 +59,7 @@ from mcpclient.engine.resources import ResourceCatalog, keep_listed
 from mcpclient.engine.server_logs import ServerLogs
 from mcpclient.engine.transports import EndWatcher, FallbackFailed, FirstAnswer, open_streams
 from mcpclient.secrets.store import SecretStoreError
+from mcpclient.telemetry import metrics, tracing
 
 logger = logging.getLogger("mcpclient.hub")
 
@@ -226,38 +227,65 @@ class ServerConnection:
 
     # -- calls (any task) ---------------------------------------------------------------
     async def call_tool(self, tool: str, arguments: dict[str, Any]) -> ToolResult:
-        """Call ``tool`` on the live session, bounded by the server's timeout."""
+        """Call ``tool`` on the live session, bounded by the server's timeout.
+
+        The call is the MCP request span (``tools/call <tool>``, whose context its ``_meta``
+        carries) and counts in ``boocode_mcp_tool_calls_total`` (:mod:`mcpclient.telemetry`).
+        """
+        attributes = {
+            "mcp.method.name": "tools/call",
+            "gen_ai.operation.name": "execute_tool",
+            "gen_ai.tool.name": tool,
+            "boocode.mcp.server": self.name,
+            "mcp.protocol.version": self.protocol_version,
+            "network.transport": "pipe" if self.config.transport == STDIO else "tcp",
+        }
+        outcome = "cancelled"
+        with tracing.span(f"tools/call {tool}", kind="client", attributes=attributes) as span:
+            try:
+                result, outcome = await self._call_tool(tool, arguments)
+            finally:
+                metrics.MCP_TOOL_CALLS.labels(self.name, outcome).inc()
+                tracing.outcome(span, "" if outcome == "ok" else outcome, **{"boocode.outcome": outcome})
+        return result
+
+    async def _call_tool(self, tool: str, arguments: dict[str, Any]) -> tuple[ToolResult, str]:
+        """The call and its outcome (one of :data:`mcpclient.telemetry.metrics.MCP_OUTCOMES`)."""
         client = self.client
         if client is None or self.status is not Status.READY:
-            return self.unreachable(self.reason or f"the server is {self.status.value}")
+            return self.unreachable(self.reason or f"the server is {self.status.value}"), "unreachable"
         self.last_used = time.monotonic()
         try:
             # Client.call_tool answers a 2026-07-28 InputRequiredResult itself (elicitation through
             # mcpclient.engine.elicitation); an input the hub cannot give (sampling, roots) ends as an
-            # MCPError below.
-            meta = cast("types.RequestParamsMeta | None", self.logs.call_meta())
+            # MCPError below. The _meta carries the trace context (MCP reserves traceparent,
+            # tracestate and baggage there) beside the log-level opt-in.
+            meta = tracing.meta_with_context(self.logs.call_meta())
             timeout = self.config.timeout
-            result = await client.call_tool(tool, arguments, read_timeout_seconds=timeout, meta=meta)
+            metrics.tool_step_reached()
+            typed_meta = cast("types.RequestParamsMeta | None", meta)
+            result = await client.call_tool(tool, arguments, read_timeout_seconds=timeout, meta=typed_meta)
         except MCPError as exc:
             if exc.error.code == REQUEST_TIMEOUT:
                 return ToolResult.error(
                     f'MCP server "{self.name}": tool "{tool}" timed out after {self.config.timeout:g} s '
                     f'(the server\'s "timeout" in mcp.json)'
-                )
+                ), "timeout"
             if self.mark_unavailable_if_closed(exc, client):
-                return self.unreachable(self.reason)
+                return self.unreachable(self.reason), "unreachable"
             if self.auth is not None and self.auth.failure is not None:
                 # The token was refused (revoked, expired and not refreshable): sign in again.
                 self._set_auth_failure(self.auth.failure)
-                return self.unreachable(self.reason)
-            return ToolResult.error(f'MCP server "{self.name}": tool "{tool}" failed: {exc.error.message}')
+                return self.unreachable(self.reason), "unreachable"
+            message = f'MCP server "{self.name}": tool "{tool}" failed: {exc.error.message}'
+            return ToolResult.error(message), "failed"
         except pydantic.ValidationError as exc:
             # e.g. a 2026-07-28 result without ``resultType``: the server broke the protocol.
             first = str(exc).splitlines()[0]
             return ToolResult.error(
                 f'MCP server "{self.name}": tool "{tool}" returned an invalid result '
                 f"for protocol {self.protocol_version}: {first}"
-            )
+            ), "failed"
         except RuntimeError as exc:
             # The SDK checks structured content against the tool's outputSchema and raises a bare
             # RuntimeError when it does not match: the server broke its own contract.
@@ -267,22 +295,23 @@ class ServerConnection:
             return ToolResult.error(
                 f'MCP server "{self.name}": tool "{tool}" returned a result that does not match its '
                 f"output schema: {first}"
-            )
+            ), "failed"
         except InputRequiredRoundsExceededError:
             return ToolResult.error(
                 f'MCP server "{self.name}": tool "{tool}" failed: the server kept asking for more input'
-            )
+            ), "failed"
         except httpx2.TransportError as exc:
             # One HTTP exchange failed (the transport turns most of these into an error answer,
             # see mcpclient.engine.transports.DeliveryGuard): the call fails, the session stays. A dead
             # session shows as the end of its stream or a failed ping instead.
             return ToolResult.error(
                 f'MCP server "{self.name}": tool "{tool}" failed: the HTTP request failed ({_describe(exc)})'
-            )
+            ), "failed"
         except (anyio.ClosedResourceError, anyio.BrokenResourceError, OSError) as exc:
             self._set_unavailable(_describe(exc), client)
-            return self.unreachable(self.reason)
-        return extract_result(result)
+            return self.unreachable(self.reason), "unreachable"
+        extracted = extract_result(result)
+        return extracted, "tool_error" if extracted.is_error else "ok"
 
     async def _list_within_timeout(self, client: Client, *, fresh: bool = False) -> list[types.Tool]:
         try:

@@ -3,8 +3,9 @@
 Owns: the process-wide hub (:func:`ensure_hub`, :func:`get_hub`, :func:`new_hub` wires it from the
 settings: healing, stored log levels, listeners that persist and broadcast its state), file↔database
 sync (``sync``), stored server logs (``log_store``), sign-in steps (``signin``), the hub worker's
-consumer (``hub_worker``), the management commands' services (``commands``), the conformance client.
-May import every layer below (core, config, secrets, engine, worker) and the app's models; nothing
+consumer (``hub_worker``) and its ``/metrics`` (``metrics_endpoint``), the management commands'
+services (``commands``), the conformance client, the servers' states for ``/metrics``. May import
+every layer below (core, telemetry, config, secrets, engine, worker) and the app's models; nothing
 below imports it.
 
 Invariants. The hub starts lazily on the running loop behind one lock (Daphne has no lifespan: the
@@ -47,6 +48,7 @@ from mcpclient.runtime.sync import (
     sync_servers,
 )
 from mcpclient.secrets.inputs import input_value
+from mcpclient.telemetry import metrics
 from mcpclient.worker.client import RemoteHub
 from mcpclient.worker.client import WorkerUnavailable as WorkerUnavailable  # for the chat: the worker is away
 
@@ -78,6 +80,17 @@ def serve_for_web_processes(send_state: Callable[[Hub], Awaitable[None]]) -> Non
 def remote() -> bool:
     """Whether this process reaches a hub worker instead of holding a hub (BOOCODE_HUB=worker)."""
     return settings.MCP_HUB == "worker" and not _serving
+
+
+def _held_servers() -> list[ServerSnapshot]:
+    """The servers' states for ``/metrics`` where this process holds the hub (else the worker's say)."""
+    hub = _hub
+    if hub is None or isinstance(hub, RemoteHub):
+        return []
+    return hub.snapshots()
+
+
+metrics.watch_servers(_held_servers)
 
 
 def seen_version() -> int:

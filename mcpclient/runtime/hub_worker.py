@@ -6,8 +6,11 @@ its own. A call runs inside :func:`~mcpclient.engine.progress.reporting` and, wh
 person to ask, :func:`~mcpclient.engine.elicitation.asking`, whose callbacks forward progress,
 forms and links to the caller's reply channel with the call's id; ``hub.cancel`` cancels its task
 (the SDK tells the server), and a form still open when the call ends is withdrawn on the caller's
-side (``hub.ask_end``). :data:`QUERIES` are answered without waiting for the hub's listeners; other
-requests reply with the state once the listeners have finished. On SIGTERM or SIGINT the calls in
+side (``hub.ask_end``). A call carrying ``trace`` (the caller's W3C trace context) runs with it
+current, so its MCP request is a span of the caller's trace and the server hears of it; ``step``
+(the tool step so far) lets this process observe the whole step (:mod:`mcpclient.telemetry`).
+:data:`QUERIES` are answered without waiting for the hub's listeners; other requests reply with
+the state once the listeners have finished. On SIGTERM or SIGINT the calls in
 flight are answered with an error before the hub closes every session. Every state carries
 :data:`BOOT`, this process's id, so web processes tell a restarted worker apart.
 
@@ -20,6 +23,7 @@ import asyncio
 import contextlib
 import dataclasses
 import logging
+import time
 import uuid
 from typing import Any
 
@@ -40,6 +44,7 @@ from mcpclient.engine.prompts import PromptError
 from mcpclient.engine.resources import ResourceError
 from mcpclient.engine.serving import session_for
 from mcpclient.runtime import signin
+from mcpclient.telemetry import metrics, tracing
 from mcpclient.worker import wire as worker_wire
 
 logger = logging.getLogger(__name__)
@@ -327,7 +332,10 @@ class HubConsumer(AsyncConsumer):
                 logger.warning("refused a call of %s: %s", message["name"], refusal)
                 result = ToolResult.error(refusal)
             else:
-                with reporting(report):
+                step = message.get("step")
+                if isinstance(step, int | float):  # the tool step's time so far, in the web process
+                    metrics.tool_step_began(time.monotonic() - step)
+                with reporting(report), tracing.attached(message.get("trace")):
                     with asking(ask) if message.get("ask") else contextlib.nullcontext():
                         result = await hub.call_tool(
                             message["name"], message["arguments"], user_id=message["user_id"]

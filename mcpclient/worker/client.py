@@ -40,6 +40,8 @@ from mcpclient.engine.progress import tool_call
 from mcpclient.engine.prompts import Catalog as PromptCatalog
 from mcpclient.engine.resources import Completions, ReadResult, ResourceCatalog, ResourceError
 from mcpclient.engine.serving import session_for
+from mcpclient.telemetry import tracing
+from mcpclient.telemetry.metrics import tool_step_so_far
 from mcpclient.worker import wire as worker_wire
 
 logger = logging.getLogger(__name__)
@@ -501,23 +503,32 @@ class RemoteHub:
         asker = current_asker()
         known = next((tool for tool in self._tools if tool.prefixed_name == prefixed_name), None)
         # Progress names the server's own tool name, as the in-process hub's does.
-        with tool_call(tool=known.name if known is not None else prefixed_name) as on_progress:
+        with (
+            tool_call(tool=known.name if known is not None else prefixed_name) as on_progress,
+            tracing.span(
+                f"hub.call {prefixed_name}", kind="client", attributes={"gen_ai.tool.name": prefixed_name}
+            ),
+        ):
             call = _Call(loop.create_future(), self.boot, on_progress, asker, current_budget())
             self._calls[call_id] = call
+            message: dict[str, Any] = {
+                "type": "hub.call",
+                "id": call_id,
+                "reply": self.reply,
+                "name": prefixed_name,
+                "arguments": arguments or {},
+                "user_id": user_id,
+                "ask": asker is not None,
+                "approval": granted(),  # the worker checks it again (core.approval)
+            }
+            # Only when there is something to carry: the trace context (W3C keys) and the tool
+            # step's time so far (mcpclient.telemetry.metrics), which the worker goes on with.
+            if carried := tracing.carrier():
+                message["trace"] = carried
+            if (step := tool_step_so_far()) is not None:
+                message["step"] = step
             try:
-                await self.layer.group_send(
-                    self.channel,
-                    {
-                        "type": "hub.call",
-                        "id": call_id,
-                        "reply": self.reply,
-                        "name": prefixed_name,
-                        "arguments": arguments or {},
-                        "user_id": user_id,
-                        "ask": asker is not None,
-                        "approval": granted(),  # the worker checks it again (core.approval)
-                    },
-                )
+                await self.layer.group_send(self.channel, message)
                 return await call.future
             except asyncio.CancelledError:
                 self._send_soon({"type": "hub.cancel", "id": call_id})

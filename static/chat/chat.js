@@ -401,6 +401,9 @@ function handle(frame) {
     case "text_delta":
       thread.delta(frame);
       break;
+    case "text_html":
+      thread.textHtml(frame);
+      break;
     case "tool_call":
     case "tool_result":
       thread.upsertCall(frame.call);

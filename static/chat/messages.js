@@ -1,6 +1,12 @@
-// The message list: rows keyed by message id, streamed text appended to a Text node, the
-// server's sanitized HTML once a message is final (code blocks get a copy button), tool cards
-// grouped per step, and the actions under each row (copy, edit and resend, regenerate).
+// The message list: rows keyed by message id, streamed text shown as the server renders it
+// (below), the server's sanitized HTML once a message is final (code blocks get a copy button),
+// tool cards grouped per step, and the actions under each row (copy, edit and resend, regenerate).
+//
+// While an answer streams, its text arrives at once (text_delta) and its HTML a moment later
+// (text_html, docs/protocol.md): the body holds the settled HTML (appended, never touched
+// again), then the open block's HTML (replaced by each frame), then the text not yet rendered,
+// as text at the end of that block. The final HTML replaces only what differs from what is
+// shown, so the answer does not jump when it ends.
 //
 // One answer per turn: a turn stores one assistant message per model step, and the steps that
 // follow each other read as one answer (`regroup`): the header on the first, the steps' text and
@@ -209,7 +215,7 @@ export class Thread {
     note.hidden = true;
     const footer = el("div", "message-footer");
     article.append(header, body, note, calls, error, footer);
-    entry = { el: article, header, badge, model, body, note, calls, error, footer, textNode: null, length: 0, message };
+    entry = { el: article, header, badge, model, body, note, calls, error, footer, textNode: null, live: null, length: 0, message };
     this.messages.set(message.id, entry);
     this.insertInOrder(article, message.id);
     this.updateWelcome();
@@ -276,13 +282,24 @@ export class Thread {
 
   renderBody(entry, message) {
     const body = entry.body;
-    body.replaceChildren();
+    const live = entry.live;
     entry.textNode = null;
+    entry.live = null;
+    body.classList.remove("live");
     if (message.html) {
-      body.innerHTML = message.html; // sanitized by the server
+      // What the streamed HTML shows already stays: only what differs is replaced.
+      if (!live || !finishLive(body, live, message.html)) {
+        body.replaceChildren();
+        body.innerHTML = message.html; // sanitized by the server
+        enhance(body);
+      }
       body.classList.remove("plain");
-      enhance(body);
+    } else if (message.status === "streaming" && message.text_html && !message.large) {
+      body.replaceChildren();
+      entry.live = startLive(body);
+      showLive(body, entry.live, message.text_html, message.content || "");
     } else {
+      body.replaceChildren();
       entry.textNode = document.createTextNode(message.content || "");
       body.append(entry.textNode);
       body.classList.add("plain");
@@ -297,15 +314,35 @@ export class Thread {
       this.upsert({ id: frame.message_id, role: "assistant", status: "streaming", content: "", html: "", error: "" });
       entry = this.messages.get(frame.message_id);
     }
-    if (!entry.textNode) return; // already final HTML
+    if (!entry.textNode && !entry.live) return; // already final HTML
     const end = frame.offset + frame.text.length;
     if (frame.offset > entry.length) return; // a frame was missed: message_complete carries the full text
     if (end <= entry.length) return; // already shown (history and live frames overlap)
     const wasNearBottom = this.nearBottom();
     const piece = frame.text.slice(entry.length - frame.offset);
-    entry.textNode.appendData(piece);
+    if (entry.live) appendRest(entry.body, entry.live, piece); // shown as text until its HTML comes
+    else entry.textNode.appendData(piece);
     entry.length += piece.length;
     entry.message = { ...entry.message, content: (entry.message.content || "") + piece };
+    entry.body.hidden = false;
+    this.keepScrolled(wasNearBottom);
+  }
+
+  // The HTML of a streaming message's text so far (`text_html`): applied when it continues what
+  // is shown (its `from` is where the settled HTML shown ends), else left to message_complete.
+  textHtml(frame) {
+    const entry = this.messages.get(frame.message_id);
+    if (!entry || entry.editing || entry.message.html || entry.message.large) return;
+    if (entry.message.status !== "streaming") return;
+    const live = entry.live;
+    if (live ? frame.from !== live.to || frame.end < live.end : frame.from !== 0) return;
+    const wasNearBottom = this.nearBottom();
+    if (!live) {
+      entry.body.replaceChildren();
+      entry.textNode = null;
+      entry.live = startLive(entry.body);
+    }
+    showLive(entry.body, entry.live, frame, entry.message.content || "");
     entry.body.hidden = false;
     this.keepScrolled(wasNearBottom);
   }
@@ -519,10 +556,98 @@ function updateGroup(container) {
   head.textContent = text;
 }
 
+// --- streamed HTML --------------------------------------------------------------------------
+// `live`: where the settled HTML ends in the text (`to`) and what it is (`settled`), the open
+// block's nodes (`tail`) and HTML (`tailHtml`, null: shown as text), how far that HTML goes
+// (`end`) and the Text node of what came after it (`rest`).
+function startLive(body) {
+  body.classList.remove("plain");
+  body.classList.add("live");
+  return { to: 0, settled: "", tail: [], tailHtml: "", end: 0, rest: null };
+}
+
+function showLive(body, live, frame, content) {
+  clearTail(live);
+  if (frame.settled) {
+    insertHtml(body, frame.settled); // sanitized by the server
+    live.settled += frame.settled;
+  }
+  live.to = frame.to;
+  live.end = frame.end;
+  if (frame.tail === null) { // no longer rendered while it streams: the rest is text
+    const raw = el("div", "stream-raw");
+    body.append(raw);
+    live.tail = [raw];
+    live.tailHtml = null;
+    appendRest(body, live, content.slice(frame.to));
+  } else {
+    live.tail = insertHtml(body, frame.tail); // sanitized by the server
+    live.tailHtml = frame.tail;
+    appendRest(body, live, content.slice(frame.end));
+  }
+}
+
+// The final HTML where streamed HTML is shown: true when what is shown was kept and only the
+// open block replaced (when it differs); false when the settled part differs too.
+function finishLive(body, live, html) {
+  if (!html.startsWith(live.settled)) return false;
+  const tail = html.slice(live.settled.length);
+  if (tail === live.tailHtml) {
+    live.rest?.remove();
+    return true;
+  }
+  clearTail(live);
+  insertHtml(body, tail);
+  return true;
+}
+
+function clearTail(live) {
+  for (const node of live.tail) node.remove();
+  live.tail = [];
+  live.rest?.remove();
+  live.rest = null;
+}
+
+// Blocks the text not yet rendered goes into (at their end): a paragraph, an item, a code block.
+const REST_INTO = new Set(["P", "LI", "UL", "OL", "BLOCKQUOTE", "PRE", "CODE", "DIV", "H1", "H2", "H3", "H4", "H5", "H6"]);
+
+function appendRest(body, live, text) {
+  if (!text) return;
+  if (!live.rest) {
+    let into = [...live.tail].reverse().find((node) => node.nodeType === Node.ELEMENT_NODE);
+    if (into && REST_INTO.has(into.tagName)) {
+      while (into.lastElementChild && REST_INTO.has(into.lastElementChild.tagName)) into = into.lastElementChild;
+    } else {
+      into = body;
+    }
+    live.rest = document.createTextNode("");
+    into.append(live.rest);
+  }
+  live.rest.appendData(text);
+}
+
+// Inserts sanitized HTML at the end of `body`; returns the nodes it became (code blocks wrapped).
+function insertHtml(body, html) {
+  const mark = body.lastChild;
+  const template = document.createElement("template");
+  template.innerHTML = html; // sanitized by the server
+  body.append(template.content);
+  const added = () => {
+    const nodes = [];
+    for (let node = mark ? mark.nextSibling : body.firstChild; node; node = node.nextSibling) nodes.push(node);
+    return nodes;
+  };
+  enhance(body, added());
+  return added();
+}
+
 // Code blocks get a language label and a copy button; links open in a new tab, safely; tables
-// and code that scroll become reachable by keyboard.
-function enhance(body) {
-  for (const pre of body.querySelectorAll("pre")) {
+// and code that scroll become reachable by keyboard. `nodes`: only these (and what they hold).
+function enhance(body, nodes = [body]) {
+  const within = (selector) => nodes.flatMap((node) => (node.nodeType === Node.ELEMENT_NODE
+    ? [...(node.matches(selector) ? [node] : []), ...node.querySelectorAll(selector)]
+    : []));
+  for (const pre of within("pre")) {
     const code = pre.querySelector("code");
     const language = code ? [...code.classList].find((name) => name.startsWith("language-")) : null;
     const block = el("div", "code-block");
@@ -533,9 +658,9 @@ function enhance(body) {
     block.append(head, pre);
     markScrollable(pre);
   }
-  for (const link of body.querySelectorAll("a[href]")) {
+  for (const link of within("a[href]")) {
     link.target = "_blank";
     link.rel = "noopener noreferrer nofollow";
   }
-  for (const table of body.querySelectorAll("table")) markScrollable(table);
+  for (const table of within("table")) markScrollable(table);
 }

@@ -1,6 +1,6 @@
-"""Answers as people read them: streamed text, then the server's highlighted Markdown (code,
-tables, lists, links that open safely in a new tab), a copy button on every code block and on
-every message that puts the text on the clipboard.
+"""Answers as people read them: the server's highlighted Markdown (code, tables, lists, links
+that open safely in a new tab) while they stream and once they end, without a jump between the
+two, a copy button on every code block and on every message that puts the text on the clipboard.
 """
 
 from __future__ import annotations
@@ -40,15 +40,18 @@ def test_markdown_code_and_copy(open_page: Any, site: Site, width: int) -> None:
 
     page = open_page(width, permissions=["clipboard-read", "clipboard-write"])
     landing(page, site)
-    # Streamed as text first; the highlighted version replaces it when the message ends.
+    # Formatted while it streams (the fence not closed yet is an open code block).
     site.llm.script(Stall(text=ANSWER[:30], seconds=60, after=ANSWER[30:]))
     start_conversation(page, "show me code")
-    streaming = page.locator(".message.status-streaming .message-body.plain")
-    expect(streaming).to_contain_text("Here is **Python**:")
+    streaming = page.locator(".message.status-streaming .message-body")
+    expect(streaming.locator("strong")).to_have_text("Python")
+    expect(streaming.locator(".code-block .code-lang")).to_have_text("python")
+    screenshot(page, "markdown-open-fence")
     assert page.locator("#messages").get_attribute("aria-live") == "polite"
     release(site.llm)
 
     answer = page.locator(".message.role-assistant").last
+    expect(answer).to_have_class(re.compile(r"\bstatus-complete\b"))  # (code shows while it streams)
     expect(answer.locator(".code-block pre code")).to_contain_text("def greet(name):")
     assert (
         answer.locator(".code-block [class^='tok-'], .code-block [class*=' tok-']").count() > 0
@@ -96,3 +99,43 @@ def test_stored_messages_come_highlighted(open_page: Any, site: Site, width: int
     code = page.locator(".message.role-assistant .code-block code")
     expect(code).to_have_text("const x = 1;")
     assert page.locator(".message.role-assistant .code-block [class*='tok-']").count() > 0
+
+
+STREAMED = (
+    "## Plan\n\nThe **first** step, then the second.\n\n"
+    "| tool | calls |\n|---|---|\n| echo | 2 |\n| add | 1 |\n\n"
+    "- one\n- two\n\nDone with **everything**."
+)
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_markdown_is_formatted_while_it_streams_and_stays_put_when_it_ends(
+    open_page: Any, site: Site, width: int
+) -> None:
+    from playwright.sync_api import expect
+
+    page = open_page(width)
+    landing(page, site)
+    site.llm.script(Stall(text=STREAMED, seconds=60))  # the whole answer, then the model waits
+    start_conversation(page, "make a plan")
+    body = page.locator(".message.role-assistant.status-streaming .message-body")
+    expect(body.locator("h2")).to_have_text("Plan")
+    expect(body.locator("p strong").first).to_have_text("first")
+    expect(body.locator("table tbody tr")).to_have_count(2)
+    expect(body.locator("ul li")).to_have_count(2)
+    expect(body.locator("p strong", has_text="everything")).to_be_visible()  # rendered to its end
+    assert "**" not in body.inner_text() and "|---|" not in body.inner_text()
+    screenshot(page, "markdown-streaming")  # (once transitions have ended)
+    before = body.bounding_box()
+    assert before is not None
+    body.locator("h2").evaluate("node => { node.kept = true; }")
+
+    release(site.llm)
+    done = page.locator(".message.role-assistant.status-complete .message-body")
+    expect(done.locator("h2")).to_have_text("Plan")
+    screenshot(page, "markdown-streamed")
+    # The final HTML is what was shown: the same nodes, the same height.
+    assert done.locator("h2").evaluate("node => node.kept === true")
+    after = done.bounding_box()
+    assert after is not None and abs(after["height"] - before["height"]) < 0.5, (before, after)
+    assert overflowing(page) == []

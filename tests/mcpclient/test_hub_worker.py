@@ -36,7 +36,9 @@ from mcpclient.worker.signing import SignedRedisPubSubChannelLayer, layer_key
 from tests.support.live import create_accounts, fresh_database, live_daphne, with_default_sigint
 from tests.support.llm import Call, ScriptedLLM, Text, ToolCalls
 from tests.support.oauth import OAuthServer
+from tests.support.otlp import OtlpReceiver, ancestry
 from tests.support.processes import PYTHON, ROOT, TOOLBOX, free_port, redis_url
+from tests.support.scrape import Figures
 from tests.support.tabs import Tab
 
 pytestmark = [pytest.mark.redis, pytest.mark.postgres_only, pytest.mark.processes]
@@ -45,9 +47,11 @@ MODEL = "test-model"
 REDIS_URL = redis_url()  # a database of this worker's own
 REDIS_PREFIX = f"boocode-db{REDIS_URL.rsplit('/', 1)[1]}"  # settings.py names the layer's channels so
 # Of the toolbox; "writes" adds write_note, whose every call needs the person's approval.
-FEATURES = ("progress", "questions", "resources", "prompts", "logs", "writes")
+# "meta": request_meta answers with its request's _meta (the trace context across the hop).
+FEATURES = ("progress", "questions", "resources", "prompts", "logs", "writes", "meta")
 TIMEOUT_S = 8  # the toolbox's "timeout" in mcp.json: a call never waits longer (plus the grace)
 SECRET_KEY = f"hub-worker-test-{uuid.uuid4().hex}"  # shared by the deployment's processes
+METRICS_TOKEN = f"metrics-{uuid.uuid4().hex}"  # every process's /metrics, the hub worker's included
 
 
 def signed_layer(key: str = SECRET_KEY) -> SignedRedisPubSubChannelLayer:
@@ -80,6 +84,12 @@ class Deployment:
         self.env, self.tag, self.accounts, self.llm, self.oauth = env, tag, accounts, llm, oauth
         self.worker: subprocess.Popen[bytes] | None = None
         self.ports: list[int] = []
+        self.traces: OtlpReceiver | None = None  # where every process of the deployment sends its spans
+
+    @property
+    def worker_metrics(self) -> str:
+        """The hub worker's own /metrics (BOOCODE_HUB_WORKER_METRICS_PORT)."""
+        return f"http://127.0.0.1:{self.env['BOOCODE_HUB_WORKER_METRICS_PORT']}/metrics"
 
     @property
     def worker_log(self) -> Path:
@@ -147,7 +157,11 @@ def deployment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployment]
     oauth = OAuthServer.start()
     secure = {"type": "http", "url": oauth.url, "oauth": {"mode": "perUser"}}
     (data / "mcp.json").write_text(json.dumps({"mcpServers": {"toolbox": entry, "secure": secure}}))
-    with contextlib.ExitStack() as stack, ScriptedLLM(models=(MODEL,), responder=respond) as llm:
+    with (
+        contextlib.ExitStack() as stack,
+        ScriptedLLM(models=(MODEL,), responder=respond) as llm,
+        OtlpReceiver() as traces,
+    ):
         stack.callback(oauth.stop)
         env = {
             **os.environ,
@@ -162,11 +176,18 @@ def deployment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployment]
             "BOOCODE_MCP_AUTOSTART": "1",
             "BOOCODE_PUBLIC_URL": f"http://127.0.0.1:{port_b}",  # sign-ins come back to B
             "BOOCODE_SECRET_KEY": SECRET_KEY,  # the hub's messages are signed with a key from it
+            # Traces and metrics (docs/operations.md): every process exports its spans to the
+            # receiver, in batches 0.1 s apart; the worker serves its own /metrics.
+            "OTEL_EXPORTER_OTLP_ENDPOINT": traces.url,
+            "OTEL_BSP_SCHEDULE_DELAY": "100",
+            "BOOCODE_METRICS_TOKEN": METRICS_TOKEN,
+            "BOOCODE_HUB_WORKER_METRICS_PORT": str(free_port()),
         }
         env.pop("BOOCODE_TEST_DB_NAME", None)
         env["BOOCODE_DATABASE_URL"] = stack.enter_context(fresh_database("boocode_hubworker"))
         accounts = create_accounts(env, 3, staff=True)  # administrators: the admin tests need them
         deployment = Deployment(env, tag, accounts, llm, oauth)
+        deployment.traces = traces
         deployment.start_worker()
         try:
             with live_daphne(env) as (_, port_a), live_daphne(env, port_b):
@@ -221,6 +242,83 @@ def test_a_call_from_each_web_process_reaches_the_one_child(deployment: Deployme
     assert deployment.worker is not None
     # One stdio child for one stdio server, whatever the number of web processes: the worker's.
     assert [parent for _, parent in deployment.children()] == [deployment.worker.pid]
+
+
+def test_a_call_through_the_worker_is_one_trace_down_to_the_request_the_server_received(
+    deployment: Deployment,
+) -> None:
+    async def run() -> dict[str, Any]:
+        async with Tab.live(deployment.ports[0], deployment.accounts[0], take_status=False) as tab:
+            await _ready_status(tab)
+            call, end = await tab.turn("tool toolbox_request_meta {}")
+            assert end["status"] == "complete"
+            return json.loads(call["output"])
+
+    received = asyncio.run(run())
+    _, trace_id, parent_id, _ = received["traceparent"].split("-")
+    assert deployment.traces is not None
+    spans = deployment.traces.wait_for(
+        lambda spans: {"turn", "tools/call request_meta"} <= {s.name for s in spans if s.trace_id == trace_id}
+    )
+    trace = [span for span in spans if span.trace_id == trace_id]
+    [request] = [span for span in trace if span.span_id == parent_id]  # the span the server was told of
+    assert ancestry(request, trace) == [
+        "tools/call request_meta",
+        "hub.call toolbox_request_meta",
+        "execute_tool toolbox_request_meta",
+        "turn",
+    ]
+    # The MCP request is the hub worker's span, its parent the web process's: the hop carried it.
+    assert request.resource["boocode.process"] == "hub_worker"
+    parent = next(span for span in trace if span.span_id == request.parent_id)
+    assert parent.resource["boocode.process"] == "web" and parent.kind == "client"
+
+
+def test_each_web_process_and_the_worker_report_their_own_figures(deployment: Deployment) -> None:
+    port_a, port_b = deployment.ports
+    bearer = {"Authorization": f"Bearer {METRICS_TOKEN}"}
+
+    async def scrape(url: str) -> Figures:
+        async with aiohttp.ClientSession() as session, session.get(url, headers=bearer) as response:
+            assert response.status == 200, await response.text()
+            return Figures.parse(await response.text())
+
+    async def run() -> None:
+        async with aiohttp.ClientSession() as session:  # the worker's endpoint refuses the rest
+            async with session.get(deployment.worker_metrics) as response:
+                assert response.status == 404
+            wrong = {"Authorization": "Bearer not-the-token"}
+            async with session.get(deployment.worker_metrics, headers=wrong) as response:
+                assert response.status == 403
+        before = [await scrape(f"http://127.0.0.1:{port}/metrics") for port in (port_a, port_b)]
+        worker_before = await scrape(deployment.worker_metrics)
+        async with Tab.live(port_b, deployment.accounts[1], take_status=False) as tab:
+            await _ready_status(tab)
+            call, end = await tab.turn('tool toolbox_echo {"text": "counted"}')
+            assert (call["output"], end["status"]) == ("counted", "complete")
+        # A turn is counted as its task ends, just after turn_end reached the tab: B is read again
+        # (every 50 ms, for 10 s at most: another process gives no event) until it has been. The
+        # other figures were counted before the tool's result went out.
+        deadline = time.monotonic() + 10
+        complete = {"status": "complete"}
+        after_b = await scrape(f"http://127.0.0.1:{port_b}/metrics")
+        while not after_b.delta(before[1], "boocode_turns_total", **complete) and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+            after_b = await scrape(f"http://127.0.0.1:{port_b}/metrics")
+        after_a = await scrape(f"http://127.0.0.1:{port_a}/metrics")
+        worker = await scrape(deployment.worker_metrics)
+        # The turn is B's; the MCP request, its tool step and the servers' states are the worker's.
+        ok = {"server": "toolbox", "outcome": "ok"}
+        assert after_b.delta(before[1], "boocode_turns_total", **complete) == 1
+        assert after_a.delta(before[0], "boocode_turns_total", **complete) == 0
+        assert after_b.delta(before[1], "boocode_tool_calls_total", **ok) == 1
+        assert worker.delta(worker_before, "boocode_mcp_tool_calls_total", **ok) == 1
+        assert worker.delta(worker_before, "boocode_tool_step_seconds_count") == 1
+        assert worker.value("boocode_mcp_server_status", server="toolbox", status="ready") == 1
+        assert not after_b.has("boocode_mcp_server_status", server="toolbox", status="ready")
+        assert after_b.delta(before[1], "boocode_mcp_tool_calls_total", **ok) == 0
+
+    asyncio.run(run())
 
 
 def test_a_message_the_worker_cannot_handle_is_logged_and_calls_go_on(deployment: Deployment) -> None:

@@ -28,7 +28,7 @@ from boocode.asgi import application
 from boocode.chat.models import Conversation, Message, ToolCall
 from boocode.chat.turn_registry import registry
 from tests.support.accounts import conversation_of, login, stored
-from tests.support.llm import Call, ScriptedLLM, Text, ToolCalls
+from tests.support.llm import Call, ScriptedLLM, Stall, Text, ToolCalls
 from tests.support.processes import PYTHON, ROOT
 from tests.support.tabs import Tab
 
@@ -152,6 +152,51 @@ async def test_no_turn_starts_once_the_session_is_gone(llm: ScriptedLLM) -> None
     assert not registry.running(conversation)
     assert await stored(conversation) == []
     assert llm.requests == []
+
+
+@pytest.mark.parametrize(
+    "frame",
+    [
+        {"type": "user_message", "text": "x" * 40_000},  # refused: too long
+        {"type": "user_message", "text": "hello", "attachments": "not a list"},  # refused: attachments
+        {"type": "cancel", "note": "user_message"},  # another frame that mentions a message
+        {"type": "user_message"},  # no text
+    ],
+    ids=["too-long", "bad-attachments", "mentions-a-message", "no-text"],
+)
+async def test_a_message_frame_from_a_gone_session_is_answered_by_the_close(frame: dict[str, Any]) -> None:
+    # A message's session check runs in its turn's first read; a frame refused before any turn
+    # starts is still checked first: the socket closes, no error frame tells it anything.
+    cookie = await login("alice")
+    tab = Tab(await conversation_of("alice"), cookie)
+    await tab.open()
+    await sync_to_async(Session.objects.filter(pk=cookie).delete)()
+    await tab.ws.send_to(text_data=json.dumps(frame))
+    async with asyncio.timeout(5):
+        while True:
+            message = await tab.ws.receive_output(timeout=5)
+            if message["type"] == "websocket.close":
+                break
+            assert json.loads(message["text"])["type"] != "error", message
+    assert message.get("code") == 4401
+
+
+async def test_a_message_while_a_turn_runs_from_a_gone_session_closes_the_socket(llm: ScriptedLLM) -> None:
+    cookie = await login("alice")
+    conversation = await conversation_of("alice")
+    other = Tab(conversation, await login("alice"))  # the same person in another browser
+    await other.open()
+    llm.script(Stall(seconds=30))
+    await other.send({"type": "user_message", "text": "a long one"})
+    await other.next("turn_start")
+    tab = Tab(conversation, cookie)
+    await tab.open()
+    await sync_to_async(Session.objects.filter(pk=cookie).delete)()
+    await tab.send({"type": "user_message", "text": "and another"})
+    assert await close_code(tab.ws) == 4401
+    assert [content for role, _, content in await stored(conversation) if role == "user"] == ["a long one"]
+    await other.send({"type": "cancel"})
+    await other.next("turn_end")
 
 
 # --- 3. lockouts in the admin, and the cool-off -----------------------------------------------

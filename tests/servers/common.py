@@ -30,6 +30,8 @@ gc.disable()  # until the SDK is imported (module docstring); re-enabled below
 import argparse  # noqa: E402
 import base64  # noqa: E402
 import json  # noqa: E402
+import os  # noqa: E402
+import time  # noqa: E402
 from collections.abc import Sequence  # noqa: E402
 from typing import Any  # noqa: E402
 
@@ -74,9 +76,13 @@ class PagedServer(MCPServer):
 def add_echo(server: MCPServer) -> None:
     """Register the read-only ``echo`` tool on ``server``."""
 
+    stamped = bool(os.environ.get("BOOCODE_ECHO_STAMPS"))
+
     @server.tool(annotations=READ_ONLY)
     def echo(text: str) -> str:
         """Return the text unchanged."""
+        if stamped:  # bench/chat_load.py: when the call arrived (time.perf_counter(), one clock per machine)
+            return f"{text} @{time.perf_counter():.6f}"
         return text
 
 

@@ -276,6 +276,7 @@ class ScriptedLLM:
         responder: Callable[[dict[str, Any]], Reply] | None = None,
         on_request: Callable[[dict[str, Any]], None] | None = None,
         on_first_chunk: Callable[[dict[str, Any]], None] | None = None,
+        on_last_chunk: Callable[[dict[str, Any]], None] | None = None,
         port: int = 0,
     ) -> None:
         self.api_key = api_key
@@ -283,6 +284,7 @@ class ScriptedLLM:
         self.responder = responder
         self.on_request = on_request  # called (server thread) with each chat request's body on arrival
         self.on_first_chunk = on_first_chunk  # called (server thread) when a stream's first bytes go out
+        self.on_last_chunk = on_last_chunk  # called (server thread) once a stream's end went out
         self.requests: list[dict[str, Any]] = []
         self.aborted_streams = 0  # streams the client closed before the end (a cancelled turn)
         self.model_list_requests = 0  # GET /v1/models received
@@ -491,6 +493,8 @@ class ScriptedLLM:
             return False
         writer.write(b"0\r\n\r\n")
         await writer.drain()
+        if self.on_last_chunk is not None:
+            self.on_last_chunk(body)
         return True
 
     async def _stream(

@@ -2,7 +2,9 @@
 
 Channels' worker (what ``manage.py runworker`` runs; :class:`mcpclient.runtime.hub_worker.HubWorker`)
 listens on the hub channel; see
-:mod:`mcpclient.runtime.hub_worker` for what it does and docs/deployment.md for how to run it.
+:mod:`mcpclient.runtime.hub_worker` for what it does and docs/deployment.md for how to run it. With
+``BOOCODE_HUB_WORKER_METRICS_PORT`` it serves its own ``/metrics``, and with an OTLP endpoint it
+exports its spans (docs/operations.md).
 """
 
 from __future__ import annotations
@@ -26,6 +28,8 @@ from mcpclient.runtime.hub_worker import (
     poll_changes,
     stop_all_calls,
 )
+from mcpclient.runtime.metrics_endpoint import serve_metrics
+from mcpclient.telemetry import tracing
 from mcpclient.worker import wire as worker_wire
 
 logger = logging.getLogger("mcpclient.runtime.hub_worker")
@@ -40,6 +44,7 @@ class Command(BaseCommand):
         asyncio.run(self._serve())
 
     async def _serve(self) -> None:
+        tracing.configure("hub_worker", settings.VERSION)  # only with an OTLP endpoint (docs/operations.md)
         layer = worker_wire.hub_layer()
         channel = settings.MCP_HUB_CHANNEL
         # The web processes send to the group named after the hub channel. The worker joins it
@@ -59,6 +64,11 @@ class Command(BaseCommand):
         loop = asyncio.get_running_loop()
         for signum in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(signum, main.cancel)
+        metrics_runner = None
+        if settings.HUB_WORKER_METRICS_PORT:
+            metrics_runner = await serve_metrics(
+                settings.HUB_WORKER_METRICS_HOST, settings.HUB_WORKER_METRICS_PORT, settings.METRICS_TOKEN
+            )
         self.stdout.write(f'hub worker listening on channel "{channel}"', ending="\n")
         self.stdout.flush()
         await broadcast_state(hub)  # web processes learn of this boot (calls to an earlier one fail)
@@ -79,3 +89,6 @@ class Command(BaseCommand):
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
             await hub.stop()
+            if metrics_runner is not None:
+                await metrics_runner.cleanup()
+            tracing.shutdown()  # what is still batched goes out
