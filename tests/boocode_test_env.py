@@ -26,3 +26,30 @@ os.environ.setdefault("BOOCODE_DB_CONN_MAX_AGE", "0")
 # (tests/mcpclient/test_second_process.py) can open it.
 _set("BOOCODE_TEST_DB_FILE", os.path.join(os.environ["BOOCODE_DATA_DIR"], "test.sqlite3"))
 os.environ.setdefault("BOOCODE_TEST_DB_NAME", f"test_boocode_{os.getpid()}_{secrets.token_hex(4)}")
+
+
+_zygote = None
+
+
+def pytest_configure(config: object) -> None:
+    """Start the test process's zygote (tests/support/zygote.py): its Python processes start warm.
+
+    Every test process but pytest-xdist's controller, which runs no test.
+    """
+    global _zygote
+    controller = not hasattr(config, "workerinput") and getattr(config.option, "numprocesses", None)
+    if controller or os.environ.get("BOOCODE_TEST_ZYGOTE", "1") == "0":
+        return
+    from tests.support import zygote
+    from tests.support.processes import PYTHON
+
+    _zygote = zygote.start(PYTHON)
+
+
+def pytest_unconfigure(config: object) -> None:
+    global _zygote
+    if _zygote is not None:
+        from tests.support import zygote
+
+        zygote.stop(_zygote)
+        _zygote = None

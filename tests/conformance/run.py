@@ -200,9 +200,9 @@ def plan(suite: Suite) -> list[Planned]:
     return planned
 
 
-def client_command() -> str:
+def client_command(python: str) -> str:
     """The command the suite runs (it splits on spaces and appends the server URL)."""
-    parts = [sys.executable, str(ROOT / "manage.py"), "mcp_conformance_client"]
+    parts = [python, str(ROOT / "manage.py"), "mcp_conformance_client"]
     if any(" " in part for part in parts):
         sys.exit(f"the suite splits the client command on spaces; these paths contain one: {parts}")
     return " ".join(parts)
@@ -483,7 +483,23 @@ def main() -> int:
         parser.error("--jobs must be 1 or more")
     signal.signal(signal.SIGTERM, _exit_on_signal)
 
-    command = client_command()
+    # The client runs ~100 times: each a child of one zygote that imported the SDK and Django
+    # once (tests/support/zygote.py), through its launcher; the real interpreter until it listens.
+    sys.path.insert(0, str(ROOT))
+    from tests.support import zygote
+    from tests.support.processes import launcher_in
+
+    launchers = tempfile.mkdtemp(prefix="boocode-conformance-python-")
+    python = launcher_in(launchers)
+    warm = zygote.start(python)
+    try:
+        return _run(options, client_command(python))
+    finally:
+        zygote.stop(warm)
+        shutil.rmtree(launchers, ignore_errors=True)
+
+
+def _run(options: argparse.Namespace, command: str) -> int:
     suites = [s for s in installed_suites() if not options.suite or s.version == options.suite]
     planned = [p for suite in suites for p in plan(suite) if fnmatch.fnmatchcase(p.scenario, options.only)]
     if not planned:

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.live import live_daphne, seed_migrated, server_log
-from tests.support.processes import PYTHON, ROOT, pids_with, toolbox_entry
+from tests.support.processes import PYTHON, REAL_PYTHON, ROOT, pids_with, toolbox_entry
 
 pytestmark = pytest.mark.processes
 
@@ -29,12 +29,14 @@ def _wait_for(predicate, timeout: float, what: str) -> None:
 
 def test_ctrl_c_stops_stdio_children(tmp_path: Path):
     tag = uuid.uuid4().hex
-    (tmp_path / "mcp.json").write_text(json.dumps({"mcpServers": {"tb": toolbox_entry("--tag", tag)}}))
+    # The real interpreter: the server's own process must end with Daphne (no launcher between).
+    entry = toolbox_entry("--tag", tag, command=REAL_PYTHON)
+    (tmp_path / "mcp.json").write_text(json.dumps({"mcpServers": {"tb": entry}}))
     env = {
         **os.environ,
         "BOOCODE_DATA_DIR": str(tmp_path),
         "BOOCODE_MCP_AUTOSTART": "1",
-        "BOOCODE_MCP_STDIO_COMMANDS": f"npx,uvx,node,{PYTHON}",
+        "BOOCODE_MCP_STDIO_COMMANDS": REAL_PYTHON,
     }
     env.pop("BOOCODE_DATABASE_URL", None)
     seed_migrated(tmp_path, env)

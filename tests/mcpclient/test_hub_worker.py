@@ -37,7 +37,7 @@ from tests.support.live import create_accounts, fresh_database, live_daphne, wit
 from tests.support.llm import Call, ScriptedLLM, Text, ToolCalls
 from tests.support.oauth import OAuthServer
 from tests.support.otlp import OtlpReceiver, ancestry
-from tests.support.processes import PYTHON, ROOT, TOOLBOX, free_port, redis_url
+from tests.support.processes import PYTHON, REAL_PYTHON, ROOT, TOOLBOX, free_port, redis_url
 from tests.support.scrape import Figures
 from tests.support.tabs import Tab
 
@@ -100,7 +100,8 @@ class Deployment:
         """Start ``manage.py hub_worker``; return once it listens (its first line on stdout)."""
         with self.worker_log.open("ab") as log:
             self.worker = subprocess.Popen(
-                with_default_sigint([PYTHON, "manage.py", "hub_worker"]),
+                # The real interpreter: the tests check that the servers are this process's children.
+                with_default_sigint([REAL_PYTHON, "manage.py", "hub_worker"]),
                 cwd=ROOT,
                 env=self.env,
                 stdout=subprocess.PIPE,

@@ -22,7 +22,7 @@ from mcpclient.core.state import Status
 from mcpclient.engine.hub import Hub
 from tests.support.hubs import make_config
 from tests.support.loop_lag import LoopLag
-from tests.support.processes import PYTHON, ROOT, HttpServer, free_port
+from tests.support.processes import PYTHON, REAL_PYTHON, ROOT, HttpServer, free_port
 
 pytestmark = pytest.mark.processes
 
@@ -31,12 +31,12 @@ HOSTILE_HTTP = ROOT / "tests" / "servers" / "hostile_http.py"
 MOST_LAG = 0.1
 
 
-def hostile(*extra: str) -> Any:
-    return make_config("bad", {"command": PYTHON, "args": [str(HOSTILE), *extra], "timeout": 60_000})
+def hostile(*extra: str, python: str = PYTHON) -> Any:
+    return make_config("bad", {"command": python, "args": [str(HOSTILE), *extra], "timeout": 60_000})
 
 
-async def started(hub: Hub, *extra: str) -> Hub:
-    await hub.start([hostile(*extra)])
+async def started(hub: Hub, *extra: str, python: str = PYTHON) -> Hub:
+    await hub.start([hostile(*extra, python=python)])
     assert [s.status for s in hub.snapshots() if s.name == "bad"] == [Status.READY]
     return hub
 
@@ -73,7 +73,7 @@ async def test_an_answer_the_parser_refuses_fails_the_call_at_once(hub: Hub, too
 
 
 async def test_a_server_killed_while_its_child_holds_the_pipe_is_seen_dead(hub: Hub, tmp_path: Path) -> None:
-    await started(hub)
+    await started(hub, python=REAL_PYTHON)  # its process group is the subject: no launcher between
     pidfile = tmp_path / "child.pid"
     begun = time.monotonic()
     async with asyncio.timeout(30):

@@ -32,7 +32,7 @@ from mcpclient.core.results import ToolResult
 from tests.support.hubs import make_config
 from tests.support.live import create_accounts, live_daphne, server_log
 from tests.support.llm import Call, ScriptedLLM, Text, ToolCalls
-from tests.support.processes import PYTHON, ROOT, toolbox_entry
+from tests.support.processes import PYTHON, REAL_PYTHON, ROOT, toolbox_entry
 
 pytestmark = pytest.mark.processes
 
@@ -263,7 +263,8 @@ async def test_an_mcp_server_that_stops_reading_cannot_hold_a_call(hub, tmp_path
     from mcpclient.runtime import set_hub
 
     tag = f"stopped-{os.getpid()}-{time.monotonic_ns()}"
-    await hub.start([make_config("tb", toolbox_entry("--tag", tag, timeout=500))])
+    # The real interpreter: the server's own process is stopped (a launcher would not pass SIGSTOP on).
+    await hub.start([make_config("tb", toolbox_entry("--tag", tag, timeout=500, command=REAL_PYTHON))])
     set_hub(hub)
     [pid] = pids_with(tag)
     os.kill(pid, signal.SIGSTOP)

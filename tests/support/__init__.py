@@ -19,5 +19,10 @@ every test that uses them (tests/conftest.py for the whole suite). What lives wh
 - ``browser``: Chromium, the browser tests' live ``Site`` and its runners, page helpers, axe.
 - ``admin``: the admin as a browser drives it (``form_fields``, ``write_config``, ``AsgiAdmin``).
 - ``oauth``: the OAuth test server (``OAuthServer``) and a headless OAuth client's parts.
+- ``otlp``: ``OtlpReceiver``, a real OTLP/HTTP trace receiver (spans decoded with
+  opentelemetry-proto), and ``exporting``, tracing turned on in the test process.
+- ``scrape``: ``Figures``, what a ``/metrics`` endpoint said (parsed by prometheus_client).
 - ``speed_classes``: the pytest plugin that keeps the speed classes' markers true.
+- ``zygote`` and ``pylauncher``: the warm Python every test process forks its Python processes
+  from, and the launcher that is ``processes.PYTHON`` (docs/testing.md, "Warm Python processes").
 """

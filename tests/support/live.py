@@ -29,7 +29,7 @@ from typing import IO, Any
 
 import psycopg
 
-from tests.support.processes import PYTHON, ROOT, free_port, wait_for_port
+from tests.support.processes import PYTHON, REAL_PYTHON, ROOT, free_port, wait_for_port
 
 POSTGRES = "postgresql://postgres@127.0.0.1:5432"  # this machine's and CI's server (trust auth)
 PASSWORD = "correct horse battery staple"  # of the accounts live_server() creates
@@ -41,7 +41,7 @@ PASSWORD = "correct horse battery staple"  # of the accounts live_server() creat
 # (A preexec_fn could do the same, but is unsafe once the test runs threads, as the scripted
 # LLM server does.)
 _DEFAULT_SIGINT = [
-    PYTHON,
+    REAL_PYTHON,  # not the zygote's launcher: the exec'd command must be the started process
     "-c",
     "import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); "
     "os.execv(sys.argv[1], sys.argv[1:])",

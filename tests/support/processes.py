@@ -6,11 +6,13 @@ Nothing here imports Django or the project, so ``bench/`` scripts use it before 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import zlib
 from pathlib import Path
@@ -19,9 +21,33 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[2]
 TOOLBOX = ROOT / "tests" / "servers" / "toolbox.py"
 NODE_DIR = ROOT / "tests" / "node"
-PYTHON = sys.executable
-# The test servers run with this interpreter, listed by its path (a path runs only when listed).
-TEST_COMMANDS = ["npx", "uvx", "node", PYTHON]
+REAL_PYTHON = sys.executable
+
+
+def launcher_in(folder: str | Path) -> str:
+    """The tests' ``python`` in ``folder`` (tests/support/pylauncher.py behind a shebang to this
+    interpreter): forked from the zygote listening beside it (tests/support/zygote.py), else
+    the real interpreter. Written once per folder, interpreter and launcher text."""
+    text = f"#!{REAL_PYTHON} -SE\n" + (Path(__file__).with_name("pylauncher.py")).read_text()
+    digest = hashlib.sha256(text.encode()).hexdigest()[:12]
+    path = Path(folder) / f"boocode-python-{os.getuid()}-{digest}" / "python"
+    if not path.exists():
+        path.parent.mkdir(exist_ok=True)
+        partial = path.with_name(f"python.{os.getpid()}")
+        partial.write_text(text)
+        partial.chmod(0o755)
+        os.replace(partial, path)
+    return str(path)
+
+
+# What the tests run Python scripts with: MCP test servers, manage.py, Daphne. In the test
+# process's data folder: each pytest-xdist worker has its own, and its own zygote (the
+# benchmarks, without one, get the real interpreter through it).
+PYTHON = launcher_in(os.environ.get("BOOCODE_DATA_DIR") or tempfile.gettempdir())
+# The test servers run with these interpreters, listed by their paths (a path runs only when
+# listed): the launcher, and the real one for the tests about the server's own process (its
+# pid, its process group, SIGSTOP), which the launcher stands in for.
+TEST_COMMANDS = ["npx", "uvx", "node", PYTHON, REAL_PYTHON]
 
 
 def _worker_index() -> int | None:
