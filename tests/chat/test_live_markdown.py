@@ -5,7 +5,6 @@ and one enormous block costs no more than one pass over it.
 
 from __future__ import annotations
 
-from html.parser import HTMLParser
 from typing import Any
 
 import pytest
@@ -14,6 +13,7 @@ from boocode.chat import live_markdown
 from boocode.chat.live_markdown import REGION_MAX_CHARS, LiveMarkdown, Step
 from boocode.chat.rendering import ALLOWED_TAGS, render_markdown
 from boocode.chat.sizes import MESSAGE_INLINE_BYTES, bounded_message, utf16_length
+from tests.support.html import elements
 
 ANSWER = (
     "## Plan\n\nThe **first** step, then `code`.\n\n"
@@ -178,19 +178,3 @@ def test_a_streamed_message_too_large_for_a_frame_loses_its_html_first() -> None
     bounded = bounded_message({**message, "text_html": big})
     assert bounded["text_html"] is None and bounded["content"] == message["content"]
     assert not bounded.get("large")
-
-
-class _Elements(HTMLParser):
-    def __init__(self) -> None:
-        super().__init__()
-        self.found: list[tuple[str, list[tuple[str, str | None]]]] = []
-
-    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        self.found.append((tag, attrs))
-
-
-def elements(html: str) -> list[tuple[str, list[tuple[str, str | None]]]]:
-    """The elements a browser would build from ``html`` (tag, attributes)."""
-    parser = _Elements()
-    parser.feed(html)
-    return parser.found

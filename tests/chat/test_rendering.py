@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import base64
-from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
@@ -19,6 +18,7 @@ from boocode.chat.rendering import (
     render_markdown,
 )
 from boocode.chat.titles import auto_title
+from tests.support.html import elements
 
 PNG = base64.b64encode(b"\x89PNG\r\n\x1a\n" + b"\x00" * 16).decode()
 
@@ -36,28 +36,11 @@ PNG = base64.b64encode(b"\x89PNG\r\n\x1a\n" + b"\x00" * 16).decode()
     ],
 )
 def test_markdown_cannot_inject_markup(text: str) -> None:
-    elements = parse(render_markdown(text))
-    for tag, attributes in elements:
+    for tag, attributes in elements(render_markdown(text)):
         assert tag in ALLOWED_TAGS
         for name, value in attributes:
             assert not name.startswith("on")
             assert not (value or "").lower().startswith("javascript:")
-
-
-class _Elements(HTMLParser):
-    def __init__(self) -> None:
-        super().__init__()
-        self.found: list[tuple[str, list[tuple[str, str | None]]]] = []
-
-    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        self.found.append((tag, attrs))
-
-
-def parse(html: str) -> list[tuple[str, list[tuple[str, str | None]]]]:
-    """The elements a browser would build (tag, attributes)."""
-    parser = _Elements()
-    parser.feed(html)
-    return parser.found
 
 
 def test_markdown_keeps_formatting_and_safe_links() -> None:
@@ -99,7 +82,7 @@ def test_fenced_code_is_highlighted_with_token_classes() -> None:
     html = render_markdown('```python\ndef f(x):\n    return "<b>"  # note\n```\n')
     assert html.startswith('<pre class="code"><code class="language-python"><span class="tok-k">def</span>')
     assert '<span class="tok-s2">"&lt;b&gt;"</span>' in html and '<span class="tok-c1"># note</span>' in html
-    for _, attributes in parse(html):
+    for _, attributes in elements(html):
         for name, value in attributes:
             assert name == "class" and (value or "").split()[0] in ALLOWED_CLASSES_FLAT, value
 
@@ -121,7 +104,7 @@ def test_highlighting_cannot_smuggle_markup() -> None:
         '```js\n<span class="tok-k" onmouseover="alert(1)">x</span>\n```',
         '<span class="tok-k">raw html is text</span>',
     ):
-        for tag, attributes in parse(render_markdown(text)):
+        for tag, attributes in elements(render_markdown(text)):
             assert tag in ALLOWED_TAGS and tag != "script"
             assert all(not name.startswith("on") for name, _ in attributes)
 

@@ -22,6 +22,7 @@ every test that uses them (tests/conftest.py for the whole suite). What lives wh
 - ``otlp``: ``OtlpReceiver``, a real OTLP/HTTP trace receiver (spans decoded with
   opentelemetry-proto), and ``exporting``, tracing turned on in the test process.
 - ``scrape``: ``Figures``, what a ``/metrics`` endpoint said (parsed by prometheus_client).
+- ``html``: ``elements``, the elements a browser would build from rendered HTML.
 - ``speed_classes``: the pytest plugin that keeps the speed classes' markers true.
 - ``zygote`` and ``pylauncher``: the warm Python every test process forks its Python processes
   from, and the launcher that is ``processes.PYTHON`` (docs/testing.md, "Warm Python processes").
