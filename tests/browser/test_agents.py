@@ -48,6 +48,9 @@ def test_agent_picker_and_card(open_page: Any, site: Site, width: int) -> None:
     site.llm.script(Text("Catalogue at your service."))
     conversation = start_conversation(page, "hello clerk")
     expect(page.locator(".message.role-assistant")).to_contain_text("Catalogue at your service.")
+    # The turn's last frames (status, turn_end, then the conversation's title) change the header
+    # and the sidebar: the picker is clicked below once they are in, not while they land.
+    expect(page).to_have_title("hello clerk · BooCode")
     agent = site.conversation(conversation)["agent_name"]
     assert agent == "Clerk"
     assert {tool["function"]["name"] for tool in site.llm.requests[-1]["tools"]} == {
@@ -63,6 +66,7 @@ def test_agent_picker_and_card(open_page: Any, site: Site, width: int) -> None:
     )
     try:
         button.click()
+        expect(panel).to_be_visible()
         poet = panel.locator(".agent-option", has_text="Poet")
         expect(poet).to_contain_text("Writes short poems")
         expect(poet).to_contain_text("No tools")
