@@ -49,14 +49,21 @@ def forked(argv: list[str], path: str) -> int | None:
     connection = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
         connection.connect(path)
+    except OSError:  # no zygote listens (yet, or any more): the real interpreter runs it
+        connection.close()
+        return None
+    # From here the zygote may have forked the child: never run the script a second time.
+    try:
         socket.send_fds(connection, [struct.pack("!I", len(request))], [0, 1, 2])
         connection.sendall(request)
         reader = connection.makefile("rb")
         started = reader.readline()
     except OSError:
-        connection.close()
-        return None
-    if not started:  # the zygote could not fork: the real interpreter runs it
+        started = b""
+    if not started:
+        sys.stderr.write("python launcher: the zygote went away before it said whether it ran the script\n")
+        return 0x7F00  # exit status 127
+    if json.loads(started).get("refused"):  # it did not fork: the real interpreter runs it
         connection.close()
         return None
     child = json.loads(started)["pid"]

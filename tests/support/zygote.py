@@ -251,7 +251,15 @@ class Zygote:
             return
         for stream in (sys.stdout, sys.stderr):
             stream.flush()
-        pid = os.fork()
+        try:
+            pid = os.fork()
+        except OSError:  # no fork now (out of processes or memory): the launcher runs python itself
+            for fd in fds:
+                os.close(fd)
+            with contextlib.suppress(OSError):
+                connection.sendall(json.dumps({"refused": True}).encode() + b"\n")
+            connection.close()
+            return
         if pid == 0:
             code = 1
             try:
@@ -269,7 +277,8 @@ class Zygote:
         pidfd = os.pidfd_open(pid)
         self.children[pid] = (connection, pidfd)
         connection.settimeout(None)
-        connection.sendall(json.dumps({"pid": pid}).encode() + b"\n")
+        with contextlib.suppress(OSError):  # a launcher gone already: its end is seen below
+            connection.sendall(json.dumps({"pid": pid}).encode() + b"\n")
         self.selector.register(pidfd, selectors.EVENT_READ, ("exited", pid))
         self.selector.register(connection, selectors.EVENT_READ, ("launcher", pid))
 
@@ -297,6 +306,10 @@ class Zygote:
 
 def main() -> None:
     path, parent = sys.argv[-2], int(sys.argv[-1])
+    try:  # a child's exit is watched through its pidfd (Linux 5.3): without, no zygote
+        os.close(os.pidfd_open(os.getpid()))
+    except (AttributeError, OSError):
+        return
     started = time.monotonic()
     _preload()
     gc.collect()
