@@ -9,10 +9,11 @@ Cancelling it (a stopped turn) cancels the call (see :mod:`boocode.tools.registr
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from typing import Any
 
 from boocode.chat import metrics as chat_metrics
@@ -33,14 +34,32 @@ logger = logging.getLogger(__name__)
 
 
 @contextlib.contextmanager
-def call_scope(conversation_id: int, call: dict[str, Any], emit: Emit) -> Iterator[None]:
-    """A tool call of the conversation: its questions, its approval and its progress reach the tabs."""
-    with (
-        asking(asker_for(conversation_id, call, emit)),
-        approving(gate_for(conversation_id, call, emit)),
-        tracking(conversation_id, call, emit),
-    ):
+def call_scope(
+    conversation_id: int, call: dict[str, Any], emit: Emit, recorded: Awaitable[Any] | None = None
+) -> Iterator[None]:
+    """A tool call of the conversation: its questions, its approval and its progress reach the tabs.
+
+    ``recorded``: the call's row is still being written while the call goes out (the turn does
+    not make the server wait for its database); ``call`` is filled in when it is done, and the
+    call's question, approval and progress frames wait for it (after the card's ``tool_call``).
+    """
+    asker, gate = asker_for(conversation_id, call, emit), gate_for(conversation_id, call, emit)
+    if recorded is not None:
+        asker, gate = _after(recorded, asker), _after(recorded, gate)
+    with asking(asker), approving(gate), tracking(conversation_id, call, emit, recorded):
         yield
+
+
+def _after[**P, T](
+    recorded: Awaitable[Any], function: Callable[P, Awaitable[T]]
+) -> Callable[P, Awaitable[T]]:
+    """``function`` once ``recorded`` is done (a cancelled wait leaves the write alone)."""
+
+    async def waiting(*args: P.args, **keys: P.kwargs) -> T:
+        await asyncio.shield(recorded)
+        return await function(*args, **keys)
+
+    return waiting
 
 
 async def execute(

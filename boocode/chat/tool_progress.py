@@ -26,7 +26,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Iterator
+from collections.abc import Awaitable, Iterator
 from typing import Any
 
 from boocode.chat.events import Emit
@@ -40,9 +40,12 @@ MIN_INTERVAL = 0.25  # seconds between two tool_progress frames of one call (4 p
 class CallProgress:
     """The progress of one running tool call and the sending of its frames."""
 
-    def __init__(self, conversation_id: int, call_id: int, emit: Emit) -> None:
+    def __init__(
+        self, conversation_id: int, call: dict[str, Any], emit: Emit, recorded: Awaitable[Any] | None = None
+    ) -> None:
         self.conversation_id = conversation_id
-        self.call_id = call_id
+        self.call = call  # the call's row (its id filled in once ``recorded`` is done)
+        self._recorded = recorded
         self._emit = emit
         self.latest: dict[str, Any] | None = None
         self._unsent = False
@@ -50,6 +53,11 @@ class CallProgress:
         self._sender: asyncio.Task[None] | None = None
         self.closed = False
         self.frames = 0  # frames sent (throttling is observable)
+
+    @property
+    def call_id(self) -> int | None:
+        call_id = self.call.get("id")
+        return call_id if isinstance(call_id, int) else None
 
     def update(self, update: Progress) -> None:
         """The server reported progress: keep it, send it now or when the interval has passed."""
@@ -67,6 +75,9 @@ class CallProgress:
             self._sender = loop.create_task(self._send(), name=f"progress-{self.call_id}")
 
     async def _send(self) -> None:
+        if self._recorded is not None:  # the call's row is still being written: its frames follow it
+            await asyncio.shield(self._recorded)  # (close() cancels this task, never the write)
+            self._recorded = None
         while self._unsent and not self.closed:
             wait = self._sent_at + MIN_INTERVAL - time.monotonic()
             if wait > 0:
@@ -76,6 +87,7 @@ class CallProgress:
             self._unsent = False
             self._sent_at = time.monotonic()
             assert self.latest is not None
+            self.latest["call_id"] = self.call_id
             self.frames += 1
             try:
                 await self._emit({"type": "tool_progress", **self.latest})
@@ -89,31 +101,37 @@ class CallProgress:
             self._sender.cancel()
 
 
-_open: dict[int, CallProgress] = {}  # tool call row id -> its progress, while the call runs
+_open: set[CallProgress] = set()  # the progress of every call running in this process
 
 
 @contextlib.contextmanager
-def tracking(conversation_id: int, call: dict[str, Any], emit: Emit) -> Iterator[CallProgress | None]:
-    """Run a tool call of the conversation with its progress shown on its card (see the module)."""
-    call_id = call.get("id")
-    if not isinstance(call_id, int):
+def tracking(
+    conversation_id: int, call: dict[str, Any], emit: Emit, recorded: Awaitable[Any] | None = None
+) -> Iterator[CallProgress | None]:
+    """Run a tool call of the conversation with its progress shown on its card (see the module).
+
+    With ``recorded`` the call's row is being written beside the call (``call`` gets its id when
+    it is done): progress frames wait for it, after the card's ``tool_call`` frame.
+    """
+    if recorded is None and not isinstance(call.get("id"), int):
         yield None
         return
-    current = CallProgress(conversation_id, call_id, emit)
-    _open[call_id] = current
+    current = CallProgress(conversation_id, call, emit, recorded)
+    _open.add(current)
     try:
         with reporting(current.update):
             yield current
     finally:
         current.close()
-        if _open.get(call_id) is current:
-            del _open[call_id]
+        _open.discard(current)
 
 
 def running(conversation_id: int) -> list[dict[str, Any]]:
     """The latest progress of the conversation's running calls (for the ``history`` frame)."""
     return [
-        dict(current.latest)
-        for current in list(_open.values())
-        if current.conversation_id == conversation_id and current.latest is not None
+        {**current.latest, "call_id": current.call_id}
+        for current in list(_open)
+        if current.conversation_id == conversation_id
+        and current.latest is not None
+        and current.call_id is not None
     ]

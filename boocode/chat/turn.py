@@ -9,7 +9,10 @@ Order: what the user sent is stored in one write unit while the first model requ
 and no event of the answer is handled before that unit has finished, so frames and rows keep
 their order (``message`` echo, ``message_start``, ``text_delta``...). The tool calls of one
 step run concurrently (:mod:`boocode.chat.calls`) and go back to the model in the order it
-asked for them. ``turn_end`` is the last frame of the turn proper: the status line is refreshed
+asked for them; they go out while the answer and their rows are written (one write, which may
+wait behind other turns' writes on the database thread), and what the tabs hear of them
+(``message_complete``, ``tool_call``, then their approvals, questions, progress and results)
+follows that write. ``turn_end`` is the last frame of the turn proper: the status line is refreshed
 just before it and a ``conversation`` frame follows it. Regenerated and edited messages are
 superseded (a ``superseded`` frame), never deleted.
 
@@ -39,7 +42,7 @@ import contextlib
 import logging
 import time
 import uuid
-from collections.abc import Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
 from datetime import datetime
 from functools import partial
@@ -129,6 +132,14 @@ class TurnRequest:
     prompt: PromptRequest | None = None
     # The socket's session, checked by the turn itself (None: checked before, or no socket).
     admission: Admission | None = None
+
+
+@dataclass
+class ToolCalls:
+    """The calls one model step asked for: ``rows`` (filled in once written) and the write."""
+
+    rows: list[dict[str, Any]]
+    recorded: asyncio.Future[None] | None = None
 
 
 @dataclass
@@ -508,11 +519,11 @@ class Turn:
             offered = context.openai_tools if not self.cap_hit else None
             completion, calls = await self._stream_step(context, offered)
             llm_client.note_success()
-            if not calls:
+            if calls is None:
                 break
             budget = max(context.max_tool_calls - used, 0)
             results = await self._run_calls(context, completion.tool_calls, calls, budget)
-            used += min(len(calls), budget)
+            used += min(len(calls.rows), budget)
             context.messages.append(
                 model_history.assistant_entry(
                     completion.text, ((c.id, c.name, c.arguments) for c in completion.tool_calls)
@@ -534,8 +545,9 @@ class Turn:
 
     async def _stream_step(
         self, context: TurnContext, tools: list[dict[str, Any]] | None
-    ) -> tuple[Completion, list[dict[str, Any]]]:
-        """One model call, streamed into a new assistant message; returns it and its tool calls."""
+    ) -> tuple[Completion, ToolCalls | None]:
+        """One model call, streamed into a new assistant message; returns it and the tool calls it
+        asked for (None: none), whose rows are being written (:meth:`_announce`)."""
         stream = stream_chat(
             context.messages,
             llm=context.llm,
@@ -602,7 +614,7 @@ class Turn:
         identities = {
             call.name: conversations.tool_identity(call.name, self.request.user_id) for call in requested
         }
-        final = await db(conversations.finish_message)(
+        record = db(conversations.finish_message)(
             self.message_id,
             content=completion.text,
             status=Message.Status.COMPLETE,
@@ -613,9 +625,25 @@ class Turn:
             model=completion.model or context.llm.model,
             usage=completion.usage,
         )
+        if not requested:
+            await self._announce(record, [])
+            return completion, None
+        # The calls go out while the answer and their rows are written (the server does not wait
+        # for the database); what the tabs hear of them follows the rows (ToolCalls).
+        calls = ToolCalls([{} for _ in requested])
+        calls.recorded = self.storing = asyncio.ensure_future(self._announce(record, calls.rows))
+        return completion, calls
+
+    async def _announce(self, record: Awaitable[dict[str, Any]], rows: list[dict[str, Any]]) -> None:
+        """Wait for the answer's final write, fill in its calls' ``rows``, then tell the tabs:
+        ``message_complete`` and a ``tool_call`` for each."""
+        final = await record
         self.message_id = None
+        for row, call in zip(rows, final["tool_calls"], strict=True):
+            row.update(call)
         await self.emit({"type": "message_complete", "message": final})
-        return completion, final["tool_calls"]
+        for row in rows:
+            await self.emit({"type": "tool_call", "call": dict(row)})
 
     async def _open_message(self, payload: dict[str, Any]) -> None:
         """Start streaming into the assistant message ``payload`` (just created)."""
@@ -651,15 +679,17 @@ class Turn:
         self,
         context: TurnContext,
         requests: list[ToolCallRequest],
-        calls: list[dict[str, Any]],
+        calls: ToolCalls,
         budget: int,
     ) -> list[ToolResult]:
-        """Run one step's tool calls concurrently; calls beyond ``budget`` are skipped."""
-        for call in calls:
-            await self.emit({"type": "tool_call", "call": call})
+        """Run one step's tool calls concurrently, as their rows are written; calls beyond
+        ``budget`` are skipped."""
+        recorded = calls.recorded
+        assert recorded is not None
 
         async def run_one(request: ToolCallRequest, call: dict[str, Any], allowed: bool) -> ToolResult:
             if not allowed:
+                await asyncio.shield(recorded)
                 result = ToolResult(
                     output=f"Not run: the limit of {context.max_tool_calls} tool calls per turn was reached.",
                     is_error=True,
@@ -669,11 +699,12 @@ class Turn:
                 final = await db(conversations.finish_tool_call)(call, result, 0, status=skipped)
             else:
                 started = time.monotonic()
-                with call_scope(self.conversation_id, call, self.emit):
+                with call_scope(self.conversation_id, call, self.emit, recorded):
                     result = await execute(
                         request.name, request.arguments, context.tools, stream_ended=self.stream_ended
                     )
                 duration = int((time.monotonic() - started) * 1000)
+                await asyncio.shield(recorded)  # its row (and card) first
                 final = await db(conversations.finish_tool_call)(call, result, duration)
             await self.emit({"type": "tool_result", "call": final})
             return result
@@ -681,7 +712,7 @@ class Turn:
         async with asyncio.TaskGroup() as group:
             tasks = [
                 group.create_task(run_one(request, call, index < budget))
-                for index, (request, call) in enumerate(zip(requests, calls, strict=True))
+                for index, (request, call) in enumerate(zip(requests, calls.rows, strict=True))
             ]
         return [task.result() for task in tasks]
 

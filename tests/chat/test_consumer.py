@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import threading
 import time
 from typing import Any
 
@@ -115,6 +116,48 @@ async def test_a_turn_with_a_tool_over_the_websocket(llm: ScriptedLLM, toolbox_h
     assert history["messages"][1]["tool_calls"][0]["output"] == "<script>alert(1)</script>"
     assert history["messages"][2]["html"] == "<p>Done.</p>\n"
     await again.close()
+
+
+async def test_a_tool_call_reaches_its_server_while_its_record_is_still_being_written(
+    llm: ScriptedLLM, toolbox_hub: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # With 50 people, the write of the answer and its call rows waits behind other turns' writes
+    # on the database thread; the server must not wait with it. The write is held here until the
+    # server has the call (it writes to its stderr, which the hub keeps), then let go.
+    from boocode.chat import conversations
+
+    arrived = threading.Event()
+    real = conversations.finish_message
+
+    def held(*args: Any, **keys: Any) -> Any:
+        if keys.get("tool_calls"):
+            assert arrived.wait(10), "the call did not reach the server while its record was held"
+        return real(*args, **keys)
+
+    monkeypatch.setattr(conversations, "finish_message", held)
+    def reached() -> bool:  # the toolbox's stderr tail, as the hub keeps it
+        return any("reached the server" in s.stderr_tail for s in toolbox_hub.snapshots())
+
+    async def watch() -> None:
+        while not reached():  # noqa: ASYNC110 (another process's stderr: nothing to wait on)
+            await asyncio.sleep(0.01)
+        arrived.set()
+
+    watcher = asyncio.ensure_future(watch())
+    cookie = await login("alice")
+    conversation = await conversation_of("alice")
+    tab = Tab(conversation, cookie)
+    await tab.open()
+    llm.script(ToolCalls([Call("toolbox_stderr", {"text": "reached the server"})]), Text("Done."))
+    await tab.send({"type": "user_message", "text": "call it"})
+    end = await tab.until_turn_end()
+    watcher.cancel()
+    assert end["status"] == "complete" and arrived.is_set()
+    # The tabs still hear of the call in order: its card after the answer's end, before its result.
+    told = ("message_complete", "tool_call", "tool_result")
+    kinds = [frame["type"] for frame in tab.frames if frame["type"] in told]
+    assert kinds[:3] == ["message_complete", "tool_call", "tool_result"]
+    await tab.close()
 
 
 async def test_a_message_sent_the_moment_turn_end_arrives_starts_the_next_turn(
