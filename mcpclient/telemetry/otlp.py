@@ -15,11 +15,10 @@ from __future__ import annotations
 from opentelemetry import propagate
 from opentelemetry import trace as otel_trace
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+from opentelemetry.propagators.textmap import TextMapPropagator
 from opentelemetry.sdk.resources import SERVICE_NAME, SERVICE_VERSION, Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
-
-from mcpclient.telemetry.tracing import W3C
 
 DEFAULT_SERVICE_NAME = "boocode"
 
@@ -44,7 +43,8 @@ class Tracing:
         self.provider.shutdown()
 
 
-def start(role: str, version: str) -> Tracing:
-    """Start exporting this process's spans (see the module docstring)."""
-    propagate.set_global_textmap(W3C)
+def start(role: str, version: str, propagator: TextMapPropagator) -> Tracing:
+    """Start exporting this process's spans (see the module docstring); ``propagator`` becomes the
+    global one (tracing.W3C: passed in, so this module imports nothing of its caller)."""
+    propagate.set_global_textmap(propagator)
     return Tracing(role, version)

@@ -88,7 +88,7 @@ def configure(role: str, version: str, environ: Mapping[str, str] = os.environ) 
         return False
     # Imported here, not at the top: an unconfigured process never loads the SDK or the exporter.
     otlp = importlib.import_module("mcpclient.telemetry.otlp")
-    _backend = otlp.start(role, version)
+    _backend = otlp.start(role, version, W3C)
     return True
 
 
