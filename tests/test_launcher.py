@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests.support import zygote
-from tests.support.processes import REAL_PYTHON, launcher_in
+from tests.support.processes import REAL_PYTHON, alive, launcher_in
 
 pytestmark = pytest.mark.processes
 
@@ -102,18 +102,9 @@ def test_signals_reach_the_child_and_a_killed_launcher_takes_it_along(python: st
         launcher.send_signal(sig)
         assert launcher.wait(30) == expected
         deadline = time.monotonic() + 30
-        while _alive(child):
+        while alive(child):
             assert time.monotonic() < deadline, f"the child outlived its launcher ({sig.name})"
             time.sleep(0.02)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    stat = Path(f"/proc/{pid}/stat")
-    return stat.exists() and stat.read_text().rsplit(")", 1)[1].split()[0] != "Z"
 
 
 def test_without_a_zygote_the_real_interpreter_runs(tmp_path: Path) -> None:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import time
 from pathlib import Path
 from typing import Any
@@ -22,7 +21,7 @@ from mcpclient.core.state import Status
 from mcpclient.engine.hub import Hub
 from tests.support.hubs import make_config
 from tests.support.loop_lag import LoopLag
-from tests.support.processes import PYTHON, REAL_PYTHON, ROOT, HttpServer, free_port
+from tests.support.processes import PYTHON, REAL_PYTHON, ROOT, HttpServer, alive, free_port
 
 pytestmark = pytest.mark.processes
 
@@ -82,18 +81,8 @@ async def test_a_server_killed_while_its_child_holds_the_pipe_is_seen_dead(hub: 
     assert time.monotonic() - begun < 10  # the ping (every 30 s) was not what told
     child = int(pidfile.read_text())
     async with asyncio.timeout(10):
-        while _alive(child):  # noqa: ASYNC110 (another process: nothing to wait on)
+        while alive(child):  # noqa: ASYNC110 (another process: nothing to wait on)
             await asyncio.sleep(0.05)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    # a zombie is gone for our purpose
-    status = Path(f"/proc/{pid}/stat")
-    return status.exists() and status.read_text().split(") ", 1)[1][:1] != "Z"
 
 
 @pytest.mark.parametrize(

@@ -5,7 +5,7 @@ another test module or another folder's conftest; fixtures live in the conftest.
 every test that uses them (tests/conftest.py for the whole suite). What lives where:
 
 - ``processes``: where things are (``ROOT``, ``PYTHON``, ``TOOLBOX``, ``TEST_COMMANDS``), free
-  ports, ``HttpServer`` (a server process on 127.0.0.1), ``toolbox_entry``, ``pids_with``.
+  ports, ``HttpServer`` (a server process on 127.0.0.1), ``toolbox_entry``, ``pids_with``, ``alive``.
   No Django: the ``bench/`` scripts use it too.
 - ``hubs``: ``make_config`` (an mcp.json entry parsed like the file), ``stop_process_hub``.
 - ``llm``: ``ScriptedLLM``, the real OpenAI-compatible server a test scripts, and its replies.

@@ -160,6 +160,16 @@ class HttpServer:
             self.process.wait()
 
 
+def alive(pid: int) -> bool:
+    """Whether process ``pid`` is running (a zombie counts as gone)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    stat = Path(f"/proc/{pid}/stat")
+    return stat.exists() and stat.read_text().rsplit(")", 1)[1].split()[0] != "Z"
+
+
 def pids_with(marker: str) -> list[int]:
     """PIDs of live processes whose command line contains ``marker``."""
     pids = []
