@@ -134,15 +134,21 @@ def test_a_reference_definition_reaches_the_blocks_that_settle_after_it() -> Non
     assert render_markdown(text).startswith('<p>Use <a href="https://example.com/docs"')
 
 
-def test_one_enormous_block_costs_less_than_one_pass_over_it(monkeypatch: pytest.MonkeyPatch) -> None:
-    parsed = [0]
+@pytest.fixture
+def parsed(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """How many characters the renderer has parsed so far (``parsed[0]``)."""
+    count = [0]
     parse = live_markdown.parse_markdown
 
     def counting(text: str, env: dict[str, Any]) -> Any:
-        parsed[0] += len(text)
+        count[0] += len(text)
         return parse(text, env)
 
     monkeypatch.setattr(live_markdown, "parse_markdown", counting)
+    return count
+
+
+def test_one_enormous_block_costs_less_than_one_pass_over_it(parsed: list[int]) -> None:
     paragraph = "word " * 200_000  # a megabyte in one paragraph, streamed a kilobyte at a time
     renderer = LiveMarkdown()
     steps = [renderer.advance(paragraph[:end]) for end in range(1024, len(paragraph) + 1024, 1024)]
@@ -153,15 +159,7 @@ def test_one_enormous_block_costs_less_than_one_pass_over_it(monkeypatch: pytest
     assert parsed[0] < (REGION_MAX_CHARS // 1024 + 1) * REGION_MAX_CHARS
 
 
-def test_many_small_blocks_cost_a_few_passes(monkeypatch: pytest.MonkeyPatch) -> None:
-    parsed = [0]
-    parse = live_markdown.parse_markdown
-
-    def counting(text: str, env: dict[str, Any]) -> Any:
-        parsed[0] += len(text)
-        return parse(text, env)
-
-    monkeypatch.setattr(live_markdown, "parse_markdown", counting)
+def test_many_small_blocks_cost_a_few_passes(parsed: list[int]) -> None:
     # 250 KB of short paragraphs, 64 characters a step: the region is the last block or two.
     text = "".join(f"Paragraph {n} with **bold** text and more words.\n\n" for n in range(5_000))
     steps = stream(text, 64)
