@@ -96,6 +96,9 @@ def sync_servers(path: Path | None = None) -> SyncReport:
     Raises ``ConfigError`` when the file as a whole is unreadable (nothing is changed then).
     """
     path = path or settings.MCP_CONFIG
+    # The time is read before the text: a write while this runs leaves a newer time on the file,
+    # so the next check syncs again (read after, it would hide that write for good).
+    mtime = config_mtime_ns(path)
     loaded = load_config(path)
     report = SyncReport(exists=loaded.exists, errors=dict(loaded.errors), shape=loaded.shape)
     existing = {server.name: server for server in McpServer.objects.select_for_update()}
@@ -130,7 +133,6 @@ def sync_servers(path: Path | None = None) -> SyncReport:
         row.delete()
         report.deleted.append(name)
     state = current_state()
-    mtime = config_mtime_ns(path)
     if report.changed or state.config_mtime_ns != mtime:
         McpState.objects.filter(pk=1).update(
             version=F("version") + (1 if report.changed else 0), config_mtime_ns=mtime

@@ -19,7 +19,6 @@ from tests.support.browser import (
     Site,
     landing,
     open_drawer,
-    release,
     screenshot,
     send,
     serious_violations,
@@ -83,7 +82,7 @@ def test_no_serious_violations(open_page: Any, browser: Any, site: Site, width: 
     start_conversation(page, "accessible?")
     expect(page.locator(".message.status-streaming")).to_contain_text("Working on")
     assert serious_violations(page) == [], "streaming"
-    release(site.llm)
+    site.llm.release_stalled()
     expect(page.locator(".message.role-assistant .code-block")).to_be_visible()
     send(page, "now the tools")
     expect(page.locator(".message.role-assistant").last).to_contain_text("Tools done.")

@@ -16,7 +16,6 @@ from tests.support.browser import (
     Site,
     landing,
     overflowing,
-    release,
     screenshot,
     start_conversation,
 )
@@ -48,7 +47,7 @@ def test_markdown_code_and_copy(open_page: Any, site: Site, width: int) -> None:
     expect(streaming.locator(".code-block .code-lang")).to_have_text("python")
     screenshot(page, "markdown-open-fence")
     assert page.locator("#messages").get_attribute("aria-live") == "polite"
-    release(site.llm)
+    site.llm.release_stalled()
 
     answer = page.locator(".message.role-assistant").last
     expect(answer).to_have_class(re.compile(r"\bstatus-complete\b"))  # (code shows while it streams)
@@ -130,7 +129,7 @@ def test_markdown_is_formatted_while_it_streams_and_stays_put_when_it_ends(
     assert before is not None
     body.locator("h2").evaluate("node => { node.kept = true; }")
 
-    release(site.llm)
+    site.llm.release_stalled()
     done = page.locator(".message.role-assistant.status-complete .message-body")
     expect(done.locator("h2")).to_have_text("Plan")
     screenshot(page, "markdown-streamed")

@@ -20,7 +20,6 @@ from tests.support.browser import (
     landing,
     open_drawer,
     overflowing,
-    release,
     screenshot,
     send,
     serious_violations,
@@ -333,5 +332,5 @@ def test_a_held_message_refused_goes_back_into_the_composer(open_page: Any, site
             )
             assert stored == ["first", "keep going"]
     finally:
-        release(site.llm)
+        site.llm.release_stalled()
     expect(other.locator(".message.role-assistant").last).not_to_have_class(re.compile("status-streaming"))

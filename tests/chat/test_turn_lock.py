@@ -165,7 +165,7 @@ async def test_a_process_killed_mid_turn_leaves_a_settled_usable_conversation(
             assert "Half an ans".startswith(answer["content"])
             await fresh.send({"type": "user_message", "text": "again"})
             assert (await fresh.next("turn_end"))["status"] == "complete"
-    llm.release()
+    llm.release_stalled()
 
 
 async def test_a_process_stopped_mid_turn_gives_the_conversation_back_at_once(
@@ -187,7 +187,7 @@ async def test_a_process_stopped_mid_turn_gives_the_conversation_back_at_once(
             await on_a.send({"type": "user_message", "text": "again"})
             assert (await on_a.next("turn_end"))["status"] == "complete"
             assert not [frame for frame in on_a.frames if frame["type"] == "error"]
-    llm.release()
+    llm.release_stalled()
 
 
 async def test_a_turn_whose_lock_was_lost_ends_saying_so(
@@ -201,7 +201,6 @@ async def test_a_turn_whose_lock_was_lost_ends_saying_so(
 
     port_a, _ = ports
     account = accounts[4]
-    llm.rearm()  # an earlier test of the module released its stall for good
     llm.script(Stall("Working, ", seconds=30))
     async with Tab.live(port_a, account) as tab:
         await tab.send({"type": "user_message", "text": "go"})

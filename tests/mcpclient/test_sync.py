@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import time
 from io import StringIO
 from pathlib import Path
 
@@ -80,6 +82,30 @@ def test_sync_refuses_a_broken_file_without_touching_rows(mcp_file):
     with pytest.raises(Exception, match=r"mcp\.json: invalid JSON at line 1, column"):
         sync_servers()
     assert McpServer.objects.get().name == "a"
+
+
+@pytest.mark.django_db
+def test_a_file_written_while_it_is_synced_is_synced_again(mcp_file, monkeypatch):
+    """mcp.json edited between the sync's read and its bookkeeping: the next check sees the edit."""
+    from mcpclient.config import entries
+    from mcpclient.runtime.sync import config_mtime_ns, current_state
+
+    write_config(mcp_file, {"first": {"url": "https://example.invalid/a"}})
+    read = entries.load_config
+
+    def read_then_edit(path):
+        loaded = read(path)
+        write_config(path, {"second": {"url": "https://example.invalid/b"}})
+        os.utime(path, ns=(time.time_ns() + 10**9,) * 2)  # a later tick, whatever the clock's grain
+        return loaded
+
+    monkeypatch.setattr("mcpclient.runtime.sync.load_config", read_then_edit)
+    assert sync_servers().created == ["first"]
+    monkeypatch.undo()
+    assert config_mtime_ns() != current_state().config_mtime_ns  # the edit is still to be applied
+    report = sync_servers()
+    assert (report.created, report.deleted) == (["second"], ["first"])
+    assert config_mtime_ns() == current_state().config_mtime_ns
 
 
 @pytest.mark.django_db

@@ -286,16 +286,6 @@ def tool_output(site: Site) -> str:
     return next(m["content"] for m in reversed(messages) if m["role"] == "tool")
 
 
-def release(llm: ScriptedLLM) -> None:
-    """Let stalled streams go on, then re-arm: the next ``Stall`` of the session stalls again.
-
-    (ScriptedLLM's release is for good; both steps run in order on its loop, and the waiting
-    streams are already woken when the event is cleared.)
-    """
-    llm.release()
-    llm._loop.call_soon_threadsafe(llm._release.clear)
-
-
 def log_in(page: Any, base: str, user: str, password: str = PASSWORD) -> None:
     """Log ``user`` in on the login page of the server at ``base``; returns once the page left it."""
     page.goto(f"{base}/login/")

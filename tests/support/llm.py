@@ -342,13 +342,18 @@ class ScriptedLLM:
             self._queue.extend(replies)
 
     def release(self) -> None:
-        """Let stalled streams continue (for good: see :meth:`rearm`)."""
+        """Let stalled streams continue, and every later ``Stall`` too (for good: shutting down)."""
         if self._loop is not None and self._release is not None:
             self._loop.call_soon_threadsafe(self._release.set)
 
-    def rearm(self) -> None:
-        """After :meth:`release`: the next ``Stall`` stalls again."""
+    def release_stalled(self) -> None:
+        """Let the streams stalled now continue; the next ``Stall`` stalls again.
+
+        (Both steps run in order on the server's loop: the waiting streams are already woken
+        when the event is cleared.)
+        """
         if self._loop is not None and self._release is not None:
+            self._loop.call_soon_threadsafe(self._release.set)
             self._loop.call_soon_threadsafe(self._release.clear)
 
     def wait_until(self, predicate: Callable[[ScriptedLLM], bool], timeout: float = 5.0) -> None:
