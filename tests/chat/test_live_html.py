@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from boocode.chat.live_markdown import RENDER_INTERVAL, LiveHtml
+from boocode.chat.live_markdown import HTML_BYTES, RENDER_INTERVAL, LiveHtml
 from boocode.chat.rendering import render_markdown
 from boocode.chat.sizes import utf16_length
 from tests.support.accounts import conversation_of, login, stored
@@ -133,6 +133,8 @@ async def test_an_enormous_block_streams_as_text_without_holding_the_loop(llm: S
     assert (gave_up["from"], gave_up["to"], gave_up["settled"]) == (0, 0, "")
     frames = [frame for frame in tab.frames if frame["type"] == "text_html"]
     assert frames[-1] is gave_up  # rendered while it was small, then none after it
-    assert all(len(frame["settled"]) + len(frame["tail"] or "") < 64 * 1024 for frame in frames)
+    # Each frame within the renderer's bound (how much text arrived before a render is the
+    # machine's timing: a render just under the region limit is about 70 KB of HTML here).
+    assert all(len(frame["settled"]) + len(frame["tail"] or "") <= HTML_BYTES for frame in frames)
     assert (await stored(conversation))[-1] == ("assistant", "complete", answer)
     await tab.close()

@@ -91,6 +91,7 @@ def _essentials(config: ServerConfig) -> tuple[Any, ...]:
 
 
 @pytest.mark.parametrize("fixture", sorted(SHAPE_OF))
+@pytest.mark.django_db  # ${input:} values are resolved on the database thread (vscode.json has one)
 async def test_each_hosts_file_connects_as_written(fixture: str, toolbox_env: Path) -> None:
     loaded = load_config(_install(fixture, toolbox_env))
     assert loaded.shape.key == SHAPE_OF[fixture] and loaded.errors == {}

@@ -18,7 +18,7 @@ import os
 import signal
 import subprocess
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -269,21 +269,41 @@ async def test_an_mcp_server_that_stops_reading_cannot_hold_a_call(hub, tmp_path
     set_hub(hub)
     [pid] = pids_with(tag)
     os.kill(pid, signal.SIGSTOP)
+    # The signal is only queued by kill(): on a loaded machine the server may read on until the
+    # kernel next schedules it. The calls start once it is stopped.
+    await wait_for_condition(lambda: process_state(pid) == "T", timeout=10)
     abandoned = (
         'MCP server "tb": tool "echo" gave no result within 0.5 s (the server\'s "timeout" in mcp.json); '
         "the call was abandoned"
     )
+    results = []
     try:
         for arguments in ({"text": "x" * 1_000_000}, {"text": "hello"}):
             started = time.monotonic()
             result = await asyncio.wait_for(execute_tool("tb_echo", arguments), 10)
+            results.append(result.output)
             # The limit is 0.5 s plus MCP_GRACE (2 s); a margin for a loaded machine.
             assert time.monotonic() - started < 4.0, result
             assert result.is_error and "0.5 s" in result.output, result
-        assert result.output == abandoned
+        assert result.output == abandoned, (results, process_state(pid))
     finally:
         os.kill(pid, signal.SIGCONT)
         set_hub(None)
+
+
+def process_state(pid: int) -> str:
+    """The state letter of ``pid`` in /proc (``T``: stopped), or "" once it is gone."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0]
+    except OSError:
+        return ""
+
+
+async def wait_for_condition(condition: Callable[[], bool], *, timeout: float) -> None:
+    """Poll ``condition`` every 10 ms until it holds; TimeoutError after ``timeout`` seconds."""
+    async with asyncio.timeout(timeout):
+        while not condition():  # noqa: ASYNC110 (nothing signals another process's state: /proc is read)
+            await asyncio.sleep(0.01)
 
 
 def pids_with(marker: str) -> list[int]:
