@@ -291,6 +291,9 @@ AGENTS_FILE_EXAMPLE = BASE_DIR / "data" / "AGENTS.example.md"
 MCP_STDIO_COMMANDS = env_list("BOOCODE_MCP_STDIO_COMMANDS", ["npx", "uvx", "node", "docker"])
 # Start the hub (connect the enabled servers) lazily in the ASGI process. Tests turn it off.
 MCP_AUTOSTART = env_bool("BOOCODE_MCP_AUTOSTART", True)
+# MCP Apps (docs/apps.md): servers' views in the conversation. Off: no session advertises the
+# extension, so servers give their tools' text results only.
+MCP_APPS = env_bool("BOOCODE_APPS", True)
 # Where the MCP sessions live: "inprocess" (each web process holds its own hub, the embedded
 # default) or "worker" (one `manage.py hub_worker` process holds them all and the web processes
 # reach it over the Redis channel layer; see docs/deployment.md).

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from django.db import models
 
+from mcpclient.core import apps
+
 # RFC 5424 severities, as MCP's logging/setLevel names them (least severe first).
 LOG_LEVELS = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
 
@@ -93,6 +95,11 @@ class McpServer(models.Model):
         return self.name
 
 
+def both_visibilities() -> list[str]:
+    """A tool's visibility when its server declares none: the model's and its views'."""
+    return list(apps.VISIBILITY)
+
+
 class McpTool(models.Model):
     """A tool discovered on a server; rejected and filtered tools are kept with the reason.
 
@@ -122,6 +129,17 @@ class McpTool(models.Model):
     )
     warning = models.TextField(blank=True)
     position = models.PositiveIntegerField(default=0)
+    # MCP Apps (mcpclient.core.apps): the view its results are shown in, and who may call it.
+    ui_resource_uri = models.CharField(
+        "view",
+        max_length=2048,
+        blank=True,
+        help_text="The ui:// resource its results are shown in (MCP Apps).",
+    )
+    visibility = models.JSONField(
+        default=both_visibilities,
+        help_text='Who may call it: "model" (offered to the model) and "app" (its server\'s views).',
+    )
 
     class Meta:
         ordering = ["server__position", "position"]

@@ -49,6 +49,7 @@ from mcpclient.admin import changes
 from mcpclient.admin.changes import ServerChangeError
 from mcpclient.admin.forms import McpServerForm
 from mcpclient.admin.logs import ServerLogsAdmin
+from mcpclient.core import apps
 from mcpclient.core.approval import stored_approval_reason
 from mcpclient.core.redaction import masked_entry
 from mcpclient.models import McpServer, McpTool
@@ -121,9 +122,15 @@ def yes_no(value: bool) -> str:
 
 
 def tool_state(tool: McpTool) -> str:
-    """offered, rejected (read-only guard) or filtered (includeTools/excludeTools), as a span."""
-    state = "filtered" if tool.filtered else "rejected" if tool.rejected else "offered"
-    return format_html('<span class="mcp-tool-{}">{}</span>', state, state)
+    """offered, rejected (read-only guard), filtered (includeTools/excludeTools), or "views only"
+    / "not callable" (its ``_meta.ui.visibility`` leaves the model out), as a span."""
+    if tool.filtered or tool.rejected:
+        state = label = "filtered" if tool.filtered else "rejected"
+    elif apps.MODEL in (tool.visibility or ()):
+        state = label = "offered"
+    else:
+        state, label = "hidden", "views only" if apps.APP in (tool.visibility or ()) else "not callable"
+    return format_html('<span class="mcp-tool-{}">{}</span>', state, label)
 
 
 def approval_text(tool: McpTool) -> str:
@@ -158,6 +165,7 @@ class McpToolAdmin(admin.ModelAdmin):
     fieldsets = (
         (None, {"fields": ("server", "name", "prefixed_name", "title", "description")}),
         ("State", {"fields": ("state", "read_only", "approval", "reject_reason", "warning")}),
+        ("View (MCP Apps)", {"fields": ("ui_resource_uri", "visibility")}),
         ("Schemas", {"fields": ("input_schema_display", "output_schema_display")}),
         ("Annotations and icons", {"fields": ("annotations_display", "icons_display")}),
     )
@@ -172,6 +180,8 @@ class McpToolAdmin(admin.ModelAdmin):
         "approval",
         "reject_reason",
         "warning",
+        "ui_resource_uri",
+        "visibility",
         "input_schema_display",
         "output_schema_display",
         "annotations_display",
@@ -319,7 +329,7 @@ class McpServerAdmin(ServerLogsAdmin, admin.ModelAdmin):
             (None, {"fields": ("name", "transport", "enabled", "loaded")}),
             ("stdio", {"fields": ("command", "args", "env", "env_file", "cwd")}),
             ("Streamable HTTP / SSE", {"fields": ("url", "headers")}),
-            ("Safety", {"fields": ("write_tools", "trusted", "include_tools", "exclude_tools")}),
+            ("Safety", {"fields": ("write_tools", "trusted", "apps", "include_tools", "exclude_tools")}),
             ("Limits and other keys", {"fields": (("timeout", "init_timeout"), "extra")}),
         ]
         if obj is not None:

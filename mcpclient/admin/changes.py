@@ -71,6 +71,7 @@ KEY_FIELDS: dict[str, str] = {
     "initTimeout": "init_timeout",
     "writeTools": "write_tools",
     "trusted": "trusted",
+    "apps": "apps",
     "includeTools": "include_tools",
     "excludeTools": "exclude_tools",
 }
@@ -251,6 +252,7 @@ def entry_values(entry: object) -> dict[str, Any]:
         "init_timeout": _milliseconds(raw.get(init_key)),
         "write_tools": "approve" if raw.get("writeTools") == "approve" else "reject",
         "trusted": raw.get("trusted") is not False,
+        "apps": raw.get("apps") is not False,
         "include_tools": patterns("includeTools"),
         "exclude_tools": patterns("excludeTools"),
         "extra": {key: value for key, value in raw.items() if key not in KEY_FIELDS},
@@ -318,6 +320,8 @@ def build_entry(original: object, changes: Mapping[str, Any]) -> dict[str, Any]:
         put("writeTools", changes["write_tools"], changes["write_tools"] == "reject")
     if "trusted" in changes:
         put("trusted", False, changes["trusted"])
+    if "apps" in changes:
+        put("apps", False, changes["apps"])
     for field, key in (("include_tools", "includeTools"), ("exclude_tools", "excludeTools")):
         if field in changes:
             put(key, list(changes[field]), not changes[field])

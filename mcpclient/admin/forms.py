@@ -33,7 +33,7 @@ TEXT_FIELDS = (
     "exclude_tools",
     "extra",
 )
-VALUE_FIELDS = ("transport", "enabled", "timeout", "init_timeout", "write_tools", "trusted")
+VALUE_FIELDS = ("transport", "enabled", "timeout", "init_timeout", "write_tools", "trusted", "apps")
 
 
 def _normalise(text: str | None) -> str:
@@ -126,6 +126,15 @@ class McpServerForm(forms.ModelForm):
         initial=True,
         label="trusted",
         help_text="Untick to make every call of this server's tools wait for the person's approval.",
+    )
+    apps = forms.BooleanField(
+        required=False,
+        initial=True,
+        label="apps",
+        help_text=(
+            "Untick to keep this server's views (MCP Apps) off the conversation: its tools then "
+            "give their text results only (docs/apps.md)."
+        ),
     )
     include_tools = forms.CharField(
         required=False,

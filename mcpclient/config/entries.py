@@ -336,6 +336,7 @@ def parse_server(name: str, entry: object, *, source: str = "mcp.json") -> Serve
     if write_tools not in WRITE_TOOLS:
         raise check.fail(f'"writeTools" must be "reject" or "approve", got {shown_value(write_tools)}')
     trusted = check.boolean("trusted", True)
+    apps = check.boolean("apps", True)
 
     return ServerConfig(
         name=name,
@@ -356,6 +357,7 @@ def parse_server(name: str, entry: object, *, source: str = "mcp.json") -> Serve
         oauth=oauth,
         write_tools=write_tools,
         trusted=trusted,
+        apps=apps,
         raw=copy.deepcopy(entry),
         source=source,
     )

@@ -61,6 +61,8 @@ class ServerConfig:
     # call approved by the person). trusted false: every tool of the server needs approval.
     write_tools: str = WRITE_TOOLS_REJECT
     trusted: bool = True
+    # MCP Apps: false keeps this server's views from being rendered (its tools give text only).
+    apps: bool = True
     raw: dict[str, Any] = field(default_factory=dict)
     # The config file's name, for error messages raised when resolving.
     source: str = "mcp.json"

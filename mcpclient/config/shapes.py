@@ -135,7 +135,7 @@ ENTRY_KEYS = frozenset(
     {
         "type", "command", "args", "env", "environment", "envFile", "cwd", "url", "serverUrl", "httpUrl",
         "headers", "enabled", "disabled", "timeout", "initTimeout", "requestTimeout", "includeTools",
-        "excludeTools", "oauth", "writeTools", "trusted",
+        "excludeTools", "oauth", "writeTools", "trusted", "apps",
     }
 )
 DEFAULT_TIMEOUT = 60.0
@@ -199,6 +199,8 @@ def entry_for(shape: Shape, config: Any) -> dict[str, Any]:
         entry["writeTools"] = config.write_tools
     if not config.trusted:
         entry["trusted"] = False
+    if not config.apps:
+        entry["apps"] = False
     if "oauth" in config.raw:  # as written: its clientSecret may be a placeholder
         entry["oauth"] = copy.deepcopy(config.raw["oauth"])
     for key, value in config.raw.items():

@@ -19,6 +19,7 @@ from typing import Any
 
 import mcp.types as types
 
+from mcpclient.core import apps
 from mcpclient.core.approval import WRITE_TOOLS_APPROVE, WRITE_TOOLS_REJECT, approval_reason
 from mcpclient.core.patterns import glob_match
 from mcpclient.core.tool_metadata import safe_icons, tool_title
@@ -59,11 +60,15 @@ class DiscoveredTool:
     icons: tuple[dict[str, Any], ...] = ()
     output_schema: dict[str, Any] | None = None
     approval_reason: str = ""
+    # MCP Apps (mcpclient.core.apps): the tool's view, who may call it, what of _meta.ui was ignored.
+    ui_resource_uri: str = ""
+    visibility: tuple[str, ...] = apps.VISIBILITY
+    ui_note: str = ""
 
     @property
     def needs_approval(self) -> bool:
-        """True when the tool is offered and each call waits for the person's approval."""
-        return self.offered and bool(self.approval_reason)
+        """True when the tool may be called and each call waits for the person's approval."""
+        return self.usable and bool(self.approval_reason)
 
     @property
     def read_only(self) -> bool:
@@ -71,9 +76,19 @@ class DiscoveredTool:
         return not (self.annotations and self.annotations.get("readOnlyHint") is False)
 
     @property
-    def offered(self) -> bool:
-        """True when the model may be offered this tool (neither filtered nor rejected)."""
+    def usable(self) -> bool:
+        """Neither filtered nor rejected: the model or a view may call it, as its visibility says."""
         return not (self.rejected or self.filtered)
+
+    @property
+    def offered(self) -> bool:
+        """True when the model may be offered this tool (usable, and visible to the model)."""
+        return self.usable and apps.MODEL in self.visibility
+
+    @property
+    def app_callable(self) -> bool:
+        """True when its server's views may call this tool (usable, and visible to apps)."""
+        return self.usable and apps.APP in self.visibility
 
 
 @dataclass(frozen=True)
@@ -92,6 +107,7 @@ class HubTool:
     icons: tuple[dict[str, Any], ...] = ()
     output_schema: dict[str, Any] | None = None
     approval_reason: str = ""  # why each call needs the person's approval ("" when it does not)
+    ui_resource_uri: str = ""  # the view its results are shown in (MCP Apps), "" for none
 
 
 @dataclass(frozen=True)
@@ -167,6 +183,7 @@ def discover_tool(
     as needing approval instead of rejected; with ``trusted=False`` every offered tool is marked.
     """
     annotations = tool.annotations.model_dump(by_alias=True, exclude_none=True) if tool.annotations else None
+    ui = apps.tool_ui(tool.meta)
     discovered = DiscoveredTool(
         name=tool.name,
         description=tool.description or "",
@@ -175,6 +192,9 @@ def discover_tool(
         title=tool_title(tool),
         icons=safe_icons(tool.icons),
         output_schema=dict(tool.output_schema) if tool.output_schema is not None else None,
+        ui_resource_uri=ui.resource_uri,
+        visibility=ui.visibility,
+        ui_note=ui.note,
     )
     reason = filter_reason(tool.name, include, exclude)
     if reason:

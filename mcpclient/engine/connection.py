@@ -115,6 +115,7 @@ class ServerConnection:
         input_value: InputLookup | None = None,
         consent_timeout: float = 600.0,
         client_version: str = "0",
+        apps: bool = True,
     ) -> None:
         self.config = config
         # Handed down by the hub (mcpclient.runtime.new_hub fills them from the settings): where
@@ -122,6 +123,8 @@ class ServerConnection:
         self._input_value = input_value
         self._consent_timeout = consent_timeout
         self._client_info = types.Implementation(name="boocode", version=client_version)
+        # Whether this session says it renders MCP Apps views (the installation's and the entry's say).
+        self.apps = apps and config.apps
         self.name = config.name
         # Whose session this is: None for everybody's, a user id for a "perUser" server.
         self.owner_id = owner_id
@@ -592,7 +595,7 @@ class ServerConnection:
         """
         streams = self._watched_transport(resolved, transport, answer)
         client = protocol.open_client(
-            streams, client_info=self._client_info, message_handler=self._on_message
+            streams, client_info=self._client_info, message_handler=self._on_message, apps=self.apps
         )
         async with client, anyio.create_task_group() as watchers:
             self.tool_list = KeptFresh(supported=True)
@@ -631,13 +634,15 @@ class ServerConnection:
         self.connected_at = dt.datetime.now(dt.UTC)
         self.tools = self._discover(tools, client)
         logger.info(
-            'MCP server "%s" ready over %s%s: %d tools (%d rejected, %d filtered), protocol %s',
+            'MCP server "%s" ready over %s%s: %d tools (%d rejected, %d filtered, %d not for the model), '
+            "protocol %s",
             self.name,
             transport,
             f" ({fell_back})" if fell_back else "",
             len(self.tools),
             sum(t.rejected for t in self.tools),
             sum(t.filtered for t in self.tools),
+            sum(t.usable and not t.offered for t in self.tools),
             self.protocol_version,
         )
         self._settled.set()

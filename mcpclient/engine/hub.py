@@ -82,6 +82,7 @@ def _catalog(
                     icons=tool.icons,
                     output_schema=tool.output_schema,
                     approval_reason=tool.approval_reason,
+                    ui_resource_uri=tool.ui_resource_uri,
                 )
             )
     tools.sort(key=lambda tool: tool.prefixed_name)
@@ -130,6 +131,9 @@ class Hub:
     consent_timeout: float = 600.0
     idle_seconds: float = 900.0
     client_version: str = "0"
+    # MCP Apps for the installation (BOOCODE_APPS): sessions advertise the extension only when
+    # this and the server's own "apps" key allow it.
+    apps: bool = True
     _healer: Healer | None = None
 
     def healer(self) -> Healer:
@@ -239,6 +243,7 @@ class Hub:
             input_value=self.input_value,
             consent_timeout=self.consent_timeout,
             client_version=self.client_version,
+            apps=self.apps,
         )
         connection.logs.level = self.log_levels.get(config.name, "")
         connection.logs.listener = self._on_log
@@ -371,6 +376,7 @@ class Hub:
             input_value=self.input_value,
             consent_timeout=self.consent_timeout,
             client_version=self.client_version,
+            apps=self.apps,
         )
         connection.logs.level = self.log_levels.get(config.name, "")  # its messages stay in memory
         self._user_connections[(config.name, user_id)] = connection

@@ -25,6 +25,7 @@ import anyio
 import anyio.abc
 import mcp.types as types
 from mcp import Client, MCPError
+from mcp.client.extension import advertise
 from mcp.client.session import ClientSession
 from mcp.client.subscriptions import (
     PromptsListChanged,
@@ -36,6 +37,7 @@ from mcp.shared.message import SessionMessage
 from mcp_types import CONNECTION_CLOSED, URL_ELICITATION_REQUIRED, JSONRPCResponse
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
+from mcpclient.core import apps as apps_extension
 from mcpclient.engine import elicitation, listing, progress
 
 logger = logging.getLogger(__name__)
@@ -154,7 +156,11 @@ async def _complete_by_default(
 
 
 def open_client(
-    streams: Streams, *, client_info: types.Implementation, message_handler: Callable[[Any], Any]
+    streams: Streams,
+    *,
+    client_info: types.Implementation,
+    message_handler: Callable[[Any], Any],
+    apps: bool = False,
 ) -> Client:
     """A ``Client`` over ``streams`` (any context manager yielding read/write) in ``"auto"`` mode.
 
@@ -162,7 +168,8 @@ def open_client(
     refuses sampling with a reason (:func:`mcpclient.engine.elicitation.refuse_sampling`). No roots
     callback: roots a server asks for mid-call are refused by the SDK's default, so the call
     ends as a readable tool error. ``notifications/elicitation/complete`` is taken here, before
-    ``message_handler`` sees the message.
+    ``message_handler`` sees the message. With ``apps`` the client advertises the MCP Apps
+    extension (:mod:`mcpclient.core.apps`) on every revision, so the server may list its views.
     """
 
     async def handle(message: Any) -> None:
@@ -176,6 +183,7 @@ def open_client(
         client_info=client_info,
         message_handler=handle,
         elicitation_callback=elicitation.answer,
+        extensions=[advertise(apps_extension.EXTENSION, apps_extension.settings())] if apps else None,
     )
     return client
 

@@ -145,6 +145,7 @@ def new_hub(*, persist: bool = True) -> Hub:
         client_version=settings.VERSION,
         consent_timeout=float(settings.OAUTH_CONSENT_TIMEOUT),
         idle_seconds=float(settings.OAUTH_IDLE_SECONDS),
+        apps=bool(settings.MCP_APPS),
     )
     if persist:
         hub.healing = heal_policy()  # a long-lived hub heals (pings, reconnects)

@@ -19,6 +19,7 @@ from django.db.models import F
 from mcpclient.config.entries import load_config, parse_server
 from mcpclient.config.model import ConfigError, ServerConfig
 from mcpclient.config.shapes import MCP_SERVERS, Shape
+from mcpclient.core import apps
 from mcpclient.core.state import ServerSnapshot, Status
 from mcpclient.models import McpServer, McpState, McpTool
 
@@ -188,6 +189,8 @@ _TOOL_FIELDS = [
     "reject_reason",
     "warning",
     "position",
+    "ui_resource_uri",
+    "visibility",
 ]
 
 
@@ -235,9 +238,12 @@ def _store_tools(row: McpServer, snapshot: ServerSnapshot) -> None:
             "annotations": tool.annotations,
             "rejected": tool.rejected,
             "filtered": tool.filtered,
-            "reject_reason": tool.reject_reason,
-            "warning": snapshot.warnings.get(tool.name, ""),
+            # A usable tool the model is not offered says why too (its _meta.ui.visibility).
+            "reject_reason": tool.reject_reason or apps.visibility_note(tool.visibility),
+            "warning": "; ".join(filter(None, (snapshot.warnings.get(tool.name, ""), tool.ui_note))),
             "position": position,
+            "ui_resource_uri": tool.ui_resource_uri,
+            "visibility": list(tool.visibility),
         }
         existing = current.pop(tool.name, None)
         if existing is None:

@@ -22,6 +22,7 @@ from typing import Any
 from channels.layers import get_channel_layer
 from django.conf import settings
 
+from mcpclient.core.apps import VISIBILITY
 from mcpclient.core.results import ToolResult
 from mcpclient.core.state import DiscoveredTool, HubTool, ServerSnapshot, Status
 from mcpclient.engine.elicitation import Link
@@ -121,7 +122,8 @@ def form_in(data: dict[str, Any]) -> Form:
 # --- what a person's view of the sessions carries (``hub.request`` ``view``) ------------------
 def discovered_in(data: dict[str, Any]) -> DiscoveredTool:
     """A server's listed tool from ``dataclasses.asdict``."""
-    return DiscoveredTool(**{**data, "icons": tuple(data.get("icons") or ())})
+    visibility = tuple(data.get("visibility", VISIBILITY))
+    return DiscoveredTool(**{**data, "icons": tuple(data.get("icons") or ()), "visibility": visibility})
 
 
 def resources_out(catalog: ResourceCatalog) -> dict[str, Any]:

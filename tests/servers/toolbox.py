@@ -18,8 +18,8 @@ icons (https, javascript:, a small and an oversized data: image) and an ``output
 ``almanac`` has only an ``annotations.title``. ``--feature NAME`` (repeatable) adds one of the
 groups in ``tests/servers/toolbox_<name>.py``: progress, logs, resources, prompts, writes
 (tools with ``readOnlyHint: false``), questions (elicitation in form and URL mode), hang
-(a tool after which the server answers nothing, pings included) and meta (a tool that returns its
-request's ``_meta``).
+(a tool after which the server answers nothing, pings included), meta (a tool that returns its
+request's ``_meta``) and apps (tools with MCP Apps views and visibilities).
 """
 
 from __future__ import annotations
@@ -57,7 +57,7 @@ class Forecast(BaseModel):
 
 # Optional groups of tools, resources and prompts, each in tests/servers/toolbox_<name>.py with a
 # ``register(server)`` function; off by default so that the tool counts other tests rely on stay put.
-FEATURES = ("progress", "logs", "resources", "prompts", "writes", "questions", "hang", "meta")
+FEATURES = ("progress", "logs", "resources", "prompts", "writes", "questions", "hang", "meta", "apps")
 
 
 def add_feature(server: MCPServer, name: str) -> None:

@@ -1,0 +1,66 @@
+"""The toolbox's apps group: tools with a view (MCP Apps) and tools only a view may call.
+
+``python tests/servers/toolbox.py --feature apps`` adds them to the toolbox:
+
+- ``show_clock(city)``: its results have a view (``ui://toolbox/clock.html``); the model and
+  the view may call it (no visibility declared: both);
+- ``tick()``: ``visibility: ["app"]``: only the view may call it;
+- ``sealed()``: ``visibility: []``: neither may;
+- ``odd_view()``: a ``resourceUri`` that is not ``ui://`` and a visibility that is not a list
+  (both are ignored by the host: a tool for the model without a view);
+- ``legacy_view()``: the flat ``_meta["ui/resourceUri"]`` of earlier drafts;
+- ``apps_supported()``: ``yes`` when the client advertised the extension with the view MIME type.
+
+The resource ``ui://toolbox/clock.html`` is a small HTML document served as a view.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from common import READ_ONLY
+from mcp.server.apps import APP_MIME_TYPE, client_supports_apps
+from mcp.server.mcpserver import Context
+
+CLOCK = "ui://toolbox/clock.html"
+CLOCK_HTML = "<!DOCTYPE html><html><body><p id=clock>clock</p></body></html>"
+
+
+def register(server: Any) -> None:
+    """Add the tools and the view to ``server``."""
+
+    @server.tool(annotations=READ_ONLY, meta={"ui": {"resourceUri": CLOCK}})
+    def show_clock(city: str) -> str:
+        """The time in a city, with a clock to look at."""
+        return f"12:00 in {city}"
+
+    @server.tool(annotations=READ_ONLY, meta={"ui": {"resourceUri": CLOCK, "visibility": ["app"]}})
+    def tick() -> str:
+        """Move the clock on (its view calls this)."""
+        return "tick"
+
+    @server.tool(annotations=READ_ONLY, meta={"ui": {"visibility": []}})
+    def sealed() -> str:
+        """Nobody may call this."""
+        return "sealed"
+
+    odd = {"resourceUri": "https://views.example.invalid/x", "visibility": "app"}
+
+    @server.tool(annotations=READ_ONLY, meta={"ui": odd})
+    def odd_view() -> str:
+        """A view address that is not ui:// and a visibility that is not a list."""
+        return "odd"
+
+    @server.tool(annotations=READ_ONLY, meta={"ui/resourceUri": CLOCK})
+    def legacy_view() -> str:
+        """The draft's flat key."""
+        return "legacy"
+
+    @server.tool(annotations=READ_ONLY)
+    def apps_supported(ctx: Context) -> str:
+        """Whether this client renders MCP Apps views."""
+        return "yes" if client_supports_apps(ctx) else "no"
+
+    @server.resource(CLOCK, name="clock", mime_type=APP_MIME_TYPE)
+    def clock() -> str:
+        return CLOCK_HTML
