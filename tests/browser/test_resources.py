@@ -68,7 +68,10 @@ def test_attach_from_the_picker_and_the_model_sees_it(
     expect(chips).to_have_count(1)
     page.click(".attach-button")
     page.fill("#resource-search", "readme")
-    picker.locator(".resource-option").first.click()
+    # The list opened unfiltered stays clickable until the search's answer replaces it: wait for it.
+    expect(options).to_have_count(1)
+    expect(options.first).to_contain_text("toolbox://notes/readme.txt")
+    options.first.click()
     expect(chips).to_have_count(2)
     assert overflowing(page) == []
 
