@@ -120,15 +120,16 @@ def conversation_groups(conversations: Iterable[Conversation]) -> list[dict[str,
 GROUP_LABELS = ("Today", "Yesterday", "Last 7 days", "Older")
 
 
-def tool_identity(name: str, user_id: int | None = None) -> tuple[str, str, str]:
-    """``(server, tool, title)`` of the tool the model calls ``name`` (from the live registry).
+def tool_identity(name: str, user_id: int | None = None) -> Identity:
+    """``(server, tool, title, view)`` of the tool the model calls ``name`` (from the live registry).
 
-    A native tool, or one no server offers now, is ``("", name, "")``.
+    ``view`` is the tool's MCP Apps view (a ``ui://`` URI; "" for none, or where views are off).
+    A native tool, or one no server offers now, is ``("", name, "", "")``.
     """
     for hub_tool in hub_tools(user_id):
         if hub_tool.prefixed_name == name:
-            return hub_tool.server, hub_tool.name, hub_tool.title
-    return "", name, ""
+            return hub_tool.server, hub_tool.name, hub_tool.title, hub_tool.ui_resource_uri
+    return "", name, "", ""
 
 
 def tool_output(user_id: int, call_id: int) -> ToolCall | None:
@@ -155,7 +156,7 @@ def conversation_choices(conversation_id: int) -> tuple[str, str]:
 
 
 # --- writes made by a turn -------------------------------------------------------------------
-Identity = tuple[str, str, str]  # (server, tool, title) of a tool call, see tool_identity()
+Identity = tuple[str, str, str, str]  # (server, tool, title, view) of a tool call, see tool_identity()
 
 
 def add_message(
@@ -450,7 +451,7 @@ def finish_message(
         identities = identities or {}
         calls = []
         for index, (call_id, name, arguments) in enumerate(tool_calls):
-            server, tool, title = identities.get(name, ("", name, ""))
+            server, tool, title, view = identities.get(name, ("", name, "", ""))
             calls.append(
                 ToolCall(
                     message_id=message_id,
@@ -460,6 +461,7 @@ def finish_message(
                     server=storable(server)[:100],
                     tool=storable(tool)[:255],
                     title=storable(title)[:255],
+                    view=storable(view)[:2048],
                     arguments=storable(arguments),
                 )
             )
@@ -490,7 +492,7 @@ def add_tool_call(
     conversation_id: int | None = None,
 ) -> dict[str, Any]:
     """A running tool call on a console message; its payload."""
-    server, tool, title = identity or ("", name, "")
+    server, tool, title, view = identity or ("", name, "", "")
     call = ToolCall.objects.create(
         message_id=message_id,
         call_id=call_id,
@@ -498,6 +500,7 @@ def add_tool_call(
         server=storable(server)[:100],
         tool=storable(tool)[:255],
         title=storable(title)[:255],
+        view=storable(view)[:2048],
         arguments=storable(arguments),
     )
     if conversation_id is None:
@@ -528,6 +531,7 @@ def finish_tool_call(
         server=call.get("server", ""),
         tool=call.get("tool", ""),
         title=call.get("title", ""),
+        view=call.get("view", ""),
         arguments=call["arguments"],
         status=status or (ToolCall.Status.ERROR if result.is_error else ToolCall.Status.DONE),
         output=storable(result.output),
@@ -547,7 +551,8 @@ def finish_tool_call(
         finished_at=row.finished_at,
     )
     payload = tool_call_payload(row, 0)
-    payload["output_url"] = call["output_url"]  # built when the call was created
+    for key in ("output_url", "call_url", "view_url"):  # built when the call was created
+        payload[key] = call.get(key, payload[key])
     return payload
 
 

@@ -133,6 +133,11 @@ class ToolCall(models.Model):
     )
     tool = models.CharField(max_length=255, blank=True, help_text="The tool's name on its server.")
     title = models.CharField(max_length=255, blank=True, help_text="The tool's display name from its server.")
+    view = models.CharField(
+        max_length=2048,
+        blank=True,
+        help_text="The ui:// view its result is shown in (MCP Apps; docs/apps.md).",
+    )
     arguments = models.TextField(blank=True, help_text="The arguments as the model wrote them (JSON text).")
     status = models.CharField(max_length=10, choices=Status.choices, default=Status.RUNNING)
     output = models.TextField(blank=True, help_text="What the model reads back.")

@@ -43,6 +43,11 @@ def output_url(conversation_id: int, call_id: int) -> str:
     return f"/c/{conversation_id}/calls/{call_id}/output/"
 
 
+def view_url(conversation_id: int, call_id: int) -> str:
+    """Where the view of a tool call is (its MCP Apps document, for a sandboxed frame; owner only)."""
+    return f"/c/{conversation_id}/calls/{call_id}/view/"
+
+
 def tool_call_payload(call: ToolCall, conversation_id: int) -> dict[str, Any]:
     """A tool call as sent to clients: arguments and output previews, safe image URLs."""
     arguments, _ = preview(call.arguments)
@@ -69,6 +74,8 @@ def tool_call_payload(call: ToolCall, conversation_id: int) -> dict[str, Any]:
         "images_left_out": left_out,
         "resources": attachments.linked_resources(call.parts),
         "call_url": call_url(conversation_id, call.pk),
+        "view": call.view,  # the tool's ui:// view ("" for none): docs/apps.md
+        "view_url": view_url(conversation_id, call.pk) if call.view else None,
         "large": False,
     }
 

@@ -2,7 +2,7 @@
 
 from django.urls import path
 
-from boocode.chat import prompt_views, resource_views, views
+from boocode.chat import app_views, prompt_views, resource_views, views
 
 app_name = "chat"
 urlpatterns = [
@@ -19,6 +19,7 @@ urlpatterns = [
     path("c/<int:conversation_id>/messages/<int:message_id>/", views.whole_message, name="whole_message"),
     path("c/<int:conversation_id>/calls/<int:call_id>/", views.whole_call, name="whole_call"),
     path("c/<int:conversation_id>/calls/<int:call_id>/output/", views.tool_output, name="tool_output"),
+    path("c/<int:conversation_id>/calls/<int:call_id>/view/", app_views.call_view, name="call_view"),
     path("api/agents/", views.agents_api, name="agents_api"),
     path("api/models/", views.models_api, name="models_api"),
     path("api/search/", views.search_api, name="search_api"),

@@ -10,8 +10,9 @@ earlier drafts is read when ``ui.resourceUri`` is absent.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 EXTENSION = "io.modelcontextprotocol/ui"
@@ -90,3 +91,113 @@ def visibility_note(visibility: tuple[str, ...]) -> str:
     if APP in visibility:
         return '_meta.ui.visibility is ["app"]: only its server\'s views call it'
     return "_meta.ui.visibility is []: neither the model nor a view may call it"
+
+
+# --- a view's own declarations: where it may connect, load from and frame, what it may use ----
+MAX_DOMAINS = 32  # per list; more are ignored
+MAX_DOMAIN_CHARS = 255
+CSP_KEYS = {  # _meta.ui.csp key -> the directives it opens
+    "connectDomains": ("connect-src",),
+    "resourceDomains": ("script-src", "style-src", "img-src", "font-src", "media-src"),
+    "frameDomains": ("frame-src",),
+    "baseUriDomains": ("base-uri",),
+}
+PERMISSIONS = {  # _meta.ui.permissions key -> the Permissions Policy feature of the frame's "allow"
+    "camera": "camera",
+    "microphone": "microphone",
+    "geolocation": "geolocation",
+    "clipboardWrite": "clipboard-write",
+}
+# An origin as CSP writes it: a scheme the web uses, a host (its leftmost label may be "*"), a port.
+_ORIGIN = re.compile(r"(https|http|wss|ws)://(\*\.)?[A-Za-z0-9-]+(\.[A-Za-z0-9-]+)*(:[0-9]{1,5})?/?")
+
+
+@dataclass(frozen=True)
+class ViewPolicy:
+    """What a view's resource declares in ``_meta.ui``, checked: its CSP domains and permissions.
+
+    ``note`` says what was ignored. Only origins are kept (``https://cdn.example.com``,
+    ``https://*.example.com``, ``wss://live.example.com:8443``): a keyword (``'unsafe-eval'``,
+    ``*``, ``data:``), a path or anything else that would widen the policy is left out.
+    """
+
+    domains: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    permissions: tuple[str, ...] = ()
+    prefers_border: bool | None = None
+    note: str = ""
+
+    def content_security_policy(self) -> str:
+        """The view document's policy: the spec's restrictive default, opened only where declared.
+
+        ``sandbox allow-scripts`` keeps the document in an opaque origin even when it is opened
+        outside its frame; ``frame-ancestors 'self'`` lets only BooCode's page frame it.
+        """
+        sources = {
+            "default-src": ["'none'"],
+            "script-src": ["'unsafe-inline'"],
+            "style-src": ["'unsafe-inline'"],
+            "img-src": ["data:", "blob:"],
+            "font-src": ["data:"],
+            "media-src": ["data:", "blob:"],
+            "connect-src": [],
+            "frame-src": [],
+            "base-uri": [],
+        }
+        for key, directives in CSP_KEYS.items():
+            for directive in directives:
+                sources[directive].extend(self.domains.get(key, ()))
+        policy = {name: values or ["'none'"] for name, values in sources.items()}
+        policy |= {
+            "object-src": ["'none'"],
+            "form-action": ["'none'"],
+            "frame-ancestors": ["'self'"],
+            "sandbox": ["allow-scripts"],
+        }
+        return "; ".join(" ".join([name, *values]) for name, values in policy.items())
+
+    def allow_attribute(self) -> str:
+        """The frame's ``allow`` attribute: only the features the view declared ("" for none)."""
+        return "; ".join(self.permissions)
+
+
+def view_policy(meta: Mapping[str, Any] | None) -> ViewPolicy:
+    """The policy a view's resource content declares in its ``_meta.ui`` (defaults: nothing)."""
+    ui = meta.get("ui") if isinstance(meta, Mapping) else None
+    if not isinstance(ui, Mapping):
+        return ViewPolicy()
+    notes: list[str] = []
+    domains: dict[str, tuple[str, ...]] = {}
+    csp = ui.get("csp")
+    if csp is not None and not isinstance(csp, Mapping):
+        notes.append(f"_meta.ui.csp ignored: it is not an object but {type(csp).__name__}")
+        csp = None
+    for key in CSP_KEYS:
+        declared = (csp or {}).get(key)
+        if declared is None:
+            continue
+        if not isinstance(declared, list):
+            notes.append(f"_meta.ui.csp.{key} ignored: it is not a list")
+            continue
+        kept = [item for item in declared[:MAX_DOMAINS] if _is_origin(item)]
+        if len(kept) < len(declared):
+            left = len(declared) - len(kept)
+            notes.append(f"_meta.ui.csp.{key}: {left} left out (not an origin, or past {MAX_DOMAINS})")
+        if kept:
+            domains[key] = tuple(dict.fromkeys(item.rstrip("/") for item in kept))
+    declared_permissions = ui.get("permissions")
+    permissions: list[str] = []
+    if isinstance(declared_permissions, Mapping):
+        permissions = [feature for key, feature in PERMISSIONS.items() if key in declared_permissions]
+    elif declared_permissions is not None:
+        notes.append("_meta.ui.permissions ignored: it is not an object")
+    border = ui.get("prefersBorder")
+    return ViewPolicy(
+        domains=domains,
+        permissions=tuple(permissions),
+        prefers_border=border if isinstance(border, bool) else None,
+        note="; ".join(notes),
+    )
+
+
+def _is_origin(value: Any) -> bool:
+    return isinstance(value, str) and len(value) <= MAX_DOMAIN_CHARS and _ORIGIN.fullmatch(value) is not None

@@ -82,7 +82,8 @@ def _catalog(
                     icons=tool.icons,
                     output_schema=tool.output_schema,
                     approval_reason=tool.approval_reason,
-                    ui_resource_uri=tool.ui_resource_uri,
+                    # A view only where the session said it renders them (BOOCODE_APPS, "apps").
+                    ui_resource_uri=tool.ui_resource_uri if connection.apps else "",
                 )
             )
     tools.sort(key=lambda tool: tool.prefixed_name)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import json
 import logging
 import time
 from dataclasses import dataclass
@@ -44,6 +45,7 @@ MAX_ENTRIES = 10_000
 MAX_NAME_CHARS = MAX_TITLE_CHARS
 MAX_DESCRIPTION_CHARS = 2000
 MAX_URI_CHARS = 2048
+MAX_VIEW_META_BYTES = 16 * 1024  # an item's _meta.ui (MCP Apps) as JSON; a larger one is not kept
 MAX_MIME_CHARS = 255
 # Completion values shown per request (the spec's own maximum) and their length.
 MAX_COMPLETIONS = 100
@@ -290,6 +292,9 @@ class ResourceContent:
     text: str | None = None
     data: bytes | None = None
     note: str = ""
+    # The item's _meta with only its "ui" (an MCP Apps view's CSP domains and permissions), if small.
+    meta: dict[str, Any] | None = None
+    cut: bool = False  # the text was cut at the size limit
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON shape of the API: ``text``, or ``blob`` as base64, or only a ``note``."""
@@ -339,10 +344,12 @@ def shape_contents(
     budget = limit
     for item in contents:
         uri, mime = str(item.uri), item.mime_type or ""
+        meta = _view_meta(item.meta)
         if isinstance(item, types.TextResourceContents):
             text = cap_output(item.text, max(budget, 0))
             budget -= len(text.encode("utf-8"))
-            shaped.append(ResourceContent(uri=uri, mime_type=mime, text=text))
+            cut = text is not item.text
+            shaped.append(ResourceContent(uri=uri, mime_type=mime, text=text, meta=meta, cut=cut))
             continue
         size = (len(item.blob) * 3) // 4
         if size > budget:
@@ -356,8 +363,20 @@ def shape_contents(
             )
             continue
         budget -= len(data)
-        shaped.append(ResourceContent(uri=uri, mime_type=mime, data=data))
+        shaped.append(ResourceContent(uri=uri, mime_type=mime, data=data, meta=meta))
     return tuple(shaped)
+
+
+def _view_meta(meta: dict[str, Any] | None) -> dict[str, Any] | None:
+    """An item's ``_meta.ui`` (checked later, by :func:`mcpclient.core.apps.view_policy`) if small."""
+    ui = (meta or {}).get("ui")
+    if not isinstance(ui, dict):
+        return None
+    try:
+        size = len(json.dumps(ui))
+    except (TypeError, ValueError, RecursionError):
+        return None
+    return {"ui": ui} if size <= MAX_VIEW_META_BYTES else None
 
 
 async def read(hub: Sessions[Session], server: str, uri: str, user_id: int | None) -> ReadResult:

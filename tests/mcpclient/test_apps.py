@@ -86,6 +86,65 @@ def test_a_tools_view_and_visibility_are_checked(
     assert apps.tool_ui(meta) == apps.ToolUi(resource_uri=uri, visibility=visibility, note=note)
 
 
+def test_a_views_declarations_open_only_origins_and_only_their_directives() -> None:
+    declared = {
+        "csp": {
+            "connectDomains": [
+                "https://api.example.com",
+                "wss://live.example.com:8443",
+                "*",
+                "'unsafe-eval'",
+            ],
+            "resourceDomains": ["https://*.cdn.example/", "data:", "https://cdn.example/lib.js", 7],
+            "frameDomains": "https://player.example",
+        },
+        "permissions": {"camera": {}, "microphone": {}, "usb": {}},
+        "prefersBorder": False,
+    }
+    policy = apps.view_policy({"ui": declared})
+    assert policy.domains == {
+        "connectDomains": ("https://api.example.com", "wss://live.example.com:8443"),
+        "resourceDomains": ("https://*.cdn.example",),
+    }
+    assert (policy.permissions, policy.allow_attribute(), policy.prefers_border) == (
+        ("camera", "microphone"),
+        "camera; microphone",
+        False,
+    )
+    assert policy.note == (
+        "_meta.ui.csp.connectDomains: 2 left out (not an origin, or past 32); "
+        "_meta.ui.csp.resourceDomains: 3 left out (not an origin, or past 32); "
+        "_meta.ui.csp.frameDomains ignored: it is not a list"
+    )
+    header = dict(part.split(" ", 1) for part in policy.content_security_policy().split("; "))
+    assert header["connect-src"] == "https://api.example.com wss://live.example.com:8443"
+    assert header["script-src"] == "'unsafe-inline' https://*.cdn.example"
+    assert header["frame-src"] == header["base-uri"] == header["object-src"] == "'none'"
+    assert "unsafe-eval" not in policy.content_security_policy()
+    many = apps.view_policy({"ui": {"csp": {"connectDomains": [f"https://h{n}.example" for n in range(40)]}}})
+    assert len(many.domains["connectDomains"]) == apps.MAX_DOMAINS
+    default = apps.ViewPolicy().content_security_policy()
+    for nothing in (None, {}, {"ui": "x"}, {"ui": {"csp": []}}):
+        assert apps.view_policy(nothing).content_security_policy() == default
+
+
+def test_a_reads_view_declarations_cross_the_hub_workers_wire() -> None:
+    import mcp.types as types
+
+    from mcpclient.engine.resources import ReadResult, shape_contents
+    from mcpclient.worker.wire import read_in, read_out
+
+    item = types.TextResourceContents(
+        uri=CLOCK, mime_type=apps.MIME_TYPE, text="<p>hi", _meta={"ui": {"prefersBorder": True}, "other": 1}
+    )
+    [content] = shape_contents([item])
+    assert (content.meta, content.cut) == ({"ui": {"prefersBorder": True}}, False)
+    result = ReadResult(server="tb", uri=CLOCK, contents=(content,))
+    assert read_in(read_out(result)) == result
+    [cut] = shape_contents([item.model_copy(update={"text": "x" * 100})], limit=10)
+    assert cut.cut
+
+
 # --- the "apps" key ------------------------------------------------------------------------------
 def test_the_apps_key_is_checked_and_kept_in_every_shape() -> None:
     assert parse_server("tb", toolbox_entry()).apps is True

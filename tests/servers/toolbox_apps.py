@@ -9,9 +9,12 @@
 - ``odd_view()``: a ``resourceUri`` that is not ``ui://`` and a visibility that is not a list
   (both are ignored by the host: a tool for the model without a view);
 - ``legacy_view()``: the flat ``_meta["ui/resourceUri"]`` of earlier drafts;
-- ``apps_supported()``: ``yes`` when the client advertised the extension with the view MIME type.
+- ``apps_supported()``: ``yes`` when the client advertised the extension with the view MIME type;
+- ``huge_view()``, ``plain_view()``: views the host must refuse (6 MB; served as ``text/html``).
 
-The resource ``ui://toolbox/clock.html`` is a small HTML document served as a view.
+The resource ``ui://toolbox/clock.html`` is a small HTML document served as a view; it declares
+one API origin to connect to (and a wildcard and a keyword the host must ignore), one CDN to load
+from, and the camera.
 """
 
 from __future__ import annotations
@@ -24,6 +27,16 @@ from mcp.server.mcpserver import Context
 
 CLOCK = "ui://toolbox/clock.html"
 CLOCK_HTML = "<!DOCTYPE html><html><body><p id=clock>clock</p></body></html>"
+CLOCK_UI = {
+    "csp": {
+        "connectDomains": ["https://api.clock.example", "*", "'unsafe-eval'"],
+        "resourceDomains": ["https://cdn.clock.example"],
+    },
+    "permissions": {"camera": {}},
+    "prefersBorder": True,
+}
+HUGE = "ui://toolbox/huge.html"
+PLAIN = "ui://toolbox/plain.html"
 
 
 def register(server: Any) -> None:
@@ -61,6 +74,24 @@ def register(server: Any) -> None:
         """Whether this client renders MCP Apps views."""
         return "yes" if client_supports_apps(ctx) else "no"
 
-    @server.resource(CLOCK, name="clock", mime_type=APP_MIME_TYPE)
+    @server.resource(CLOCK, name="clock", mime_type=APP_MIME_TYPE, meta={"ui": CLOCK_UI})
     def clock() -> str:
         return CLOCK_HTML
+
+    @server.tool(annotations=READ_ONLY, meta={"ui": {"resourceUri": HUGE}})
+    def huge_view() -> str:
+        """A tool whose view is 6 MB."""
+        return "huge"
+
+    @server.resource(HUGE, name="huge", mime_type=APP_MIME_TYPE)
+    def huge() -> str:
+        return "<!DOCTYPE html><p>" + "x" * (6 * 1024 * 1024)
+
+    @server.tool(annotations=READ_ONLY, meta={"ui": {"resourceUri": PLAIN}})
+    def plain_view() -> str:
+        """A tool whose view is served as plain text/html (not an MCP Apps document)."""
+        return "plain"
+
+    @server.resource(PLAIN, name="plain", mime_type="text/html")
+    def plain() -> str:
+        return "<!DOCTYPE html><p>plain"
