@@ -23,6 +23,7 @@
 
 import { copyButton, el, formatCount, getJSON, iconButton, markScrollable } from "./dom.js";
 import { showAttachments } from "./resources.js";
+import { removeView, showView } from "./appviews.js";
 import { renderCall } from "./toolcards.js";
 
 const ROLE_LABELS = { user: "You", assistant: "Assistant", console: "Console", notice: "Notice" };
@@ -167,9 +168,17 @@ export class Thread {
     for (const id of ids) {
       const entry = this.messages.get(id);
       if (!entry) continue;
-      for (const card of entry.calls.querySelectorAll(".tool-card")) this.calls.delete(Number(card.dataset.id));
+      const leaving = [];
+      for (const card of entry.calls.querySelectorAll(".tool-card")) {
+        this.calls.delete(Number(card.dataset.id));
+        leaving.push(removeView(Number(card.dataset.id)));
+      }
       const [before, after] = [neighbour(entry.el, -1), neighbour(entry.el, 1)];
-      entry.el.remove();
+      // Views are told they go before their frames are (appviews.js): until then the message is
+      // hidden and no longer counts as one.
+      entry.el.classList.remove("message");
+      entry.el.hidden = true;
+      Promise.all(leaving).finally(() => entry.el.remove());
       this.messages.delete(id);
       for (const node of [before, after]) if (node) this.regroup(node);
     }
@@ -475,6 +484,7 @@ export class Thread {
       this.calls.set(call.id, card);
     }
     renderCall(card, call, this.urls);
+    showView(card, call);
     if (entry) updateGroup(entry.calls);
     if (scroll) this.keepScrolled(wasNearBottom);
     if (call.large) {
@@ -482,7 +492,9 @@ export class Thread {
       this.wholeReads.read(
         call.call_url,
         (whole) => {
-          if (this.calls.get(call.id) === card) renderCall(card, whole, this.urls);
+          if (this.calls.get(call.id) !== card) return;
+          renderCall(card, whole, this.urls);
+          showView(card, whole);
         },
         () => {},
       );
