@@ -28,16 +28,10 @@ from mcpclient.runtime.sync import persist_snapshot, sync_servers
 from mcpclient.worker.wire import discovered_in
 from tests.support.admin import form_fields
 from tests.support.hubs import make_config
-from tests.support.processes import PYTHON, ROOT, TEST_COMMANDS, HttpServer, free_port, toolbox_entry
+from tests.support.processes import ROOT, TEST_COMMANDS, toolbox_entry
+from tests.support.wires import WIRES, modern_wires
 
 CLOCK = "ui://toolbox/clock.html"
-MODERN = ROOT / "tests" / "servers" / "modern.py"
-WIRES = {
-    "http2026": ([], "2026-07-28"),
-    "http2025": (["--handshake-only"], "2025-11-25"),
-    "stdio2026": (["--stdio"], "2026-07-28"),
-    "stdio2025": (["--stdio", "--handshake-only"], "2025-11-25"),
-}
 
 
 # --- what a tool declares ------------------------------------------------------------------------
@@ -247,23 +241,10 @@ async def test_the_admin_keeps_each_tools_view_and_says_why_the_model_is_not_off
 
 # --- what the client declares ------------------------------------------------------------------------
 @pytest.fixture(scope="module")
-def modern_servers() -> Iterator[Callable[[str], dict[str, Any]]]:
+def modern_servers() -> Iterator[Callable[..., dict[str, Any]]]:
     """Factory: the mcp.json entry of modern.py (with its ``capabilities`` tool) on one wire."""
-    started: dict[str, HttpServer] = {}
-
-    def entry(wire: str) -> dict[str, Any]:
-        extra, _ = WIRES[wire]
-        if "--stdio" in extra:
-            return {"command": PYTHON, "args": [str(MODERN), "--elicit-tools", *extra]}
-        if wire not in started:
-            port = free_port()
-            args = [PYTHON, str(MODERN), "--http", str(port), "--elicit-tools", *extra]
-            started[wire] = HttpServer(args, port, "/mcp")
-        return {"type": "http", "url": started[wire].url}
-
-    yield entry
-    for server in started.values():
-        server.stop()
+    with modern_wires("--elicit-tools") as entry:
+        yield entry
 
 
 async def declared(hub: Hub, name: str) -> dict[str, Any]:
@@ -275,7 +256,7 @@ async def declared(hub: Hub, name: str) -> dict[str, Any]:
 async def test_the_extension_is_advertised_on_every_wire_unless_turned_off(
     hub: Hub, modern_servers: Callable[[str], dict[str, Any]]
 ) -> None:
-    off = {"command": PYTHON, "args": [str(MODERN), "--stdio", "--elicit-tools"], "apps": False}
+    off = {**modern_servers("stdio2026"), "apps": False}
     await hub.start([*(make_config(wire, modern_servers(wire)) for wire in WIRES), make_config("off", off)])
     versions = {snapshot.name: snapshot.protocol_version for snapshot in hub.snapshots()}
     for snapshot in hub.snapshots():

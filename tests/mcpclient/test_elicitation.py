@@ -20,44 +20,22 @@ from mcpclient.engine.elicitation import Answer, asking
 from mcpclient.engine.elicitation_form import Form
 from mcpclient.engine.hub import Hub
 from tests.support.hubs import make_config
-from tests.support.processes import PYTHON, ROOT, HttpServer, free_port
+from tests.support.wires import WIRES, modern_wires
 
 # django_db: the hub looks up stored sign-ins of HTTP servers
 pytestmark = [pytest.mark.django_db, pytest.mark.processes]
 
-MODERN = ROOT / "tests" / "servers" / "modern.py"
 DEFAULTS = {"age": 30, "name": "John Doe", "score": 95.5, "status": "active", "verified": True}
-# Where each server runs and which revision it speaks (the names say both).
-WIRES = {
-    "http2026": ([], "2026-07-28"),
-    "http2025": (["--handshake-only"], "2025-11-25"),
-    "stdio2026": (["--stdio"], "2026-07-28"),
-    "stdio2025": (["--stdio", "--handshake-only"], "2025-11-25"),
-}
 
 
 @pytest.fixture(scope="module")
 def elicit_servers() -> Iterator[Callable[..., dict]]:
-    """Factory: the mcp.json entry of modern.py with the eliciting tools on one wire.
+    """Factory: the mcp.json entry of modern.py with the eliciting tools on one wire (tests/support/wires.py).
 
-    The HTTP servers are shared by the module's tests (their tools keep no state); stdio ones
-    are started by each test's hub.
+    The HTTP servers are shared by the module's tests (their tools keep no state).
     """
-    started: dict[str, HttpServer] = {}
-
-    def entry(wire: str, **keys: object) -> dict:
-        extra, _ = WIRES[wire]
-        if "--stdio" in extra:
-            return {"command": PYTHON, "args": [str(MODERN), "--elicit-tools", *extra], **keys}
-        if wire not in started:
-            port = free_port()
-            args = [PYTHON, str(MODERN), "--http", str(port), "--elicit-tools", *extra]
-            started[wire] = HttpServer(args, port, "/mcp")
-        return {"type": "http", "url": started[wire].url, **keys}
-
-    yield entry
-    for server in started.values():
-        server.stop()
+    with modern_wires("--elicit-tools") as entry:
+        yield entry
 
 
 @pytest.fixture

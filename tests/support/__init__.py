@@ -8,6 +8,8 @@ every test that uses them (tests/conftest.py for the whole suite). What lives wh
   ports, ``HttpServer`` (a server process on 127.0.0.1), ``toolbox_entry``, ``pids_with``, ``alive``.
   No Django: the ``bench/`` scripts use it too.
 - ``hubs``: ``make_config`` (an mcp.json entry parsed like the file), ``stop_process_hub``.
+- ``wires``: ``WIRES`` and ``modern_wires``, tests/servers/modern.py on both revisions over
+  Streamable HTTP and stdio.
 - ``llm``: ``ScriptedLLM``, the real OpenAI-compatible server a test scripts, and its replies.
 - ``live``: the one way to run a live Daphne (``live_daphne``), the accounts in its database
   (``make_accounts``, ``create_accounts``), both at once (``live_server``), and
