@@ -17,15 +17,18 @@ from typing import Any
 import pytest
 
 from tests.support.browser import (
+    AXE,
     NODE_MODULES,
     WIDTHS,
     Site,
     landing,
     overflowing,
     screenshot,
+    serious_violations,
     start_conversation,
 )
 from tests.support.llm import Call, Text, ToolCalls
+from tests.support.processes import PYTHON, TOOLBOX
 
 pytestmark = pytest.mark.browser
 
@@ -67,8 +70,36 @@ def test_a_published_apps_view_shows_the_calls_result_in_a_sandboxed_frame(
     height = frame.bounding_box()["height"]
     assert 60 <= height <= 800, height
     assert overflowing(page) == []
+    if AXE.exists():  # the page around the frame (the frame is titled; its inside is the server's)
+        assert serious_violations(page) == []
     screenshot(page, "app-view")
 
     # Reloaded: the view again, from the stored result (a new call would give another time).
     page.reload()
     expect(page.frame_locator(".app-view-frame").locator("#server-time")).to_have_text(time_shown)
+
+
+@pytest.fixture
+def apps_toolbox(site: Site) -> Iterator[None]:
+    """The site with the toolbox's apps group (``boxapps``: views of our own, one of them hostile)."""
+    with site.with_servers({"boxapps": {"command": PYTHON, "args": [str(TOOLBOX), "--feature", "apps"]}}):
+        yield
+
+
+def test_a_hostile_view_reaches_nothing_outside_its_frame(
+    open_page: Any, site: Site, apps_toolbox: None
+) -> None:
+    """Cookies, storage, the page, top navigation, pop-ups, undeclared origins: each refused."""
+    from playwright.sync_api import expect
+
+    page = open_page(1280)
+    landing(page, site)
+    page.evaluate("localStorage.setItem('anything', 'secret')")
+    site.llm.script(ToolCalls([Call("boxapps_hostile_view", {})]), Text("Shown."))
+    start_conversation(page, "Show the hostile view")
+    here = page.url
+    view = page.frame_locator(".app-view-frame")
+    for name in ("cookie", "storage", "page", "navigate", "popup", "fetch"):
+        expect(view.locator(f"#{name}")).to_contain_text(f"{name}: refused")
+    expect(page.locator(".message.role-assistant").last).to_contain_text("Shown.")
+    assert page.url == here and len(page.context.pages) == 1  # not navigated, no window opened
