@@ -13,7 +13,15 @@ from typing import Any
 
 import pytest
 
-from tests.support.browser import WIDTHS, Site, landing, overflowing, screenshot, start_conversation
+from tests.support.browser import (
+    WIDTHS,
+    Site,
+    landing,
+    overflowing,
+    screenshot,
+    search_resources,
+    start_conversation,
+)
 from tests.support.llm import Call, Text, ToolCalls
 
 pytestmark = pytest.mark.browser
@@ -36,13 +44,10 @@ def test_attach_from_the_picker_and_the_model_sees_it(
     # Search, then pick a static resource.
     page.click(".attach-button")
     expect(picker).to_be_visible()
-    page.fill("#resource-search", "read me")
-    options = picker.locator(".resource-option")
-    expect(options).to_have_count(1)
-    expect(options.first).to_contain_text("toolbox://notes/readme.txt")
+    readme = search_resources(page, "read me", "toolbox://notes/readme.txt")
     assert overflowing(page) == []
     screenshot(page, "resource-picker")
-    options.first.click()
+    readme.click()
     expect(picker).to_be_hidden()
     chips = page.locator(".attachment-chips .attachment-chip")
     expect(chips).to_have_count(1)
@@ -50,8 +55,7 @@ def test_attach_from_the_picker_and_the_model_sees_it(
 
     # A template: the server suggests values as one types.
     page.click(".attach-button")
-    page.fill("#resource-search", "facts")
-    picker.locator(".resource-option.kind-template").click()
+    search_resources(page, "facts", "toolbox://cities/{city}").click()
     page.locator("#template-arg-0").fill("Be")
     suggestions = picker.locator(".suggestion")
     expect(suggestions).to_have_text(["Berlin", "Bern"])
@@ -67,11 +71,7 @@ def test_attach_from_the_picker_and_the_model_sees_it(
     page.get_by_role("button", name="Remove Read me").click()
     expect(chips).to_have_count(1)
     page.click(".attach-button")
-    page.fill("#resource-search", "readme")
-    # The list opened unfiltered stays clickable until the search's answer replaces it: wait for it.
-    expect(options).to_have_count(1)
-    expect(options.first).to_contain_text("toolbox://notes/readme.txt")
-    options.first.click()
+    search_resources(page, "readme", "toolbox://notes/readme.txt").click()
     expect(chips).to_have_count(2)
     assert overflowing(page) == []
 

@@ -11,7 +11,15 @@ from typing import Any
 
 import pytest
 
-from tests.support.browser import WIDTHS, Site, landing, overflowing, screenshot, start_conversation
+from tests.support.browser import (
+    WIDTHS,
+    Site,
+    landing,
+    overflowing,
+    screenshot,
+    search_resources,
+    start_conversation,
+)
 from tests.support.llm import Text
 
 pytestmark = pytest.mark.browser
@@ -36,8 +44,7 @@ def test_edit_keeps_removes_and_adds_attachments(
     landing(page, site)
     picker = page.locator("#resource-picker")
     page.click(".attach-button")
-    page.fill("#resource-search", "read me")
-    picker.locator(".resource-option").first.click()
+    search_resources(page, "read me", "toolbox://notes/readme.txt").click()
     site.llm.script(Text("First answer."))
     start_conversation(page, "What is this?")
     expect(page.locator(".message.role-assistant").last).to_contain_text("First answer.")
@@ -55,8 +62,7 @@ def test_edit_keeps_removes_and_adds_attachments(
     # More with the same picker: a template filled in; then the first one removed.
     form.locator(".edit-attach-button").click()
     expect(picker).to_be_visible()
-    page.fill("#resource-search", "facts")
-    picker.locator(".resource-option.kind-template").click()
+    search_resources(page, "facts", "toolbox://cities/{city}").click()
     page.locator("#template-arg-0").fill("Paris")
     picker.get_by_role("button", name="Attach").click()
     expect(picker).to_be_hidden()

@@ -41,10 +41,24 @@ async def forms_hub(hub: Hub) -> AsyncIterator[Hub]:
     await hub.start(
         [
             make_config("forms", forms_entry()),
-            make_config("legacy", forms_entry("--handshake-only", timeout=300)),  # 0.3 s per call
+            make_config("legacy", forms_entry("--handshake-only")),
         ]
     )
     assert [s.status for s in hub.snapshots()] == [Status.READY, Status.READY]
+    set_hub(hub)
+    yield hub
+    set_hub(None)
+
+
+@pytest.fixture
+async def tight_hub(hub: Hub) -> AsyncIterator[Hub]:
+    """The process hub with the 2025-11-25 eliciting server allowing 0.3 s per call (``legacy_*``).
+
+    Only for the test of that limit: elsewhere, a loaded machine can take longer than that to
+    answer once the person has.
+    """
+    await hub.start([make_config("legacy", forms_entry("--handshake-only", timeout=300))])
+    assert [s.status for s in hub.snapshots()] == [Status.READY]
     set_hub(hub)
     yield hub
     set_hub(None)
@@ -199,7 +213,7 @@ async def test_a_reconnecting_tab_gets_the_open_form_and_a_stop_cancels_it(
 
 
 async def test_the_time_limits_of_the_call_wait_for_the_person(
-    llm: ScriptedLLM, forms_hub: Hub, monkeypatch: pytest.MonkeyPatch
+    llm: ScriptedLLM, tight_hub: Hub, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # "legacy" allows 0.3 s per call, and the registry gives up 0.1 s after that.
     monkeypatch.setattr(tool_registry, "MCP_GRACE", 0.1)

@@ -327,6 +327,21 @@ def start_conversation(page: Any, text: str) -> int:
     return int(page.url.rstrip("/").split("/")[-1])
 
 
+def search_resources(page: Any, query: str, shows: str) -> Any:
+    """Type ``query`` into the open resource picker; its one option, once the search has answered.
+
+    The list the picker opened with stays clickable until the answer replaces it (on purpose: a
+    click is not lost to a list replaced under the pointer), so a test waits for the answer.
+    """
+    from playwright.sync_api import expect
+
+    options = page.locator("#resource-picker .resource-option")
+    page.fill("#resource-search", query)
+    expect(options).to_have_count(1)
+    expect(options.first).to_contain_text(shows)
+    return options.first
+
+
 def open_drawer(page: Any) -> None:
     """At phone width the conversation list is a drawer: open it."""
     if page.viewport_size["width"] < 800 and not page.locator("#sidebar.open").count():
