@@ -118,6 +118,8 @@ def test_every_control_is_reachable_by_keyboard_with_a_visible_focus(
     site.llm.script(Text("Short answer with `code`."))
     start_conversation(page, "keyboard")
     expect(page.locator(".message.role-assistant")).to_contain_text("Short answer")
+    # The answer's last words come before the frame that ends the turn: Send (not Stop) says it ended.
+    expect(page.locator("#send-button")).to_be_visible()
     page.locator("body").focus()
     page.evaluate("document.activeElement.blur()")
     seen: list[str] = []
