@@ -11,6 +11,7 @@ from typing import Any
 
 from agents.models import Agent
 from agents.roster import default_agent, get_agent, list_agents, refresh_agents_if_changed
+from boocode.chat import conversations
 from boocode.chat.rendering import shorten
 from boocode.tools.registry import agent_tools, available_tools
 from mcpclient.runtime import hub_tools
@@ -62,6 +63,12 @@ def agents_info(user_id: int | None = None) -> list[dict[str, Any]]:
             }
         )
     return result
+
+
+def conversation_agent(conversation_id: int) -> Agent:
+    """The conversation's agent (or the default), after re-reading AGENTS.md if it changed."""
+    refresh_agents_if_changed()
+    return resolve_agent(conversations.conversation_agent_name(conversation_id))
 
 
 def resolve_agent(name: str) -> Agent:

@@ -95,6 +95,7 @@ class PendingApproval:
     hints: dict[str, bool | None]
     reason: str
     expires_at: dt.datetime
+    from_view: bool  # asked by a view (MCP Apps), not the model: the card says so
     reply: asyncio.Future[tuple[str, bool, int | None]] = field(repr=False)
 
     def payload(self) -> dict[str, Any]:
@@ -110,6 +111,7 @@ class PendingApproval:
             "hints": self.hints,
             "reason": self.reason,
             "expires_at": self.expires_at.isoformat(),
+            "from_view": self.from_view,
         }
 
 
@@ -223,6 +225,9 @@ class Approvals:
         tool_name = str(call.get("tool") or name)
         hints = declared_hints(tool.annotations)
         key = allowance(tool)
+        from_view = call.get("from_view") is True
+        # The record says who asked: the model, or a view of one of its calls (MCP Apps).
+        reason = f"asked by a view: {tool.approval_reason}" if from_view else tool.approval_reason
         approval_id, allowed = await db(begin_approval)(
             conversation_id,
             call.get("id"),
@@ -231,7 +236,7 @@ class Approvals:
             name=name,
             arguments=json.dumps(arguments, ensure_ascii=False),
             hints=tool.annotations or {},
-            reason=tool.approval_reason,
+            reason=reason,
             key=key,
         )
         if allowed:
@@ -251,8 +256,9 @@ class Approvals:
             title=str(call.get("title") or tool.title),
             arguments=arguments,
             hints=hints,
-            reason=tool.approval_reason,
+            reason=reason,
             expires_at=dt.datetime.now(dt.UTC) + dt.timedelta(seconds=timeout),
+            from_view=from_view,
             reply=asyncio.get_running_loop().create_future(),
         )
         self._open[pending.id] = pending
@@ -341,6 +347,11 @@ class Approvals:
                     and not other.reply.done()
                 ):
                     other.reply.set_result((Decision.ALLOWED, False, user_id))
+
+    def is_open(self, conversation_id: int, approval_id: Any) -> bool:
+        """Whether ``approval_id`` waits for a decision in ``conversation_id`` in this process."""
+        pending = self._open.get(approval_id) if isinstance(approval_id, int) else None
+        return pending is not None and pending.conversation_id == conversation_id and not pending.reply.done()
 
     def pending(self, conversation_id: int) -> list[dict[str, Any]]:
         """The pending approvals of a conversation, oldest first (for the ``history`` frame)."""

@@ -36,6 +36,7 @@ from boocode.chat.status import status_payload
 from boocode.chat.storable import text_problem
 from boocode.chat.turn import MAX_MESSAGE_CHARS, Admission, TurnRequest
 from boocode.chat.turn_registry import TurnInProgress, merge_live_text, registry
+from boocode.chat.view_requests import ViewRequests
 from boocode.security import sessions
 from mcpclient.runtime import STATUS_GROUP
 
@@ -67,6 +68,7 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
     ended = False  # closed (the session ended, or the client went away): nothing more goes out
     watching = False  # counted by status.watch() (the background model checks)
     unchecked = False  # the frame being handled is a message whose turn checks the session
+    views: ViewRequests | None = None  # requests from the conversation's views (MCP Apps)
 
     async def connect(self) -> None:
         """Accept; close with 4401 (not logged in) or 4403 (not the owner), else join and send history."""
@@ -83,6 +85,7 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
         self.conversation_id = conversation_id
         self.user_id = user.pk
         self.session_key = getattr(self.scope.get("session"), "session_key", None)
+        self.views = ViewRequests(conversation_id, user.pk, self.send_json)
         # Join before reading the history: nothing emitted from now on can fall between the two.
         await self.channel_layer.group_add(group_name(conversation_id), self.channel_name)
         await self.channel_layer.group_add(STATUS_GROUP, self.channel_name)
@@ -122,6 +125,8 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
         for task in (self.status_task, self.session_task):
             if task is not None:
                 task.cancel()
+        if self.views is not None:
+            self.views.close()
         if self.watching:
             self.watching = False
             status.unwatch()
@@ -172,6 +177,7 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
             "regenerate": self._regenerate,
             "edit": self._edit,
             "prompt": self._prompt,
+            "view_request": self._view_request,
         }.get(content["type"])
         if handler is None:
             await self._error("unknown_type", f'Unknown frame type "{content["type"][:50]}".')
@@ -276,6 +282,11 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
         await self._start(
             TurnRequest(self.conversation_id, "", user_id=self.user_id, kind="prompt", prompt=request)
         )
+
+    async def _view_request(self, content: dict[str, Any]) -> None:
+        """A view's request to its server (MCP Apps); the reply comes to this socket only."""
+        assert self.views is not None
+        await self.views.handle(content)
 
     async def _start(self, request: TurnRequest) -> bool:
         """Start the turn; ``False`` (and an error frame) when one already runs here."""

@@ -3,7 +3,10 @@
 Only ``user`` and ``assistant`` messages that are not superseded go to the model (console and
 notice rows never do), in id order, each assistant message followed by its tool calls' results
 in the order the model asked for them. Attached resources reach the model inside the user
-message they belong to (:func:`boocode.chat.attachments.model_content`).
+message they belong to (:func:`boocode.chat.attachments.model_content`). What the views of the
+conversation's tool calls last gave the model to read (MCP Apps' ``ui/update-model-context``,
+:mod:`boocode.chat.view_requests`) is added to the last user message, newest first, within
+:data:`MAX_VIEW_CONTEXTS_BYTES`.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from boocode.chat.models import Message
 # Stored on what a process that died left streaming or running, and read by the model as the
 # output of a call that never finished.
 INTERRUPTED = "Interrupted: the server stopped before this finished."
+MAX_VIEW_CONTEXTS_BYTES = 32 * 1024  # of all views' contexts in one request (each is at most 16 KB)
 
 
 def assistant_entry(content: str, calls: Iterable[tuple[str, str, str]]) -> dict[str, Any]:
@@ -59,14 +63,47 @@ HISTORY_SQL = """
 """
 
 
-def llm_history(conversation_id: int, system_prompt: str = "") -> list[dict[str, Any]]:
-    """The conversation as Chat Completions messages (console, notice and superseded entries left out)."""
+# The views' contexts (a few per conversation at most; the column is NULL for every other call).
+VIEW_CONTEXTS_SQL = """
+    SELECT c.name, c.server, c.view_context
+    FROM chat_toolcall c JOIN chat_message m ON c.message_id = m.id
+    WHERE m.conversation_id = %s AND m.superseded_at IS NULL AND c.view_context IS NOT NULL
+    ORDER BY c.id DESC
+"""
+
+
+def view_contexts(rows: Iterable[tuple[str, str, Any]]) -> str:
+    """The views' contexts as the model reads them (``rows``: name, server, stored context; newest first)."""
+    sections, used = [], 0
+    for name, server, stored in rows:
+        context = json.loads(stored) if isinstance(stored, str) else stored
+        text = context.get("text") if isinstance(context, dict) else None
+        if not isinstance(text, str) or not text:
+            continue
+        section = f"[What the view of the {name} call ({server}) shows now]\n{text}"
+        used += len(section.encode("utf-8"))
+        if used > MAX_VIEW_CONTEXTS_BYTES:
+            sections.append("[Older views' contexts left out: over the size limit]")
+            break
+        sections.append(section)
+    return "\n\n".join(sections)
+
+
+def llm_history(
+    conversation_id: int, system_prompt: str = "", then: str | None = None
+) -> list[dict[str, Any]]:
+    """The conversation as Chat Completions messages (console, notice and superseded entries left out).
+
+    ``then``: a user message that is being stored now, added at the end.
+    """
     messages: list[dict[str, Any]] = []
     if system_prompt.strip():
         messages.append({"role": "system", "content": system_prompt})
     with connection.cursor() as cursor:
         cursor.execute(HISTORY_SQL, [conversation_id, Message.Role.USER, Message.Role.ASSISTANT])
         rows = cursor.fetchall()
+        cursor.execute(VIEW_CONTEXTS_SQL, [conversation_id])
+        contexts = view_contexts(cursor.fetchall())
     entries: list[tuple[str, str, list[tuple[str, str, str, str]]]] = []  # role, content, calls
     last_id = None
     for message_id, role, content, call_id, name, arguments, output, attached in rows:
@@ -84,4 +121,12 @@ def llm_history(conversation_id: int, system_prompt: str = "") -> list[dict[str,
             continue
         messages.append(assistant_entry(content, ((c[0], c[1], c[2]) for c in calls)))
         messages.extend(tool_entry(call_id, output or INTERRUPTED) for call_id, _, _, output in calls)
+    if then is not None:
+        messages.append({"role": "user", "content": then})
+    if contexts:
+        last_user = next((m for m in reversed(messages) if m["role"] == "user"), None)
+        if last_user is not None and isinstance(last_user["content"], list):
+            last_user["content"] = [*last_user["content"], {"type": "text", "text": contexts}]
+        elif last_user is not None:
+            last_user["content"] = f"{last_user['content']}\n\n{contexts}"
     return messages

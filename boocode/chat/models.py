@@ -138,6 +138,11 @@ class ToolCall(models.Model):
         blank=True,
         help_text="The ui:// view its result is shown in (MCP Apps; docs/apps.md).",
     )
+    view_context = models.JSONField(
+        null=True,
+        blank=True,
+        help_text="What its view last gave the model to read (ui/update-model-context): text and time.",
+    )
     arguments = models.TextField(blank=True, help_text="The arguments as the model wrote them (JSON text).")
     status = models.CharField(max_length=10, choices=Status.choices, default=Status.RUNNING)
     output = models.TextField(blank=True, help_text="What the model reads back.")

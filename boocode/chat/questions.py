@@ -199,6 +199,11 @@ class Forms:
         )
         await emit(self._forget(pending))
 
+    def is_open(self, conversation_id: int, form_id: Any) -> bool:
+        """Whether ``form_id`` is an open form of ``conversation_id`` in this process."""
+        pending = self._open.get(form_id) if isinstance(form_id, str) else None
+        return pending is not None and pending.conversation_id == conversation_id
+
     def answer(self, conversation_id: int, form_id: Any, action: Any, content: Any) -> None:
         """Settle an open form of ``conversation_id`` with the person's answer.
 

@@ -166,10 +166,7 @@ def _read_for_model(conversation_id: int, text: str | None) -> Read:
     refresh_agents_if_changed()
     agent_name, model = conversations.conversation_choices(conversation_id)
     agent = agent_choice.resolve_agent(agent_name)
-    history = model_history.llm_history(conversation_id, agent.prompt)
-    if text is not None:
-        history.append({"role": "user", "content": text})
-    return agent, model, history
+    return agent, model, model_history.llm_history(conversation_id, agent.prompt, then=text)
 
 
 type Read = tuple[Agent, str, list[dict[str, Any]]]
@@ -183,12 +180,6 @@ def _admitted_read(
     if not check():
         return False, None
     return True, None if text is None else _read_for_model(conversation_id, text)
-
-
-def _conversation_agent(conversation_id: int) -> Agent:
-    """The conversation's agent (or the default), after re-reading AGENTS.md if it changed."""
-    refresh_agents_if_changed()
-    return agent_choice.resolve_agent(conversations.conversation_agent_name(conversation_id))
 
 
 def _stale_agent_notice(agent: Agent) -> str:
@@ -404,7 +395,7 @@ class Turn:
         )
         self.request_message_id = payload["id"]
         await self.emit({"type": "message", "message": payload})
-        agent = await db_read(_conversation_agent)(self.conversation_id)
+        agent = await db_read(agent_choice.conversation_agent)(self.conversation_id)
         if agent.error:
             await self._notice(_stale_agent_notice(agent))
         return agent

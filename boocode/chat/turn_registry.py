@@ -290,7 +290,9 @@ class TurnRegistry:
         frame goes to it with the same checks, and an error comes back to ``reply_to`` as a
         ``chat.answer_error`` message.
         """
-        holder = None if self.running(conversation_id) else await self._remote_holder(conversation_id)
+        # A view's call (MCP Apps) asks in the process of the socket that carried it, turn or not.
+        here = self.running(conversation_id) or open_here(conversation_id, frame)
+        holder = None if here else await self._remote_holder(conversation_id)
         if holder is None:
             return answer_here(conversation_id, frame, user_id)
         message = {
@@ -405,6 +407,13 @@ class RefusedAnswer(NamedTuple):
     message: str
     id: Any = None
     fields: dict[str, str] | None = None
+
+
+def open_here(conversation_id: int, frame: dict[str, Any]) -> bool:
+    """Whether the form or approval an answer frame is for waits in this process."""
+    if frame.get("type") == "elicitation_answer":
+        return forms.is_open(conversation_id, frame.get("id"))
+    return approvals.is_open(conversation_id, frame.get("id"))
 
 
 def answer_here(conversation_id: int, frame: dict[str, Any], user_id: int | None) -> RefusedAnswer | None:

@@ -73,6 +73,7 @@ __all__ = [
     "native_tools",
     "openai_tools",
     "validate_arguments",
+    "view_tools",
     "within_model_bounds",
 ]
 
@@ -119,6 +120,7 @@ class Tool:
     approval_reason: str = ""
     annotations: dict[str, Any] | None = None
     user_id: int | None = None  # whose sessions an MCP tool's calls run in
+    views: bool = False  # a tool its server's views may call (MCP Apps), not the model's
 
     async def execute(self, arguments: dict[str, Any]) -> ToolResult:
         """Run the tool with already-validated ``arguments``."""
@@ -230,7 +232,13 @@ def _abandon(task: asyncio.Task[ToolResult]) -> None:
 
 
 async def _call_mcp(
-    prefixed_name: str, server: str, tool: str, arguments: dict[str, Any], *, user_id: int | None = None
+    prefixed_name: str,
+    server: str,
+    tool: str,
+    arguments: dict[str, Any],
+    *,
+    user_id: int | None = None,
+    views: bool = False,
 ) -> ToolResult:
     """Call an MCP tool through the hub, abandoned :data:`MCP_GRACE` s after the server's timeout.
 
@@ -240,7 +248,7 @@ async def _call_mcp(
     """
     limit = _server_timeout(server)
     # Eager: the request goes out now, without waiting a loop iteration for the task to start.
-    request = hub_call(prefixed_name, arguments, user_id=user_id)
+    request = hub_call(prefixed_name, arguments, user_id=user_id, views=views)
     # The limit does not run while the server waits on the person who made the call (elicitation).
     budget = TimeBudget(limit + MCP_GRACE)
     with timed_by(budget):
@@ -306,7 +314,13 @@ def available_tools(user_id: int | None = None) -> list[Tool]:
     return [tools[name] for name in sorted(tools)]
 
 
-def _mcp_tool(hub_tool: HubTool, user_id: int | None) -> Tool:
+def view_tools(user_id: int | None, server: str) -> list[Tool]:
+    """The tools of ``server`` its views may call for ``user_id`` (MCP Apps; never native tools)."""
+    found = hub_tools(user_id, views=True)
+    return [_mcp_tool(tool, user_id, views=True) for tool in found if tool.server == server]
+
+
+def _mcp_tool(hub_tool: HubTool, user_id: int | None, *, views: bool = False) -> Tool:
     name = hub_tool.prefixed_name
     return Tool(
         name=name,
@@ -314,12 +328,13 @@ def _mcp_tool(hub_tool: HubTool, user_id: int | None) -> Tool:
         parameters=hub_tool.input_schema or dict(_EMPTY_SCHEMA),
         read_only=hub_tool.read_only,
         source=hub_tool.server,
-        executor=partial(_call_mcp, name, hub_tool.server, hub_tool.name, user_id=user_id),
+        executor=partial(_call_mcp, name, hub_tool.server, hub_tool.name, user_id=user_id, views=views),
         title=hub_tool.title,
         output_schema=hub_tool.output_schema,
         approval_reason=hub_tool.approval_reason,
         annotations=hub_tool.annotations,
         user_id=user_id,
+        views=views,
     )
 
 
@@ -332,8 +347,9 @@ def as_it_is_now(tool: Tool) -> Tool | None:
     """
     if tool.source == NATIVE_SOURCE:
         return tool
-    current = next((t for t in hub_tools(tool.user_id) if t.prefixed_name == tool.name), None)
-    return _mcp_tool(current, tool.user_id) if current is not None else None
+    now = hub_tools(tool.user_id, views=tool.views)
+    current = next((t for t in now if t.prefixed_name == tool.name), None)
+    return _mcp_tool(current, tool.user_id, views=tool.views) if current is not None else None
 
 
 def agent_tools(

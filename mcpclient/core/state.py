@@ -108,6 +108,8 @@ class HubTool:
     output_schema: dict[str, Any] | None = None
     approval_reason: str = ""  # why each call needs the person's approval ("" when it does not)
     ui_resource_uri: str = ""  # the view its results are shown in (MCP Apps), "" for none
+    model: bool = True  # offered to the model (its _meta.ui.visibility holds "model")
+    app: bool = False  # callable from its server's views (visibility holds "app"; views are on)
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,9 @@ from mcpclient.engine.serving import Session, Sessions
 class HubApi(Sessions[Session], Protocol):
     """The hub as its users see it: tools, calls, sessions, catalogs and the admin's operations."""
 
-    def tools(self, user_id: int | None = None) -> list[HubTool]: ...
+    def tools(self, user_id: int | None = None, *, views: bool = False) -> list[HubTool]: ...
+
+    def every_tool(self, user_id: int | None = None) -> list[HubTool]: ...
 
     def per_user_servers(self) -> list[ServerConfig]: ...
 
@@ -33,7 +35,12 @@ class HubApi(Sessions[Session], Protocol):
     def session_for(self, server: str, user_id: int | None) -> Session | None: ...
 
     async def call_tool(
-        self, prefixed_name: str, arguments: dict[str, Any] | None = None, *, user_id: int | None = None
+        self,
+        prefixed_name: str,
+        arguments: dict[str, Any] | None = None,
+        *,
+        user_id: int | None = None,
+        views: bool = False,
     ) -> ToolResult: ...
 
     async def load_catalogs(self, user_id: int | None, *, wait: float = 0.0) -> None: ...

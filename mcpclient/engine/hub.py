@@ -47,13 +47,38 @@ from mcpclient.engine.serving import ready_servers, session_for
 logger = logging.getLogger("mcpclient.hub")
 
 
+@dataclass(frozen=True)
+class Catalog:
+    """The tools one person sees: the model's (offered) and the views' (MCP Apps), each by name."""
+
+    tools: list[HubTool] = field(default_factory=list)
+    index: dict[str, tuple[str, str]] = field(default_factory=dict)
+    view_tools: list[HubTool] = field(default_factory=list)
+    view_index: dict[str, tuple[str, str]] = field(default_factory=dict)
+    every: list[HubTool] = field(default_factory=list)  # both, each once
+
+    @classmethod
+    def of(cls, every: list[HubTool]) -> Catalog:
+        """Split ``every`` (sorted) into the model's tools and the views' tools."""
+        tools = [tool for tool in every if tool.model]
+        view_tools = [tool for tool in every if tool.app]
+        return cls(
+            tools,
+            {tool.prefixed_name: (tool.server, tool.name) for tool in tools},
+            view_tools,
+            {tool.prefixed_name: (tool.server, tool.name) for tool in view_tools},
+            every,
+        )
+
+
 def _catalog(
     order: Sequence[str], connections: dict[str, ServerConnection]
-) -> tuple[dict[tuple[str, str], tuple[str, str]], list[HubTool]]:
-    """Prefixed names over the tools of ``connections`` (in ``order``), and the offered tools.
+) -> tuple[dict[tuple[str, str], tuple[str, str]], Catalog]:
+    """Prefixed names over the tools of ``connections`` (in ``order``), and the usable tools.
 
-    Returns ``{(server, tool): (prefixed, warning)}`` and the offered tools of ready servers,
-    sorted by prefixed name.
+    Returns ``{(server, tool): (prefixed, warning)}`` and the catalog of ready servers' tools:
+    those offered to the model and those a view may call (``_meta.ui.visibility`` holds "app" and
+    the session renders views), sorted by prefixed name.
     """
     names_in_order = [name for name in order if name in connections]
     names_in_order += [name for name in connections if name not in names_in_order]
@@ -65,7 +90,8 @@ def _catalog(
         if connection.status is not Status.READY:
             continue
         for tool in connection.tools:
-            if not tool.offered:
+            app = tool.app_callable and connection.apps
+            if not tool.offered and not app:
                 continue
             prefixed, warning = names[(name, tool.name)]
             tools.append(
@@ -84,10 +110,12 @@ def _catalog(
                     approval_reason=tool.approval_reason,
                     # A view only where the session said it renders them (BOOCODE_APPS, "apps").
                     ui_resource_uri=tool.ui_resource_uri if connection.apps else "",
+                    model=tool.offered,
+                    app=app,
                 )
             )
     tools.sort(key=lambda tool: tool.prefixed_name)
-    return names, tools
+    return names, Catalog.of(tools)
 
 
 @dataclass
@@ -99,8 +127,7 @@ class Hub:
     _connections: dict[str, ServerConnection] = field(default_factory=dict)
     _configs: dict[str, ServerConfig] = field(default_factory=dict)
     _order: list[str] = field(default_factory=list)
-    _index: dict[str, tuple[str, str]] = field(default_factory=dict)
-    _tools: list[HubTool] = field(default_factory=list)
+    _catalog: Catalog = field(default_factory=Catalog)
     _names: dict[tuple[str, str], tuple[str, str]] = field(default_factory=dict)
     _listeners: list[Listener] = field(default_factory=list)
     _pending: set[asyncio.Task[Any]] = field(default_factory=set)  # listener calls (drain_listeners)
@@ -110,9 +137,7 @@ class Hub:
     _lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     # "perUser" servers: one session per (server, person), opened when that person needs it.
     _user_connections: dict[tuple[str, int], ServerConnection] = field(default_factory=dict)
-    _user_views: dict[int, tuple[int, list[HubTool], dict[str, tuple[str, str]]]] = field(
-        default_factory=dict
-    )
+    _user_views: dict[int, tuple[int, Catalog]] = field(default_factory=dict)
     _reaper: asyncio.Task[None] | None = None
     # Who signs in when a server asks and no person was asked to (None: nobody, the server
     # waits for Connect). Non-interactive tools set it, e.g. the conformance client.
@@ -505,31 +530,37 @@ class Hub:
 
     def _rebuild(self) -> None:
         """Recompute prefixed names over every server, in config order, and the tool index."""
-        self._names, self._tools = _catalog(self._order, self._connections)
-        self._index = {tool.prefixed_name: (tool.server, tool.name) for tool in self._tools}
+        self._names, self._catalog = _catalog(self._order, self._connections)
         self.generation += 1
 
     # -- queries -------------------------------------------------------------------------
-    def tools(self, user_id: int | None = None) -> list[HubTool]:
-        """Accepted tools of ready servers, sorted by prefixed name; ``user_id``'s own sessions too."""
-        return list(self._view(user_id)[0])
+    def tools(self, user_id: int | None = None, *, views: bool = False) -> list[HubTool]:
+        """Accepted tools of ready servers, sorted by prefixed name; ``user_id``'s own sessions too.
 
-    def _view(self, user_id: int | None) -> tuple[list[HubTool], dict[str, tuple[str, str]]]:
-        """The tools ``user_id`` sees (shared servers plus their own sessions) and their index."""
+        The model's tools, or with ``views`` those its servers' views may call (MCP Apps).
+        """
+        catalog = self._view(user_id)
+        return list(catalog.view_tools if views else catalog.tools)
+
+    def every_tool(self, user_id: int | None = None) -> list[HubTool]:
+        """The model's tools and the views' tools together, each once (what the hub worker sends)."""
+        return list(self._view(user_id).every)
+
+    def _view(self, user_id: int | None) -> Catalog:
+        """The tools ``user_id`` sees (shared servers plus their own sessions)."""
         if user_id is None or not any(key[1] == user_id for key in self._user_connections):
-            return self._tools, self._index
+            return self._catalog
         cached = self._user_views.get(user_id)
         if cached is not None and cached[0] == self.generation:
-            return cached[1], cached[2]
+            return cached[1]
         connections = dict(self._connections)
         connections.update(
             {name: conn for (name, owner), conn in self._user_connections.items() if owner == user_id}
         )
-        _, tools = _catalog(self._order, connections)
-        index = {tool.prefixed_name: (tool.server, tool.name) for tool in tools}
+        _, catalog = _catalog(self._order, connections)
         self._user_views = {uid: view for uid, view in self._user_views.items() if view[0] == self.generation}
-        self._user_views[user_id] = (self.generation, tools, index)
-        return tools, index
+        self._user_views[user_id] = (self.generation, catalog)
+        return catalog
 
     def session_for(self, server: str, user_id: int | None) -> ServerConnection | None:
         """The session that serves ``user_id`` for ``server`` (see :mod:`mcpclient.engine.serving`)."""
@@ -555,10 +586,19 @@ class Hub:
 
     # -- calls ---------------------------------------------------------------------------
     async def call_tool(
-        self, prefixed_name: str, arguments: dict[str, Any] | None = None, *, user_id: int | None = None
+        self,
+        prefixed_name: str,
+        arguments: dict[str, Any] | None = None,
+        *,
+        user_id: int | None = None,
+        views: bool = False,
     ) -> ToolResult:
-        """Call a tool by its prefixed name (as ``user_id`` sees them); trouble is an error result."""
-        target = self._view(user_id)[1].get(prefixed_name)
+        """Call a tool by its prefixed name (as ``user_id`` sees them); trouble is an error result.
+
+        ``views``: a call from a view (MCP Apps), among the tools views may call.
+        """
+        catalog = self._view(user_id)
+        target = (catalog.view_index if views else catalog.index).get(prefixed_name)
         if target is None:
             return self._unknown_tool(prefixed_name)
         server, tool = target

@@ -357,17 +357,20 @@ def run_on_hub_loop(
     return True
 
 
-def hub_tools(user_id: int | None = None) -> list[HubTool]:
-    """Accepted tools of ready servers (and of ``user_id``'s own sessions), sorted (in memory, cheap)."""
-    return _hub.tools(user_id) if _hub is not None else []
+def hub_tools(user_id: int | None = None, *, views: bool = False) -> list[HubTool]:
+    """Accepted tools of ready servers (and of ``user_id``'s own sessions), sorted (in memory, cheap).
+
+    The model's tools, or with ``views`` those its servers' views may call (MCP Apps).
+    """
+    return _hub.tools(user_id, views=views) if _hub is not None else []
 
 
 async def hub_call(
-    prefixed_name: str, arguments: dict[str, Any], *, user_id: int | None = None
+    prefixed_name: str, arguments: dict[str, Any], *, user_id: int | None = None, views: bool = False
 ) -> ToolResult:
     """Call an MCP tool by its prefixed name (as ``user_id`` sees them); trouble is an error result."""
     hub = _hub if _hub is not None and _hub_loop is asyncio.get_running_loop() else await ensure_hub()
-    return await hub.call_tool(prefixed_name, arguments, user_id=user_id)
+    return await hub.call_tool(prefixed_name, arguments, user_id=user_id, views=views)
 
 
 def hub_statuses(*, staff: bool = False) -> list[dict[str, Any]]:

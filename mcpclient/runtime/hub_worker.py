@@ -61,7 +61,7 @@ def state_of(hub: Hub) -> dict[str, Any]:
     return {
         "boot": BOOT,
         "version": runtime.seen_version(),
-        "tools": [worker_wire.tool_out(tool) for tool in hub.tools()],
+        "tools": [worker_wire.tool_out(tool) for tool in hub.every_tool()],
         "snapshots": [worker_wire.snapshot_out(snapshot) for snapshot in hub.snapshots()],
     }
 
@@ -213,7 +213,7 @@ class HubConsumer(AsyncConsumer):
                 await broadcast_state(hub)  # no state change: every admin shows the new note
             elif op == "open_user":
                 await hub.open_user_sessions(args["user_id"], args["names"])
-                result = [worker_wire.tool_out(tool) for tool in hub.tools(args["user_id"])]
+                result = [worker_wire.tool_out(tool) for tool in hub.every_tool(args["user_id"])]
             elif op == "close_user":
                 await hub.close_user_session(args["name"], args["user_id"])
                 result = None
@@ -338,7 +338,10 @@ class HubConsumer(AsyncConsumer):
                 with reporting(report), tracing.attached(message.get("trace")):
                     with asking(ask) if message.get("ask") else contextlib.nullcontext():
                         result = await hub.call_tool(
-                            message["name"], message["arguments"], user_id=message["user_id"]
+                            message["name"],
+                            message["arguments"],
+                            user_id=message["user_id"],
+                            views=message.get("views") is True,
                         )
         except asyncio.CancelledError:
             return  # cancelled by its caller (who no longer waits) or by stop_calls (who answered)
@@ -372,8 +375,8 @@ async def _unapproved(hub: Hub, message: dict[str, Any]) -> str:
     definition runs only with the approval it names, checked against the record of it
     (:func:`mcpclient.core.approval.approval_refusal`).
     """
-    name, user_id = message["name"], message["user_id"]
-    tool = next((tool for tool in hub.tools(user_id) if tool.prefixed_name == name), None)
+    name, user_id, views = message["name"], message["user_id"], message.get("views") is True
+    tool = next((tool for tool in hub.tools(user_id, views=views) if tool.prefixed_name == name), None)
     if tool is None or not tool.approval_reason:
         return ""  # (an unknown tool: the hub's own answer says why)
     approval = message.get("approval")

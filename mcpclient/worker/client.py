@@ -319,7 +319,8 @@ class RemoteHub:
                 lambda call: call.boot != self.boot,
                 "the MCP hub worker restarted during the call (its sessions were reopened); try again",
             )
-        self._tools = [worker_wire.tool_in(tool) for tool in state["tools"]]
+        self._tools = [worker_wire.tool_in(tool) for tool in state["tools"]]  # the model's and the views'
+
         self._snapshots = [worker_wire.snapshot_in(snapshot) for snapshot in state["snapshots"]]
         if state["version"] != self.version:
             configs = await database_sync_to_async(self._read_configs)()
@@ -333,8 +334,15 @@ class RemoteHub:
                 call.future.set_result(ToolResult.error(f"MCP tool call failed: {reason}."))
 
     # -- the Hub interface -----------------------------------------------------------------
-    def tools(self, user_id: int | None = None) -> list[HubTool]:
-        """The shared tools, or ``user_id``'s view when their own sessions were opened."""
+    def tools(self, user_id: int | None = None, *, views: bool = False) -> list[HubTool]:
+        """The shared tools, or ``user_id``'s view when their own sessions were opened.
+
+        The model's tools, or with ``views`` those its servers' views may call (MCP Apps).
+        """
+        return [tool for tool in self.every_tool(user_id) if (tool.app if views else tool.model)]
+
+    def every_tool(self, user_id: int | None = None) -> list[HubTool]:
+        """The model's tools and the views' tools together, each once."""
         if user_id is not None:
             cached = self._user_tools.get(user_id)
             if cached is not None and cached[0] == self.boot and cached[1] == self.version:
@@ -490,9 +498,17 @@ class RemoteHub:
         """Nothing to wait for: the worker drains its listeners before it replies."""
 
     async def call_tool(
-        self, prefixed_name: str, arguments: dict[str, Any] | None = None, *, user_id: int | None = None
+        self,
+        prefixed_name: str,
+        arguments: dict[str, Any] | None = None,
+        *,
+        user_id: int | None = None,
+        views: bool = False,
     ) -> ToolResult:
-        """Call a tool in the worker; progress and forms come back to this context while it runs."""
+        """Call a tool in the worker; progress and forms come back to this context while it runs.
+
+        ``views``: a call from a view (MCP Apps), among the tools views may call.
+        """
         if self.silence() > worker_wire.SILENT_AFTER:
             return ToolResult.error(
                 f'MCP tool "{prefixed_name}" failed: the MCP hub worker is not running ({self._heard()}); '
@@ -521,6 +537,8 @@ class RemoteHub:
                 "ask": asker is not None,
                 "approval": granted(),  # the worker checks it again (core.approval)
             }
+            if views:
+                message["views"] = True
             # Only when there is something to carry: the trace context (W3C keys) and the tool
             # step's time so far (mcpclient.telemetry.metrics), which the worker goes on with.
             if carried := tracing.carrier():

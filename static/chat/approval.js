@@ -57,7 +57,9 @@ function renderApproval(approval, send) {
   card.setAttribute("aria-labelledby", headingId);
   card.tabIndex = -1; // focusable as a whole, so a keyboard user can be taken to it
 
-  const heading = el("h3", "approval-heading", "Approve this tool call?");
+  // A view (MCP Apps) asked, not the model: the card says so (the view cannot answer it).
+  const question = approval.from_view ? "The view asks to run this tool. Approve?" : "Approve this tool call?";
+  const heading = el("h3", "approval-heading", question);
   heading.id = headingId;
   card.append(heading);
 

@@ -12,6 +12,13 @@
 // the view asks (within MIN_HEIGHT..MAX_HEIGHT), and opens a link the view asks for only when the
 // person clicks it (http and https only, its host shown). Before a frame is removed the view is
 // told (`ui/resource-teardown`), with a short wait.
+//
+// What a view asks of its server (`tools/call`, `resources/read`) and its model context
+// (`ui/update-model-context`) go over the conversation's socket as `view_request` frames
+// (boocode/chat/view_requests.py checks and bounds them); a message it wants to add to the
+// conversation (`ui/message`) is shown and sent only when the person clicks Send. Fullscreen is
+// granted when asked, with a button to leave it. A view that floods the page with messages is
+// cut off (MAX_MESSAGES_PER_SECOND, then stopped after STOP_AFTER_DROPPED dropped).
 
 import { el } from "./dom.js";
 
@@ -19,10 +26,62 @@ const BRIDGE_URL = new URL("../vendor/ext-apps/app-bridge.js", import.meta.url).
 const MIN_HEIGHT = 60;
 const MAX_HEIGHT = 800;
 const TEARDOWN_WAIT_MS = 500;
+const MAX_PENDING_PER_VIEW = 4; // requests of one view waiting for BooCode (the server bounds them too)
+const MAX_MESSAGES_PER_SECOND = 200; // from one view; more are dropped before they are parsed
+const STOP_AFTER_DROPPED = 2000; // dropped messages after which the view is stopped
+const MAX_MESSAGE_CHARS = 16000; // of a message a view proposes
 const HOST_INFO = { name: "BooCode", version: document.documentElement.dataset.version || "0" };
+const HOST_CAPABILITIES = {
+  openLinks: {},
+  logging: {},
+  serverTools: {},
+  serverResources: {},
+  updateModelContext: { text: {}, structuredContent: {} },
+  message: { text: {} },
+};
 
 let bridgeModule = null;
 const views = new Map(); // call id -> the view's state (see showView)
+const waiting = new Map(); // view_request id -> { resolve, reject, state }
+let nextRequest = 1;
+// What the page lends the views (set by chat.js): the socket, sending a message, the composer.
+let host = { send: () => false, sendMessage: () => false, running: () => false, draft: () => {} };
+
+export function setViewHost(hooks) {
+  host = { ...host, ...hooks };
+}
+
+// A `view_reply` frame: the answer to one of the views' requests.
+export function viewReply(frame) {
+  const request = waiting.get(frame.id);
+  if (!request) return;
+  waiting.delete(frame.id);
+  request.state.pending -= 1;
+  if (typeof frame.error === "string") request.reject(new Error(frame.error));
+  else request.resolve(frame.result ?? {});
+}
+
+// The socket dropped: the server cancelled what it was doing for the views; they are told so.
+export function viewsDisconnected() {
+  for (const [id, request] of waiting) {
+    waiting.delete(id);
+    request.state.pending -= 1;
+    request.reject(new Error("The connection to BooCode was lost; try again."));
+  }
+}
+
+// One request of a view to BooCode (its server's tools and resources, its model context).
+function ask(state, method, params) {
+  if (state.pending >= MAX_PENDING_PER_VIEW) {
+    return Promise.reject(new Error(`Too many requests from this view at once (at most ${MAX_PENDING_PER_VIEW}).`));
+  }
+  const id = nextRequest++;
+  if (!host.send({ type: "view_request", id, call: state.call.id, method, params: params ?? {} })) {
+    return Promise.reject(new Error("BooCode is not connected; try again."));
+  }
+  state.pending += 1;
+  return new Promise((resolve, reject) => waiting.set(id, { resolve, reject, state }));
+}
 
 function loadBridge() {
   bridgeModule ??= import(BRIDGE_URL);
@@ -35,12 +94,16 @@ function theme() {
   return matchMedia("(prefers-color-scheme: dark)").matches ? "dark" : "light";
 }
 
-function hostContext(frame) {
+function hostContext(frame, mode = "inline") {
+  const container =
+    mode === "fullscreen"
+      ? { width: innerWidth, height: innerHeight }
+      : { width: Math.round(frame.getBoundingClientRect().width) || 300, maxHeight: MAX_HEIGHT };
   return {
     theme: theme(),
-    displayMode: "inline",
-    availableDisplayModes: ["inline"],
-    containerDimensions: { width: Math.round(frame.getBoundingClientRect().width) || 300, maxHeight: MAX_HEIGHT },
+    displayMode: mode,
+    availableDisplayModes: ["inline", "fullscreen"],
+    containerDimensions: container,
     locale: navigator.language,
     timeZone: Intl.DateTimeFormat().resolvedOptions().timeZone,
     platform: matchMedia("(pointer: coarse)").matches ? "mobile" : "web",
@@ -105,10 +168,96 @@ function offerLink(state, url) {
   });
 }
 
+// A message the view proposes for the conversation: shown, sent only when the person clicks Send.
+function offerMessage(state, { content }) {
+  const text = (Array.isArray(content) ? content : [])
+    .filter((block) => block && block.type === "text" && typeof block.text === "string")
+    .map((block) => block.text)
+    .join("\n\n")
+    .trim();
+  if (!text) return Promise.reject(new Error("Only text messages are accepted"));
+  if (text.length > MAX_MESSAGE_CHARS) return Promise.reject(new Error(`Messages are limited to ${MAX_MESSAGE_CHARS} characters`));
+  state.messageOffer?.remove();
+  const offer = el("div", "app-view-offer");
+  const quote = el("blockquote", "app-view-quote", text); // text, never HTML
+  const actions = el("p", "app-view-actions");
+  const sendButton = el("button", null, "Send");
+  const dismiss = el("button", "secondary", "Dismiss");
+  sendButton.type = dismiss.type = "button";
+  actions.append(sendButton, dismiss);
+  offer.append(el("p", null, "The view asks to send this message:"), quote, actions);
+  state.node.append(offer);
+  state.messageOffer = offer;
+  return new Promise((resolve) => {
+    sendButton.addEventListener("click", () => {
+      offer.remove();
+      if (host.running()) {
+        host.draft(text); // nothing is lost: in the composer, to send once the turn ends
+        resolve({ isError: true });
+      } else {
+        resolve(host.sendMessage(text) ? {} : { isError: true });
+      }
+    });
+    dismiss.addEventListener("click", () => {
+      offer.remove();
+      resolve({ isError: true });
+    });
+  });
+}
+
+// Fullscreen when the view asks for it (a button takes it back inline); anything else is inline.
+function setDisplayMode(state, mode) {
+  const next = mode === "fullscreen" ? "fullscreen" : "inline";
+  if (next === state.mode) return { mode: next };
+  state.mode = next;
+  state.node.classList.toggle("app-view-fullscreen", next === "fullscreen");
+  if (next === "fullscreen") {
+    const leave = el("button", "app-view-leave", "Exit full screen");
+    leave.type = "button";
+    leave.addEventListener("click", () => setDisplayMode(state, "inline"));
+    state.node.prepend(leave);
+    state.leave = leave;
+    leave.focus();
+  } else {
+    state.leave?.remove();
+    state.leave = null;
+  }
+  state.bridge?.setHostContext(hostContext(state.frame, next));
+  return { mode: next };
+}
+
+// Messages past MAX_MESSAGES_PER_SECOND from the view's frame are dropped before the bridge parses
+// them; a view that goes on is stopped. This listener is added before the bridge's, so it runs first.
+function guardFlood(state) {
+  let second = 0;
+  let count = 0;
+  state.guard = (event) => {
+    if (event.source !== state.frame.contentWindow) return;
+    const now = Math.floor(performance.now() / 1000);
+    if (now !== second) {
+      second = now;
+      count = 0;
+    }
+    count += 1;
+    if (count <= MAX_MESSAGES_PER_SECOND) return;
+    event.stopImmediatePropagation();
+    state.dropped += 1;
+    if (state.dropped === STOP_AFTER_DROPPED) stopView(state, "The view sent too many messages and was stopped.");
+  };
+  addEventListener("message", state.guard);
+}
+
+function stopView(state, why) {
+  removeEventListener("message", state.guard);
+  state.bridge?.close?.();
+  state.frame.remove();
+  state.node.append(el("p", "note", why));
+}
+
 async function connect(state) {
   const { AppBridge, PostMessageTransport } = await loadBridge();
   const { frame } = state;
-  const bridge = new AppBridge(null, HOST_INFO, { openLinks: {}, logging: {} }, { hostContext: hostContext(frame) });
+  const bridge = new AppBridge(null, HOST_INFO, HOST_CAPABILITIES, { hostContext: hostContext(frame) });
   bridge.oninitialized = () => {
     state.initialized = true;
     deliver(state);
@@ -120,6 +269,11 @@ async function connect(state) {
   };
   bridge.onopenlink = ({ url }) => offerLink(state, String(url));
   bridge.onloggingmessage = () => {}; // accepted (the capability says so), kept nowhere
+  bridge.oncalltool = (params) => ask(state, "tools/call", { name: params.name, arguments: params.arguments ?? {} });
+  bridge.onreadresource = (params) => ask(state, "resources/read", { uri: params.uri });
+  bridge.onupdatemodelcontext = (params) => ask(state, "ui/update-model-context", params);
+  bridge.onmessage = (params) => offerMessage(state, params);
+  bridge.onrequestdisplaymode = ({ mode }) => setDisplayMode(state, mode);
   state.bridge = bridge;
   await bridge.connect(new PostMessageTransport(frame.contentWindow, frame.contentWindow));
 }
@@ -158,8 +312,24 @@ export function showView(card, call) {
   frame.style.height = `${MIN_HEIGHT * 2}px`;
   node.append(frame);
   card.after(node);
-  state = { node, frame, call, bridge: null, initialized: false, sentInput: false, sentEnd: false, linkOffer: null };
+  state = {
+    node,
+    frame,
+    call,
+    bridge: null,
+    initialized: false,
+    sentInput: false,
+    sentEnd: false,
+    linkOffer: null,
+    messageOffer: null,
+    mode: "inline",
+    leave: null,
+    pending: 0,
+    dropped: 0,
+    guard: null,
+  };
   views.set(call.id, state);
+  guardFlood(state);
   // The bridge listens before the document loads (the frame's window stays the same object when
   // it navigates), so the view's first message is not missed.
   connect(state)
@@ -182,6 +352,7 @@ export async function removeView(callId) {
       new Promise((resolve) => setTimeout(resolve, TEARDOWN_WAIT_MS)),
     ]);
   }
+  removeEventListener("message", state.guard);
   state.bridge?.close?.();
   state.node.remove();
 }

@@ -6,6 +6,7 @@
 // HTML inserted is a message's "html" field, which the server rendered from Markdown and sanitized.
 
 import { Approvals } from "./approval.js";
+import { setViewHost, viewReply, viewsDisconnected } from "./appviews.js";
 import { Composer } from "./composer.js";
 import { announce, post, showText } from "./dom.js";
 import { endElicitation, markElicitationWaiting, renderElicitation, showElicitationError } from "./elicitation.js";
@@ -244,10 +245,22 @@ function putBack(text, why) {
 function connect() {
   page.connection = new Connection(`/ws/conversations/${page.conversation}/`, {
     onFrame: handle,
-    onState: (text, good) => status.connection(text, good),
+    onState: (text, good) => {
+      status.connection(text, good);
+      if (!good) viewsDisconnected();
+    },
   });
   page.connection.start();
 }
+
+// What MCP Apps views may use (appviews.js): the socket for their requests, and a message the
+// person confirmed (sent now, or put in the composer while a turn runs).
+setViewHost({
+  send: (frame) => Boolean(page.connection && page.connection.send(frame)),
+  sendMessage: (text) => sendMessage(text),
+  running: () => page.running,
+  draft: (text) => putBack(text, "A turn is running: the view's message waits here until it ends."),
+});
 
 // The landing's first message: create the conversation, open it in place, send once connected.
 async function startConversation(text) {
@@ -352,6 +365,9 @@ function isSentText(message) {
 
 function handle(frame) {
   switch (frame.type) {
+    case "view_reply":
+      viewReply(frame);
+      break;
     case "history":
       page.forms.clear();
       thread.clear();

@@ -186,6 +186,8 @@ async def test_views_and_visibilities_are_read_and_the_model_sees_only_its_tools
         "odd_view": ("", True, True),
         "legacy_view": (CLOCK, True, True),
         "echo": ("", True, True),
+        "set_alarm": (CLOCK, False, False),  # a write tool: the read-only guard rejects it here
+        "model_only": ("", True, False),
     }
     for name, (view, offered, app_callable) in expected.items():
         tool = listed[name]
@@ -198,6 +200,14 @@ async def test_views_and_visibilities_are_read_and_the_model_sees_only_its_tools
     refused = await hub.call_tool("tb_tick", {})
     assert refused.is_error and 'Unknown tool "tb_tick"' in refused.output
     assert (await hub.call_tool("tb_apps_supported", {})).output == "yes"
+    # The views' own list: what a view may call, by the same prefixed names.
+    for_views = {tool.prefixed_name: tool for tool in hub.tools(views=True)}
+    assert {"tb_tick", "tb_show_clock", "tb_echo"} <= set(for_views)
+    assert "tb_model_only" not in for_views and "tb_sealed" not in for_views
+    assert (for_views["tb_tick"].model, for_views["tb_tick"].app) == (False, True)
+    assert (await hub.call_tool("tb_tick", {}, views=True)).output == "tick"
+    refused = await hub.call_tool("tb_model_only", {}, views=True)
+    assert refused.is_error and 'Unknown tool "tb_model_only"' in refused.output
     # Through the hub worker's wire the same tool comes back.
     assert discovered_in(dataclasses.asdict(listed["tick"])) == listed["tick"]
 

@@ -5,6 +5,9 @@
 - ``show_clock(city)``: its results have a view (``ui://toolbox/clock.html``); the model and
   the view may call it (no visibility declared: both);
 - ``tick()``: ``visibility: ["app"]``: only the view may call it;
+- ``set_alarm(at)``: ``visibility: ["app"]``, a write tool (not read-only): a view's call of it
+  needs the person's approval where writes do;
+- ``model_only()``: ``visibility: ["model"]``: a view may not call it;
 - ``sealed()``: ``visibility: []``: neither may;
 - ``odd_view()``: a ``resourceUri`` that is not ``ui://`` and a visibility that is not a list
   (both are ignored by the host: a tool for the model without a view);
@@ -14,6 +17,8 @@
 - ``hostile_view()``: a view that tries what a view must not (read the host's cookies and storage,
   reach the page, navigate it, open a window, fetch from an origin it did not declare) and lists
   what happened to each attempt in its own page (``<li id=NAME>NAME: allowed …|refused …</li>``).
+
+The resource ``toolbox://apps/huge.txt`` is 50 MB of text (more than any message BooCode reads).
 
 The resource ``ui://toolbox/clock.html`` is a small HTML document served as a view; it declares
 one API origin to connect to (and a wildcard and a keyword the host must ignore), one CDN to load
@@ -25,9 +30,11 @@ from __future__ import annotations
 from typing import Any
 
 from common import READ_ONLY
+from mcp import types
 from mcp.server.apps import APP_MIME_TYPE, client_supports_apps
 from mcp.server.mcpserver import Context
 
+WRITE = types.ToolAnnotations(read_only_hint=False)
 CLOCK = "ui://toolbox/clock.html"
 CLOCK_HTML = "<!DOCTYPE html><html><body><p id=clock>clock</p></body></html>"
 CLOCK_UI = {
@@ -76,6 +83,20 @@ def register(server: Any) -> None:
     def tick() -> str:
         """Move the clock on (its view calls this)."""
         return "tick"
+
+    @server.tool(annotations=WRITE, meta={"ui": {"resourceUri": CLOCK, "visibility": ["app"]}})
+    def set_alarm(at: str) -> str:
+        """Set the clock's alarm (its view calls this; a write)."""
+        return f"alarm set for {at}"
+
+    @server.tool(annotations=READ_ONLY, meta={"ui": {"visibility": ["model"]}})
+    def model_only() -> str:
+        """Only the model may call this."""
+        return "model only"
+
+    @server.resource("toolbox://apps/huge.txt", name="huge text", mime_type="text/plain")
+    def huge_text() -> str:
+        return "x" * (50 * 1024 * 1024)
 
     @server.tool(annotations=READ_ONLY, meta={"ui": {"visibility": []}})
     def sealed() -> str:
