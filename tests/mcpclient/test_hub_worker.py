@@ -48,7 +48,7 @@ REDIS_URL = redis_url()  # a database of this worker's own
 REDIS_PREFIX = f"boocode-db{REDIS_URL.rsplit('/', 1)[1]}"  # settings.py names the layer's channels so
 # Of the toolbox; "writes" adds write_note, whose every call needs the person's approval.
 # "meta": request_meta answers with its request's _meta (the trace context across the hop).
-FEATURES = ("progress", "questions", "resources", "prompts", "logs", "writes", "meta")
+FEATURES = ("progress", "questions", "resources", "prompts", "logs", "writes", "meta", "apps")
 TIMEOUT_S = 8  # the toolbox's "timeout" in mcp.json: a call never waits longer (plus the grace)
 SECRET_KEY = f"hub-worker-test-{uuid.uuid4().hex}"  # shared by the deployment's processes
 METRICS_TOKEN = f"metrics-{uuid.uuid4().hex}"  # every process's /metrics, the hub worker's included
@@ -390,6 +390,29 @@ def test_progress_and_a_form_reach_the_tab_that_made_the_call(deployment: Deploy
             # Neither the other process's tab saw a thing of it.
             assert not [f for f in a.frames if f["type"] == "elicitation"]
             assert not [f for f in b.frames if f["type"] == "tool_progress"]
+
+    asyncio.run(run())
+
+
+def test_a_views_calls_go_through_the_worker_behind_the_same_approval(deployment: Deployment) -> None:
+    """MCP Apps: the view of a call asks the web process, which calls through the worker."""
+
+    async def run() -> None:
+        async with Tab.live(deployment.ports[1], deployment.accounts[2], take_status=False) as tab:
+            await _ready_status(tab)
+            call, end = await tab.turn('tool toolbox_show_clock {"city": "Rome"}')
+            assert end["status"] == "complete" and call["view"] == "ui://toolbox/clock.html"
+            ask = {"type": "view_request", "call": call["id"], "method": "tools/call"}
+            await tab.send({**ask, "id": 1, "params": {"name": "tick"}})  # for views only
+            assert (await tab.next("view_reply"))["result"]["content"][0]["text"] == "tick"
+            await tab.send({**ask, "id": 2, "params": {"name": "set_alarm", "arguments": {"at": "9:00"}}})
+            approval = (await tab.next("approval"))["approval"]
+            assert approval["from_view"] and approval["name"] == "toolbox_set_alarm"
+            await tab.send({"type": "approval_answer", "id": approval["id"], "decision": "approve"})
+            reply = await tab.next("view_reply")  # the worker checked the approval it was given
+            assert reply["id"] == 2 and reply["result"]["content"][0]["text"] == "alarm set for 9:00"
+            await tab.send({**ask, "id": 3, "params": {"name": "model_only"}})
+            assert "for the model only" in (await tab.next("view_reply"))["error"]
 
     asyncio.run(run())
 
