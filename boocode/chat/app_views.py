@@ -7,7 +7,8 @@ declares in ``_meta.ui.csp`` (:meth:`mcpclient.core.apps.ViewPolicy.content_secu
 no network, no frames, no plugins unless declared, ``sandbox allow-scripts`` so the document
 never runs in BooCode's origin (no cookies, no storage, no access to the page), and only
 BooCode's page may frame it. What cannot be shown is a small page saying why, under the same
-policy. The view is read again for each request: the tool's result and input reach it from the
+policy. The session keeps the document it read until the server's resources are listed again
+(:func:`mcpclient.engine.resources.read`); the tool's result and input reach the view from the
 page, never through this URL.
 """
 
@@ -120,7 +121,7 @@ async def call_view(request: HttpRequest, conversation_id: int, call_id: int) ->
     if not config.apps:
         return _unavailable(f'Views of the MCP server "{call.server}" are turned off ("apps": false).', 404)
     try:
-        result = await hub.read_resource(call.server, call.view, user.pk)
+        result = await hub.read_resource(call.server, call.view, user.pk, view=True)
         text, policy = view_document(result, call.view)
     except ResourceError as exc:
         return _unavailable(f"The view could not be read: {exc}", exc.status)

@@ -71,6 +71,10 @@ def as_json(conversation: Conversation) -> dict[str, Any]:
                         "output": call.output,
                         "structured": call.structured,
                         "duration_ms": call.duration_ms,
+                        # MCP Apps: the view its result is shown in, and what the view last gave
+                        # the model (its arguments and result above are what the view is given).
+                        "view": call.view,
+                        "view_context": (call.view_context or {}).get("text", ""),
                     }
                     for call in message.tool_calls.all()
                 ],
@@ -162,6 +166,11 @@ def markdown_text(conversation: Conversation) -> str:
             lines += [_fence(_pretty(call.arguments), "json"), ""]
             if call.output:
                 lines += ["Output:", "", _fence(call.output), ""]
+            if call.view:
+                lines += [f"Shown in the view {_plain(call.view)} (MCP Apps).", ""]
+                context = (call.view_context or {}).get("text", "")
+                if context:
+                    lines += ["What the view gave the model:", "", _fence(context), ""]
     return "\n".join(lines).rstrip() + "\n"
 
 

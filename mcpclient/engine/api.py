@@ -45,7 +45,9 @@ class HubApi(Sessions[Session], Protocol):
 
     async def load_catalogs(self, user_id: int | None, *, wait: float = 0.0) -> None: ...
 
-    async def read_resource(self, server: str, uri: str, user_id: int | None) -> ReadResult: ...
+    async def read_resource(
+        self, server: str, uri: str, user_id: int | None, *, view: bool = False
+    ) -> ReadResult: ...
 
     async def complete(
         self,

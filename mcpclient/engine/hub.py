@@ -367,9 +367,14 @@ class Hub:
                 listings.append(session.prompts.wait_listed(wait))
         await asyncio.gather(*listings)
 
-    async def read_resource(self, server: str, uri: str, user_id: int | None) -> ReadResult:
-        """``resources/read`` of ``uri`` through the session ``user_id`` may use (capped)."""
-        return await resources.read(self, server, uri, user_id)
+    async def read_resource(
+        self, server: str, uri: str, user_id: int | None, *, view: bool = False
+    ) -> ReadResult:
+        """``resources/read`` of ``uri`` through the session ``user_id`` may use (capped).
+
+        ``view``: an MCP Apps view, kept by the session until its resources are listed again.
+        """
+        return await resources.read(self, server, uri, user_id, view=view)
 
     async def complete(
         self,

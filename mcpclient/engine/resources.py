@@ -17,7 +17,7 @@ import binascii
 import json
 import logging
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
@@ -121,6 +121,8 @@ class ResourceCatalog(KeptFresh):
     resources: tuple[ResourceEntry, ...] = ()
     templates: tuple[TemplateEntry, ...] = ()
     completions: bool = False  # the server declared the completions capability
+    # MCP Apps views read through this session: uri -> (the listing they were read after, the read).
+    views: dict[str, tuple[int, ReadResult]] = field(default_factory=dict, repr=False)
 
 
 def template_arguments(uri_template: str) -> tuple[str, ...]:
@@ -315,6 +317,13 @@ class ReadResult:
     uri: str
     contents: tuple[ResourceContent, ...]
 
+    def size(self) -> int:
+        """The bytes of its texts (UTF-8) and blobs."""
+        return sum(
+            len(item.text.encode("utf-8")) if item.text is not None else len(item.data or b"")
+            for item in self.contents
+        )
+
     def model_text(self) -> str:
         """The contents as the model reads them: texts joined, blobs as a short note."""
         parts = []
@@ -379,9 +388,35 @@ def _view_meta(meta: dict[str, Any] | None) -> dict[str, Any] | None:
     return {"ui": ui} if size <= MAX_VIEW_META_BYTES else None
 
 
-async def read(hub: Sessions[Session], server: str, uri: str, user_id: int | None) -> ReadResult:
-    """``resources/read`` of ``uri`` through the session ``user_id`` may use (capped)."""
+# Views (MCP Apps documents) kept per session: at most this many, each at most this large.
+MAX_KEPT_VIEWS = 8
+MAX_KEPT_VIEW_BYTES = 2 * 1024 * 1024
+
+
+async def read(
+    hub: Sessions[Session], server: str, uri: str, user_id: int | None, *, view: bool = False
+) -> ReadResult:
+    """``resources/read`` of ``uri`` through the session ``user_id`` may use (capped).
+
+    ``view``: an MCP Apps view. It is read once per session and kept (:data:`MAX_KEPT_VIEWS`,
+    each up to :data:`MAX_KEPT_VIEW_BYTES`) until the server's resources are listed again (a
+    ``notifications/resources/list_changed``, a reconnect): every tool call of a view does not
+    read its document again.
+    """
     connection = live_connection(hub, server, user_id)
+    catalog = connection.resources
+    if view and (kept := catalog.views.get(uri)) is not None and kept[0] == catalog.listings:
+        return kept[1]
+    listing = catalog.listings
+    result = await _read(connection, server, uri)
+    if view and result.size() <= MAX_KEPT_VIEW_BYTES:
+        if len(catalog.views) >= MAX_KEPT_VIEWS:
+            catalog.views.clear()
+        catalog.views[uri] = (listing, result)
+    return result
+
+
+async def _read(connection: Session, server: str, uri: str) -> ReadResult:
     if not connection.resources.supported:
         raise ResourceError(f'MCP server "{server}" offers no resources.', 409)
     client = connection.client

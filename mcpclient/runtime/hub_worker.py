@@ -220,7 +220,8 @@ class HubConsumer(AsyncConsumer):
             elif op == "view":
                 result = await view_of(hub, args["user_id"], args["wait"])
             elif op == "read_resource":
-                found = await hub.read_resource(args["server"], args["uri"], args["user_id"])
+                view = args.get("view") is True
+                found = await hub.read_resource(args["server"], args["uri"], args["user_id"], view=view)
                 result = worker_wire.read_out(found)
             elif op == "complete":
                 ref = resources.make_ref(args["ref"], args["name"])

@@ -429,10 +429,12 @@ class RemoteHub:
         except (WorkerUnavailable, RuntimeError) as exc:
             raise unreachable(exc) from None
 
-    async def read_resource(self, server: str, uri: str, user_id: int | None) -> ReadResult:
+    async def read_resource(
+        self, server: str, uri: str, user_id: int | None, *, view: bool = False
+    ) -> ReadResult:
         """``resources/read`` in the worker (capped there); a :class:`ResourceError` when it cannot."""
         found = await self._query(
-            "read_resource", server, _resource_unreachable(server), uri=uri, user_id=user_id
+            "read_resource", server, _resource_unreachable(server), uri=uri, user_id=user_id, view=view
         )
         return worker_wire.read_in(found)
 

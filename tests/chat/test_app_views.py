@@ -7,6 +7,7 @@ page's frame fetches it, by the conversation's owner and by others.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -136,3 +137,19 @@ async def test_a_server_with_apps_off_gives_no_view_and_a_removed_one_says_so(
     gone = await client.get(clock["view_url"])
     assert gone.status_code == 404
     assert "The MCP server &quot;tb&quot; is no longer configured" in gone.content.decode()
+
+
+async def test_a_sessions_view_is_read_once_until_its_server_lists_its_resources_again(
+    llm: ScriptedLLM, apps_hub: Hub
+) -> None:
+    alice, client = await person("alice")
+    _, [first, second] = await call(llm, alice, Call("tb_counted_view", {}), Call("tb_counted_view", {}))
+    for result in (first, second, first):  # two calls of the view, one shown twice: one read
+        assert (await client.get(result["view_url"])).content.decode() == "<!DOCTYPE html><p id=reads>1</p>"
+    catalog = apps_hub.connection("tb").resources
+    listed = catalog.listings
+    assert (await apps_hub.call_tool("tb_relist_resources", {})).output == "relisted"
+    async with asyncio.timeout(10):
+        while catalog.listings == listed:
+            await asyncio.sleep(0.02)
+    assert (await client.get(first["view_url"])).content.decode() == "<!DOCTYPE html><p id=reads>2</p>"

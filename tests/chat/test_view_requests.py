@@ -14,6 +14,8 @@ from typing import Any
 
 import pytest
 from asgiref.sync import sync_to_async
+from django.contrib.auth import get_user_model
+from django.test import AsyncClient
 
 from boocode.chat import view_requests
 from boocode.chat.models import ToolApproval, ToolCall
@@ -224,7 +226,9 @@ async def test_requests_are_bounded_and_each_gets_one_answer(
     assert all(reply["error"].startswith("Too many requests from") for reply in refused)
 
 
-async def test_a_views_context_reaches_the_model_on_its_next_request(tab: Tab, llm: ScriptedLLM) -> None:
+async def test_a_views_context_reaches_the_model_on_its_next_request_and_the_exports(
+    tab: Tab, llm: ScriptedLLM, alice: tuple[int, str]
+) -> None:
     view = Asker(tab, calls_of(tab)["show_clock"]["id"])
     update = {
         "content": [{"type": "text", "text": "The alarm is set for 7:00."}, {"type": "image", "data": "A="}],
@@ -246,6 +250,17 @@ async def test_a_views_context_reaches_the_model_on_its_next_request(tab: Tab, l
     assert section in last["content"]
     assert "[image content, not shown to the model]" in last["content"]
     assert '{"alarm": "7:00"}' in last["content"]
+
+    # The exports keep the view and its context with the call (the page shows it from them).
+    client = AsyncClient()
+    await client.aforce_login(await get_user_model().objects.aget(username="alice"))
+    exported = (await client.get(f"/c/{alice[0]}/export.json")).json()
+    [clock] = [c for m in exported["messages"] for c in m["tool_calls"] if c["tool"] == "show_clock"]
+    assert (clock["view"], clock["arguments"]) == ("ui://toolbox/clock.html", '{"city": "Rome"}')
+    assert clock["view_context"].startswith("The alarm is set for 7:00.")
+    markdown = (await client.get(f"/c/{alice[0]}/export.md")).content.decode()
+    assert "Shown in the view ui://toolbox/clock.html (MCP Apps)." in markdown
+    assert "What the view gave the model:\n\n```\nThe alarm is set for 7:00." in markdown
 
     assert (await view.ask("ui/update-model-context", {"content": []}))["result"] == {}  # cleared
     llm.script(Text("No alarm."))

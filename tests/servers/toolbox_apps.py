@@ -20,6 +20,8 @@
   ``approval_answer`` posted to the page, a websocket of its own) and then ``set_alarm``, which
   waits for the person; each answer is listed as ``<li id=NAME>NAME: ok|error|refused …</li>``;
 - ``flood_view()``: a view that posts messages to the page as fast as it can;
+- ``counted_view()``: its view ``ui://toolbox/counted.html`` says how often it was read
+  (``<p id=reads>N</p>``); ``relist_resources()`` tells the client the resources changed;
 - ``hostile_view()``: a view that tries what a view must not (read the host's cookies and storage,
   reach the page, navigate it, open a window, fetch from an origin it did not declare) and lists
   what happened to each attempt in its own page (``<li id=NAME>NAME: allowed …|refused …</li>``).
@@ -126,6 +128,7 @@ function show(name, reply) {
   show("set_alarm", await alarm);
 })();
 </script></body></html>"""
+COUNTED = "ui://toolbox/counted.html"
 FLOOD = "ui://toolbox/flood.html"
 FLOOD_HTML = """<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>flood</title></head>
 <body><p id="sent">0</p><script>
@@ -227,6 +230,25 @@ def register(server: Any) -> None:
     @server.resource(FLOOD, name="flood", mime_type=APP_MIME_TYPE)
     def flood() -> str:
         return FLOOD_HTML
+
+    reads = [0]
+
+    @server.tool(annotations=READ_ONLY, meta={"ui": {"resourceUri": COUNTED}})
+    def counted_view() -> str:
+        """A tool whose view says how often it was read."""
+        return "counted"
+
+    @server.resource(COUNTED, name="counted", mime_type=APP_MIME_TYPE)
+    def counted() -> str:
+        reads[0] += 1
+        return f"<!DOCTYPE html><p id=reads>{reads[0]}</p>"
+
+    @server.tool(annotations=READ_ONLY)
+    async def relist_resources(ctx: Context) -> str:
+        """Say the resources changed (the host lists them again)."""
+        await ctx.session.send_resource_list_changed()  # a 2025 session (dropped on 2026-07-28)
+        await ctx.notify_resources_changed()  # every subscriptions/listen stream (2026-07-28)
+        return "relisted"
 
     @server.tool(annotations=READ_ONLY, meta={"ui": {"resourceUri": PLAIN}})
     def plain_view() -> str:
