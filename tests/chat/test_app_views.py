@@ -146,10 +146,7 @@ async def test_a_sessions_view_is_read_once_until_its_server_lists_its_resources
     _, [first, second] = await call(llm, alice, Call("tb_counted_view", {}), Call("tb_counted_view", {}))
     for result in (first, second, first):  # two calls of the view, one shown twice: one read
         assert (await client.get(result["view_url"])).content.decode() == "<!DOCTYPE html><p id=reads>1</p>"
-    catalog = apps_hub.connection("tb").resources
-    listed = catalog.listings
+    listed = apps_hub.connection("tb").resources.updated  # pulsed when the next listing ends
     assert (await apps_hub.call_tool("tb_relist_resources", {})).output == "relisted"
-    async with asyncio.timeout(10):
-        while catalog.listings == listed:
-            await asyncio.sleep(0.02)
+    await asyncio.wait_for(listed.wait(), 10)
     assert (await client.get(first["view_url"])).content.decode() == "<!DOCTYPE html><p id=reads>2</p>"
