@@ -337,6 +337,30 @@ PUBLIC_URL = env_str("BOOCODE_PUBLIC_URL", "http://127.0.0.1:8000").rstrip("/")
 # (e.g. a static HTTPS host serving a copy of that document).
 CLIENT_METADATA_URL = env_str("BOOCODE_CLIENT_METADATA_URL")
 OAUTH_CONSENT_TIMEOUT = env_float("BOOCODE_OAUTH_CONSENT_TIMEOUT", 600.0, minimum=10.0)
+
+
+def _apps_origin(value: str) -> str:
+    """BOOCODE_APPS_ORIGIN checked: an http(s) origin (no path) other than PUBLIC_URL's, or ""."""
+    if not value:
+        return ""
+    parts = urlsplit(value.rstrip("/"))
+    extra = parts.path or parts.query or parts.fragment
+    if parts.scheme not in ("http", "https") or not parts.hostname or extra:
+        raise ImproperlyConfigured(
+            f"BOOCODE_APPS_ORIGIN={value!r}: expected an origin such as https://views.example.com (no path)"
+        )
+    origin = f"{parts.scheme}://{parts.netloc}".lower()
+    public = urlsplit(PUBLIC_URL)
+    if origin == f"{public.scheme}://{public.netloc}".lower():
+        raise ImproperlyConfigured("BOOCODE_APPS_ORIGIN must differ from BooCode's own (BOOCODE_PUBLIC_URL)")
+    return origin
+
+
+# MCP Apps views served from an origin of their own (docs/apps.md): a second host name of this
+# BooCode, never its own origin. Its host is allowed as a Host header.
+MCP_APPS_ORIGIN = _apps_origin(env_str("BOOCODE_APPS_ORIGIN"))
+if MCP_APPS_ORIGIN and (_apps_host := urlsplit(MCP_APPS_ORIGIN).hostname) not in ALLOWED_HOSTS:
+    ALLOWED_HOSTS = [*ALLOWED_HOSTS, _apps_host]
 # A person's session with a "perUser" server closes after this long without a call.
 OAUTH_IDLE_SECONDS = env_float("BOOCODE_OAUTH_IDLE_SECONDS", 900.0, minimum=10.0)
 # Seconds a form an MCP server asks for (elicitation) waits for the person before it is declined.

@@ -10,20 +10,30 @@ BooCode's page may frame it. What cannot be shown is a small page saying why, un
 policy. The session keeps the document it read until the server's resources are listed again
 (:func:`mcpclient.engine.resources.read`); the tool's result and input reach the view from the
 page, never through this URL.
+
+With ``BOOCODE_APPS_ORIGIN`` views are served from that origin instead (a second host name of
+this BooCode): ``GET <origin>/apps/views/<token>/`` (:func:`origin_view`), where the token is
+the call signed by BooCode (:func:`boocode.chat.payloads.view_url`, good for
+:data:`TOKEN_MAX_AGE`) since the session cookie does not go there, and only BooCode's own origin
+(``BOOCODE_PUBLIC_URL``) may frame it. The document still runs sandboxed, in an opaque origin:
+views of different servers never share one.
 """
 
 from __future__ import annotations
 
 import html
 import logging
+from urllib.parse import urlsplit
 
 from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.contrib.auth.decorators import login_required
+from django.core import signing
 from django.http import HttpRequest, HttpResponse
 from django.views.decorators.http import require_safe
 
 from boocode.chat.models import ToolCall
+from boocode.chat.payloads import VIEW_TOKEN_SALT
 from mcpclient.core import apps
 from mcpclient.engine.resources import ReadResult, ResourceError
 from mcpclient.runtime.signin import person_hub
@@ -32,6 +42,7 @@ logger = logging.getLogger(__name__)
 
 # A view larger than this is not served (a read is capped at 5 MB; a cut document is refused too).
 MAX_VIEW_BYTES = 4 * 1024 * 1024
+TOKEN_MAX_AGE = 24 * 3600  # seconds a view's address on BOOCODE_APPS_ORIGIN works
 
 
 class ViewUnavailable(Exception):
@@ -42,14 +53,15 @@ class ViewUnavailable(Exception):
         self.status = status
 
 
-def _the_call(user_id: int, conversation_id: int, call_id: int) -> ToolCall | None:
-    return (
-        ToolCall.objects.filter(
-            pk=call_id, message__conversation_id=conversation_id, message__conversation__owner_id=user_id
-        )
-        .only("id", "server", "view")
-        .first()
-    )
+def _the_call(user_id: int | None, conversation_id: int, call_id: int) -> tuple[ToolCall, int] | None:
+    """The call of ``conversation_id`` (owned by ``user_id``, when given) and its owner's id."""
+    found = ToolCall.objects.filter(pk=call_id, message__conversation_id=conversation_id)
+    if user_id is not None:
+        found = found.filter(message__conversation__owner_id=user_id)
+    call = found.only("id", "server", "view", "message__conversation__owner_id").select_related(
+        "message__conversation"
+    ).first()
+    return (call, call.message.conversation.owner_id) if call is not None else None
 
 
 def view_document(result: ReadResult, uri: str) -> tuple[str, apps.ViewPolicy]:
@@ -79,10 +91,20 @@ def view_document(result: ReadResult, uri: str) -> tuple[str, apps.ViewPolicy]:
     return text, apps.view_policy(item.meta)
 
 
+def _framed_by() -> str:
+    """Who may frame a view: BooCode's page (its own origin, or PUBLIC_URL's from the views' origin)."""
+    if not settings.MCP_APPS_ORIGIN:
+        return "'self'"
+    public = urlsplit(settings.PUBLIC_URL)
+    return f"{public.scheme}://{public.netloc}"
+
+
 def _respond(body: str, policy: apps.ViewPolicy, status: int = 200) -> HttpResponse:
     response = HttpResponse(body, content_type="text/html; charset=utf-8", status=status)
-    response["Content-Security-Policy"] = policy.content_security_policy()
-    response["X-Frame-Options"] = "SAMEORIGIN"  # (and frame-ancestors 'self' in the policy)
+    response["Content-Security-Policy"] = policy.content_security_policy(_framed_by())
+    # Browsers follow the policy's frame-ancestors and ignore X-Frame-Options next to it; the
+    # header is for the few that know only it (it cannot name another origin).
+    response["X-Frame-Options"] = "DENY" if settings.MCP_APPS_ORIGIN else "SAMEORIGIN"
     response["Cache-Control"] = "private, no-store"
     response["Referrer-Policy"] = "no-referrer"
     # The frame's "allow" grants what the view declared; everything else stays off here too.
@@ -107,13 +129,36 @@ def _unavailable(message: str, status: int) -> HttpResponse:
 @login_required
 async def call_view(request: HttpRequest, conversation_id: int, call_id: int) -> HttpResponse:
     """The view document of one of the person's tool calls (see the module docstring)."""
+    if settings.MCP_APPS_ORIGIN:  # served from there only
+        return _unavailable("Views are served from their own origin (BOOCODE_APPS_ORIGIN).", 404)
     user = await request.auser()
-    call = await sync_to_async(_the_call)(user.pk, conversation_id, call_id)
-    if call is None or not call.view:
+    found = await sync_to_async(_the_call)(user.pk, conversation_id, call_id)
+    return await _serve(found)
+
+
+@require_safe
+async def origin_view(request: HttpRequest, token: str) -> HttpResponse:
+    """A view document on ``BOOCODE_APPS_ORIGIN``, for the call its signed token names."""
+    apps_host = urlsplit(settings.MCP_APPS_ORIGIN).netloc if settings.MCP_APPS_ORIGIN else None
+    if apps_host is None or request.get_host().lower() != apps_host:
+        return _unavailable("This tool call has no view here.", 404)
+    try:
+        conversation_id, call_id = signing.loads(token, salt=VIEW_TOKEN_SALT, max_age=TOKEN_MAX_AGE)
+    except signing.SignatureExpired:
+        return _unavailable("This view's address has expired; reload the conversation.", 403)
+    except (signing.BadSignature, TypeError, ValueError):
+        return _unavailable("This view's address is not valid.", 403)
+    return await _serve(await sync_to_async(_the_call)(None, conversation_id, call_id))
+
+
+async def _serve(found: tuple[ToolCall, int] | None) -> HttpResponse:
+    """The call's view, read through its owner's session (see the module docstring)."""
+    if found is None or not found[0].view:
         return _unavailable("This tool call has no view.", 404)
+    call, owner_id = found
     if not settings.MCP_APPS:
         return _unavailable("Views are turned off on this BooCode (BOOCODE_APPS).", 404)
-    hub = await person_hub(user.pk)
+    hub = await person_hub(owner_id)
     config = hub.config(call.server)
     if config is None:
         gone = f'The MCP server "{call.server}" is no longer configured; its result is below.'
@@ -121,7 +166,7 @@ async def call_view(request: HttpRequest, conversation_id: int, call_id: int) ->
     if not config.apps:
         return _unavailable(f'Views of the MCP server "{call.server}" are turned off ("apps": false).', 404)
     try:
-        result = await hub.read_resource(call.server, call.view, user.pk, view=True)
+        result = await hub.read_resource(call.server, call.view, owner_id, view=True)
         text, policy = view_document(result, call.view)
     except ResourceError as exc:
         return _unavailable(f"The view could not be read: {exc}", exc.status)
@@ -130,4 +175,3 @@ async def call_view(request: HttpRequest, conversation_id: int, call_id: int) ->
     if policy.note:
         logger.info('view %s of MCP server "%s": %s', call.view, call.server, policy.note)
     return _respond(text, policy)
-

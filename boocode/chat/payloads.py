@@ -18,6 +18,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from django.conf import settings
+from django.core import signing
 from django.db.models import Count, Q, Sum
 
 from boocode.chat import attachments
@@ -43,8 +45,18 @@ def output_url(conversation_id: int, call_id: int) -> str:
     return f"/c/{conversation_id}/calls/{call_id}/output/"
 
 
+VIEW_TOKEN_SALT = "boocode.chat.view"
+
+
 def view_url(conversation_id: int, call_id: int) -> str:
-    """Where the view of a tool call is (its MCP Apps document, for a sandboxed frame; owner only)."""
+    """Where the view of a tool call is (its MCP Apps document, for a sandboxed frame; owner only).
+
+    With ``BOOCODE_APPS_ORIGIN``, on that origin, under a signed token naming the call (the
+    session cookie does not go there; :func:`boocode.chat.app_views.origin_view` checks it).
+    """
+    if settings.MCP_APPS_ORIGIN:
+        token = signing.dumps([conversation_id, call_id], salt=VIEW_TOKEN_SALT, compress=True)
+        return f"{settings.MCP_APPS_ORIGIN}/apps/views/{token}/"
     return f"/c/{conversation_id}/calls/{call_id}/view/"
 
 

@@ -20,6 +20,7 @@ urlpatterns = [
     path("c/<int:conversation_id>/calls/<int:call_id>/", views.whole_call, name="whole_call"),
     path("c/<int:conversation_id>/calls/<int:call_id>/output/", views.tool_output, name="tool_output"),
     path("c/<int:conversation_id>/calls/<int:call_id>/view/", app_views.call_view, name="call_view"),
+    path("apps/views/<str:token>/", app_views.origin_view, name="origin_view"),
     path("api/agents/", views.agents_api, name="agents_api"),
     path("api/models/", views.models_api, name="models_api"),
     path("api/search/", views.search_api, name="search_api"),

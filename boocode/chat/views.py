@@ -49,6 +49,8 @@ def with_csp(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
         # Spelled out: not every browser lets 'self' cover ws:/wss: yet.
         scheme = "wss" if request.is_secure() else "ws"
         policy = with_sources(settings.SECURE_CSP, "connect-src", f"{scheme}://{request.get_host()}")
+        if settings.MCP_APPS_ORIGIN:  # MCP Apps views are framed from their own origin
+            policy = with_sources(policy, "frame-src", "'self'", settings.MCP_APPS_ORIGIN)
         response["Content-Security-Policy"] = policy_header(policy)
         return response
 

@@ -126,11 +126,12 @@ class ViewPolicy:
     prefers_border: bool | None = None
     note: str = ""
 
-    def content_security_policy(self) -> str:
+    def content_security_policy(self, frame_ancestors: str = "'self'") -> str:
         """The view document's policy: the spec's restrictive default, opened only where declared.
 
         ``sandbox allow-scripts`` keeps the document in an opaque origin even when it is opened
-        outside its frame; ``frame-ancestors 'self'`` lets only BooCode's page frame it.
+        outside its frame; ``frame_ancestors`` (BooCode's page: ``'self'``, or its origin when
+        views are served from an origin of their own) are the only pages that may frame it.
         """
         sources = {
             "default-src": ["'none'"],
@@ -150,7 +151,7 @@ class ViewPolicy:
         policy |= {
             "object-src": ["'none'"],
             "form-action": ["'none'"],
-            "frame-ancestors": ["'self'"],
+            "frame-ancestors": [frame_ancestors],
             "sandbox": ["allow-scripts"],
         }
         return "; ".join(" ".join([name, *values]) for name, values in policy.items())

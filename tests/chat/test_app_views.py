@@ -10,11 +10,16 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator
 from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
+from channels.testing import HttpCommunicator
 from django.contrib.auth import get_user_model
+from django.core.exceptions import ImproperlyConfigured
 from django.test import AsyncClient
 
+from boocode.asgi import application
+from boocode.chat import app_views
 from boocode.chat.models import Conversation, ToolCall
 from boocode.chat.turn import TurnRequest, run_turn
 from mcpclient.engine.hub import Hub
@@ -150,3 +155,52 @@ async def test_a_sessions_view_is_read_once_until_its_server_lists_its_resources
     assert (await apps_hub.call_tool("tb_relist_resources", {})).output == "relisted"
     await asyncio.wait_for(listed.wait(), 10)
     assert (await client.get(first["view_url"])).content.decode() == "<!DOCTYPE html><p id=reads>2</p>"
+
+
+async def test_views_can_be_served_from_an_origin_of_their_own(
+    llm: ScriptedLLM, apps_hub: Hub, settings: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    settings.PUBLIC_URL = "http://testserver"
+    settings.MCP_APPS_ORIGIN = "http://views.testserver"
+    settings.ALLOWED_HOSTS = [*settings.ALLOWED_HOSTS, "testserver", "views.testserver"]
+    alice, client = await person("alice")
+    conversation, [result] = await call(llm, alice, Call("tb_show_clock", {"city": "Rome"}))
+    url = urlsplit(result["view_url"])
+    assert (url.scheme, url.netloc) == ("http", "views.testserver") and url.path.startswith("/apps/views/")
+
+    async def there(path: str) -> tuple[int, dict[str, str], str]:
+        """GET ``path`` on the views' origin, as the frame does (no session cookie goes there)."""
+        headers = [(b"host", b"views.testserver")]
+        answer = await HttpCommunicator(application, "GET", path, headers=headers).get_response(timeout=10)
+        named = {name.decode().lower(): value.decode() for name, value in answer["headers"]}
+        return answer["status"], named, answer["body"].decode()
+
+    status, headers, body = await there(url.path)
+    assert (status, body) == (200, CLOCK_HTML)
+    assert headers["content-security-policy"] == CLOCK_POLICY.replace(
+        "frame-ancestors 'self'", "frame-ancestors http://testserver"
+    )
+    # (Its X-Frame-Options, if any, is ignored: browsers follow a policy's frame-ancestors.)
+
+    assert (await client.get(url.path)).status_code == 404  # not on BooCode's own origin
+    same_origin = f"/c/{conversation}/calls/{result['id']}/view/"
+    assert (await client.get(same_origin)).status_code == 404  # nor the same-origin address
+    status, _, body = await there(url.path.replace("/apps/views/", "/apps/views/x"))
+    assert status == 403 and "not valid" in body
+    monkeypatch.setattr(app_views, "TOKEN_MAX_AGE", -1)
+    status, _, body = await there(url.path)
+    assert status == 403 and "has expired" in body
+
+    page = await client.get(f"/c/{conversation}/")
+    assert "frame-src 'self' http://views.testserver" in page["Content-Security-Policy"]
+
+
+def test_the_views_origin_is_checked(settings: Any) -> None:
+    from boocode import settings as project_settings
+
+    assert project_settings._apps_origin("") == ""
+    assert project_settings._apps_origin("https://Views.Example.com/") == "https://views.example.com"
+    bad_ones = ("views.example.com", "https://views.example.com/apps", "ftp://views.example.com")
+    for bad in (*bad_ones, "http://127.0.0.1:8000"):  # (the last is BooCode's own, PUBLIC_URL's default)
+        with pytest.raises(ImproperlyConfigured, match="BOOCODE_APPS_ORIGIN"):
+            project_settings._apps_origin(bad)
