@@ -94,6 +94,8 @@ def test_a_published_apps_view_shows_the_calls_result_in_a_sandboxed_frame(
     expect(offer.locator(".app-view-quote")).to_have_text("Hello from the view")
     expect(page.locator(".message.role-user")).to_have_count(1)  # nothing sent yet
     assert overflowing(page) == []
+    if AXE.exists():
+        assert serious_violations(page) == []
     screenshot(page, "app-view-message")
     site.llm.script(Text("Hello, view."))
     offer.get_by_role("button", name="Send").click()
@@ -184,6 +186,14 @@ def test_a_view_calls_only_what_views_may_and_cannot_approve_its_own_write(
     expect(view.locator("#other_server")).to_contain_text('has no tool "toolbox_echo" that a view may call')
     expect(view.locator("#huge")).to_contain_text("over the 16.0 MB limit")
     expect(view.locator("#socket")).to_contain_text("socket: refused")
+
+    # Fullscreen when asked, told to the view, with a way back.
+    expect(view.locator("#fullscreen")).to_contain_text('fullscreen: ok {"mode":"fullscreen"}')
+    expect(view.locator("#context")).to_have_text('context: "fullscreen"')
+    box = page.locator(".app-view-fullscreen").bounding_box()
+    assert (box["width"], box["height"]) == (1280, page.viewport_size["height"])
+    page.get_by_role("button", name="Exit full screen").click()
+    expect(page.locator(".app-view-fullscreen")).to_have_count(0)
 
     card = page.locator(".approval")
     expect(card).to_contain_text("The view asks to run this tool. Approve?")

@@ -237,6 +237,17 @@ async def test_per_user_sessions_are_private(oauth_server: Callable[..., OAuthSe
         assert not (await _call(hub, "whoami", user_id=1)).is_error
         refused = await _call(hub, "whoami", user_id=2)
         assert refused.is_error and "Unknown tool" in refused.output
+        # MCP Apps: the person's views call and read through the person's own session.
+        for_views = {tool.prefixed_name for tool in hub.tools(user_id=1, views=True)}
+        assert "secure_whoami_for_views" in for_views and hub.tools(user_id=2, views=True) == []
+        assert "secure_whoami_for_views" not in {tool.prefixed_name for tool in hub.tools(user_id=1)}
+        user = json.loads((await _call(hub, "whoami", user_id=1)).output)["user"]
+        called = await hub.call_tool("secure_whoami_for_views", {}, user_id=1, views=True)
+        assert called.output == f"view of {user}"
+        assert (await hub.call_tool("secure_whoami_for_views", {}, user_id=2, views=True)).is_error
+        view = await hub.read_resource("secure", "ui://secure/whoami.html", 1, view=True)
+        assert view.contents[0].text == f"<!DOCTYPE html><p id=user>{user}</p>"
+        assert await hub.read_resource("secure", "ui://secure/whoami.html", 1, view=True) is view  # kept
         stored = await asyncio.to_thread(lambda: sorted(StoredSecret.objects.values_list("name", flat=True)))
         assert stored == ["secure@user:1"]
 

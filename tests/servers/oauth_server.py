@@ -155,6 +155,7 @@ import uvicorn
 from common import READ_ONLY
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec, ed448, ed25519, rsa
+from mcp.server.apps import APP_MIME_TYPE
 from mcp.server.auth.handlers.authorize import AuthorizationHandler
 from mcp.server.auth.handlers.metadata import MetadataHandler
 from mcp.server.auth.handlers.register import RegistrationHandler
@@ -897,6 +898,9 @@ class Identity(TypedDict):
     scopes: list[str]
 
 
+WHOAMI_VIEW = "ui://secure/whoami.html"
+
+
 def build_mcp_server(*, handshake_only: bool = False) -> MCPServer:
     """The MCP server behind ``/mcp`` (authentication happens in front of it)."""
     server = MCPServer("oauth-protected", version="1.0.0")
@@ -920,6 +924,16 @@ def build_mcp_server(*, handshake_only: bool = False) -> MCPServer:
     def admin_report() -> str:
         """A report only tokens with scope ``admin`` may read."""
         return f"admin report for {identity()['user']}: all systems nominal"
+
+    # MCP Apps: a view that names the person whose session read it, and a tool only views call.
+    @server.tool(annotations=READ_ONLY, meta={"ui": {"resourceUri": WHOAMI_VIEW, "visibility": ["app"]}})
+    def whoami_for_views() -> str:
+        """Who you are (for the view)."""
+        return f"view of {identity()['user']}"
+
+    @server.resource(WHOAMI_VIEW, name="whoami view", mime_type=APP_MIME_TYPE)
+    def whoami_page() -> str:
+        return f"<!DOCTYPE html><p id=user>{identity()['user']}</p>"
 
     return server
 
