@@ -7,7 +7,7 @@
 // it runs in an opaque origin, so it cannot read the page, its cookies or its storage, navigate
 // the page or open windows. It talks to the page only through postMessage, which the bridge
 // accepts only from this frame's window. The page answers `ui/initialize` with the host context
-// (theme, locale, time zone, display mode, container size), sends the call's arguments once the
+// (theme and its style variables, locale, time zone, display mode, container size), sends the call's arguments once the
 // view says it is initialized, then its result (or that it was cancelled), resizes the frame as
 // the view asks (within MIN_HEIGHT..MAX_HEIGHT), and opens a link the view asks for only when the
 // person clicks it (http and https only, its host shown). Before a frame is removed the view is
@@ -94,6 +94,53 @@ function theme() {
   return matchMedia("(prefers-color-scheme: dark)").matches ? "dark" : "light";
 }
 
+// The spec's style variables (every one of them: views may check that all are there), from the
+// page's own colours, radius and fonts, so that a view can look like the page in either theme.
+const PAGE_COLOURS = {
+  "background-primary": "bg", "background-secondary": "panel-2", "background-tertiary": "hover",
+  "background-inverse": "text", "background-info": "accent-soft", "background-danger": "danger-soft",
+  "background-success": "panel-2", "background-warning": "warn-soft", "background-disabled": "panel-2",
+  "text-primary": "text", "text-secondary": "muted", "text-tertiary": "muted", "text-inverse": "bg",
+  "text-ghost": "muted", "text-info": "accent", "text-danger": "danger", "text-success": "ok",
+  "text-warning": "warn", "text-disabled": "muted", "border-primary": "border", "border-secondary": "border",
+  "border-tertiary": "hover", "border-inverse": "text", "border-info": "accent-line",
+  "border-danger": "danger-line", "border-success": "ok", "border-warning": "warn-line",
+  "border-disabled": "border", "ring-primary": "focus", "ring-secondary": "accent", "ring-inverse": "bg",
+  "ring-info": "accent", "ring-danger": "danger", "ring-success": "ok", "ring-warning": "warn",
+};
+const SIZES = { xs: "0.75rem", sm: "0.875rem", md: "1rem", lg: "1.125rem" };
+const HEADINGS = { xs: "0.875rem", sm: "1rem", md: "1.125rem", lg: "1.25rem", xl: "1.5rem", "2xl": "1.875rem", "3xl": "2.25rem" };
+
+function styleVariables() {
+  const page = getComputedStyle(document.documentElement);
+  const value = (name) => page.getPropertyValue(`--${name}`).trim();
+  const variables = { "--color-background-ghost": "transparent", "--color-border-ghost": "transparent" };
+  for (const [key, name] of Object.entries(PAGE_COLOURS)) variables[`--color-${key}`] = value(name);
+  variables["--font-sans"] = getComputedStyle(document.body).fontFamily;
+  variables["--font-mono"] = 'ui-monospace, SFMono-Regular, Menlo, Consolas, "Liberation Mono", monospace';
+  Object.assign(variables, {
+    "--font-weight-normal": "400", "--font-weight-medium": "500",
+    "--font-weight-semibold": "600", "--font-weight-bold": "700",
+  });
+  for (const [size, rem] of Object.entries(SIZES)) {
+    variables[`--font-text-${size}-size`] = rem;
+    variables[`--font-text-${size}-line-height`] = "1.5";
+  }
+  for (const [size, rem] of Object.entries(HEADINGS)) {
+    variables[`--font-heading-${size}-size`] = rem;
+    variables[`--font-heading-${size}-line-height`] = "1.25";
+  }
+  const radius = value("radius") || "10px";
+  Object.assign(variables, {
+    "--border-radius-xs": "2px", "--border-radius-sm": "6px", "--border-radius-md": radius,
+    "--border-radius-lg": "14px", "--border-radius-xl": "20px", "--border-radius-full": "9999px",
+    "--border-width-regular": "1px", "--shadow-hairline": `0 0 0 1px ${value("border")}`,
+    "--shadow-sm": "0 1px 3px rgb(20 20 40 / 0.1)", "--shadow-md": value("shadow"),
+    "--shadow-lg": "0 12px 40px rgb(20 20 40 / 0.2)",
+  });
+  return variables;
+}
+
 function hostContext(frame, mode = "inline") {
   const container =
     mode === "fullscreen"
@@ -101,6 +148,7 @@ function hostContext(frame, mode = "inline") {
       : { width: Math.round(frame.getBoundingClientRect().width) || 300, maxHeight: MAX_HEIGHT };
   return {
     theme: theme(),
+    styles: { variables: styleVariables() },
     displayMode: mode,
     availableDisplayModes: ["inline", "fullscreen"],
     containerDimensions: container,
@@ -356,6 +404,15 @@ export async function removeView(callId) {
   state.bridge?.close?.();
   state.node.remove();
 }
+
+// The page's theme changed (its switch, or the system's while it follows it): every view is told.
+function themeChanged() {
+  for (const state of views.values()) {
+    if (state.bridge && state.initialized) state.bridge.setHostContext(hostContext(state.frame, state.mode));
+  }
+}
+new MutationObserver(themeChanged).observe(document.documentElement, { attributeFilter: ["data-theme"] });
+matchMedia("(prefers-color-scheme: dark)").addEventListener("change", themeChanged);
 
 // Leaving the page: every view is told (it cannot be waited for).
 addEventListener("pagehide", () => {

@@ -29,6 +29,7 @@ from tests.support.browser import (
     landing,
     overflowing,
     screenshot,
+    send,
     serious_violations,
     start_conversation,
 )
@@ -139,6 +140,11 @@ def test_a_published_view_polls_its_servers_views_only_tool_through_the_page(
     assert overflowing(page) == []
     screenshot(page, "app-view-monitor")
 
+    # From the tool console too: the call's card shows its own view.
+    send(page, "/call monitor_get-system-info")
+    expect(page.locator(".app-view-frame")).to_have_count(2)
+    expect(page.frame_locator(".app-view-frame >> nth=1").locator("#info-hostname")).not_to_be_empty()
+
 
 @pytest.fixture
 def apps_toolbox(site: Site) -> Iterator[None]:
@@ -187,6 +193,9 @@ def test_a_view_calls_only_what_views_may_and_cannot_approve_its_own_write(
     expect(view.locator("#huge")).to_contain_text("over the 16.0 MB limit")
     expect(view.locator("#socket")).to_contain_text("socket: refused")
 
+    # The host context: the theme and every style variable of the spec, from the page's colours.
+    expect(view.locator("#theme")).to_have_text("theme: light 76 #ffffff")  # (the spec names 76)
+
     # Fullscreen when asked, told to the view, with a way back.
     expect(view.locator("#fullscreen")).to_contain_text('fullscreen: ok {"mode":"fullscreen"}')
     expect(view.locator("#context")).to_have_text('context: "fullscreen"')
@@ -194,6 +203,8 @@ def test_a_view_calls_only_what_views_may_and_cannot_approve_its_own_write(
     assert (box["width"], box["height"]) == (1280, page.viewport_size["height"])
     page.get_by_role("button", name="Exit full screen").click()
     expect(page.locator(".app-view-fullscreen")).to_have_count(0)
+    page.locator("#theme-switch input[value=dark]").click()  # the page's theme reaches the view
+    expect(view.locator("#theme-dark")).to_have_text("theme-dark: #16171b")
 
     card = page.locator(".approval")
     expect(card).to_contain_text("The view asks to run this tool. Approve?")

@@ -107,8 +107,11 @@ function show(name, reply) {
   else note(name, (reply.result.isError ? "error " : "ok ") + JSON.stringify(reply.result).slice(0, 300));
 }
 (async () => {
-  await request("ui/initialize", { appInfo: { name: "caller", version: "1" }, appCapabilities: {},
-    protocolVersion: "2026-01-26" });
+  const hello = await request("ui/initialize", { appInfo: { name: "caller", version: "1" },
+    appCapabilities: {}, protocolVersion: "2026-01-26" });
+  const context = hello.result.hostContext;
+  const colour = context.styles.variables["--color-background-primary"];
+  note("theme", context.theme + " " + Object.keys(context.styles.variables).length + " " + colour);
   parent.postMessage({ jsonrpc: "2.0", method: "ui/notifications/initialized", params: {} }, "*");
   show("tick", await request("tools/call", { name: "tick", arguments: {} }));
   show("model_only", await request("tools/call", { name: "model_only", arguments: {} }));
@@ -116,7 +119,9 @@ function show(name, reply) {
   show("huge", await request("resources/read", { uri: "toolbox://apps/huge.txt" }));
   addEventListener("message", (event) => {
     if (event.data && event.data.method === "ui/notifications/host-context-changed") {
-      note("context", JSON.stringify(event.data.params.displayMode));
+      const changed = event.data.params;
+      if (changed.displayMode) note("context", JSON.stringify(changed.displayMode));
+      if (changed.theme) note("theme-" + changed.theme, changed.styles.variables["--color-background-primary"]);
     }
   });
   show("fullscreen", await request("ui/request-display-mode", { mode: "fullscreen" }));
