@@ -121,7 +121,8 @@ function show(name, reply) {
     if (event.data && event.data.method === "ui/notifications/host-context-changed") {
       const changed = event.data.params;
       if (changed.displayMode) note("context", JSON.stringify(changed.displayMode));
-      if (changed.theme) note("theme-" + changed.theme, changed.styles.variables["--color-background-primary"]);
+      const background = changed.styles && changed.styles.variables["--color-background-primary"];
+      if (changed.theme) note("theme-" + changed.theme, background);
     }
   });
   show("fullscreen", await request("ui/request-display-mode", { mode: "fullscreen" }));
