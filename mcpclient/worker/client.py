@@ -124,10 +124,12 @@ class RemoteHub:
         self.reply = ""
         self.boot = ""
         self.version = -1
-        self._tools: list[HubTool] = []
+        self._tools: list[HubTool] = []  # the model's and the views' (MCP Apps), each once
+        self._by_use: tuple[list[HubTool], list[HubTool]] = ([], [])  # ... the model's, the views'
         self._snapshots: list[ServerSnapshot] = []
         self._configs: dict[str, ServerConfig] = {}
-        self._user_tools: dict[int, tuple[str, int, list[HubTool]]] = {}
+        # A person's own view (boot, McpState version, every tool, the model's, the views').
+        self._user_tools: dict[int, tuple[str, int, list[HubTool], tuple[list[HubTool], list[HubTool]]]] = {}
         # The sessions as people last loaded them (load_catalogs): (server, None) for a shared
         # session, (server, user id) for a person's own.
         self._views: dict[tuple[str, int | None], RemoteConnection] = {}
@@ -319,8 +321,8 @@ class RemoteHub:
                 lambda call: call.boot != self.boot,
                 "the MCP hub worker restarted during the call (its sessions were reopened); try again",
             )
-        self._tools = [worker_wire.tool_in(tool) for tool in state["tools"]]  # the model's and the views'
-
+        self._tools = [worker_wire.tool_in(tool) for tool in state["tools"]]
+        self._by_use = _split(self._tools)
         self._snapshots = [worker_wire.snapshot_in(snapshot) for snapshot in state["snapshots"]]
         if state["version"] != self.version:
             configs = await database_sync_to_async(self._read_configs)()
@@ -339,15 +341,20 @@ class RemoteHub:
 
         The model's tools, or with ``views`` those its servers' views may call (MCP Apps).
         """
-        return [tool for tool in self.every_tool(user_id) if (tool.app if views else tool.model)]
+        model, for_views = self._mine(user_id)[1]
+        return list(for_views if views else model)
 
     def every_tool(self, user_id: int | None = None) -> list[HubTool]:
         """The model's tools and the views' tools together, each once."""
+        return list(self._mine(user_id)[0])
+
+    def _mine(self, user_id: int | None) -> tuple[list[HubTool], tuple[list[HubTool], list[HubTool]]]:
+        """Every tool ``user_id`` sees, and those split into the model's and the views'."""
         if user_id is not None:
             cached = self._user_tools.get(user_id)
             if cached is not None and cached[0] == self.boot and cached[1] == self.version:
-                return list(cached[2])
-        return list(self._tools)
+                return cached[2], cached[3]
+        return self._tools, self._by_use
 
     def snapshots(self) -> list[ServerSnapshot]:
         """The state of every configured server as the worker last reported it."""
@@ -476,7 +483,8 @@ class RemoteHub:
         except WorkerUnavailable as exc:
             logger.warning("could not open the sessions of user %s: %s", user_id, exc)
             return
-        self._user_tools[user_id] = (self.boot, self.version, [worker_wire.tool_in(tool) for tool in tools])
+        every = [worker_wire.tool_in(tool) for tool in tools]
+        self._user_tools[user_id] = (self.boot, self.version, every, _split(every))
 
     async def close_user_session(self, name: str, user_id: int | None) -> None:
         """Close a person's session of ``name`` in the worker."""
@@ -560,6 +568,11 @@ class RemoteHub:
                 call.links.clear()
                 for task in call.asks.values():
                     task.cancel()
+
+
+def _split(every: list[HubTool]) -> tuple[list[HubTool], list[HubTool]]:
+    """The model's tools and the views' tools (MCP Apps) among ``every``."""
+    return [tool for tool in every if tool.model], [tool for tool in every if tool.app]
 
 
 if TYPE_CHECKING:
