@@ -27,6 +27,13 @@ class Agent(models.Model):
         default=DEFAULT_MAX_TOOL_CALLS, validators=[MinValueValidator(1), MaxValueValidator(100)]
     )
     top_p = models.FloatField(null=True, blank=True)
+    tool_search = models.CharField(
+        max_length=10, default="auto", help_text="toolSearch: auto, always or never (docs/tools.md)."
+    )
+    pinned = models.JSONField(
+        default=list, blank=True, help_text="Tools always loaded with tool search (globs)."
+    )
+    skills = models.JSONField(default=list, blank=True, help_text="Skills of MCP servers it starts with.")
     prompt = models.TextField(blank=True, help_text="The system prompt (Markdown).")
     extra = models.JSONField(
         default=dict, blank=True, help_text="Unknown front-matter keys, kept as written."
@@ -65,6 +72,9 @@ class Agent(models.Model):
             "temperature": spec.temperature,
             "max_tool_calls": spec.max_tool_calls,
             "top_p": spec.top_p,
+            "tool_search": spec.tool_search,
+            "pinned": list(spec.pinned),
+            "skills": list(spec.skills),
             "prompt": spec.prompt,
             "extra": spec.extra,
             "position": position,
@@ -75,5 +85,5 @@ class Agent(models.Model):
 
 SYNCED_FIELDS = (
     "description", "tools", "model", "temperature", "max_tool_calls", "top_p",
-    "prompt", "extra", "position", "line", "is_builtin",
+    "tool_search", "pinned", "skills", "prompt", "extra", "position", "line", "is_builtin",
 )

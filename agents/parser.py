@@ -9,6 +9,9 @@ The file format::
     description: Reads files in the workspace
     tools: [view_file, grep, list_dir]
     max_tool_calls: 10
+    toolSearch: auto            # auto | always | never: deferred tools behind a search tool
+    pinned: [view_file]         # tools always given to the model when search is on (globs)
+    skills: [docs/style-guide]  # skills from MCP servers the agent starts with
     ---
     You are a careful reader. (The system prompt, Markdown, until the next "## " heading.)
 
@@ -55,7 +58,12 @@ TOP_P_RANGE = (0.0, 1.0)
 MAX_NAME_LENGTH = 100
 MAX_FILE_BYTES = 1024 * 1024
 MAX_YAML_DEPTH = 20
-KNOWN_KEYS = ("description", "tools", "model", "temperature", "max_tool_calls", "top_p")
+KNOWN_KEYS = (
+    "description", "tools", "model", "temperature", "max_tool_calls", "top_p",
+    "toolSearch", "pinned", "skills",
+)
+TOOL_SEARCH_MODES = ("auto", "always", "never")
+MAX_PATTERNS = 200  # in ``pinned:`` and ``skills:``
 
 _HEADING = re.compile(r"^## (?P<name>.*)$")
 _FENCE = re.compile(r"^ {0,3}(?P<fence>`{3,}|~{3,})")
@@ -73,6 +81,11 @@ class AgentSpec:
     temperature: float = DEFAULT_TEMPERATURE
     max_tool_calls: int = DEFAULT_MAX_TOOL_CALLS
     top_p: float | None = None
+    # Deferred tools (docs/tools.md): "auto" (on past the settings' token budget or tool count),
+    # "always" or "never"; ``pinned`` globs name the tools always loaded when search is on.
+    tool_search: str = "auto"
+    pinned: tuple[str, ...] = ()
+    skills: tuple[str, ...] = ()  # skills of MCP servers the agent starts with ("server/skill")
     prompt: str = ""
     extra: dict[str, Any] = field(default_factory=dict)  # unknown front-matter keys, kept as written
     line: int = 0  # line of the "## " heading, 1-based; 0 for the built-in agent
@@ -328,6 +341,12 @@ def _parse_section(
     ):
         fail("max_tool_calls", f"must be an integer from {low} to {high}, got {_describe(max_tool_calls)}")
 
+    tool_search = front.get("toolSearch", "auto")
+    if tool_search not in TOOL_SEARCH_MODES:
+        fail("toolSearch", f"must be one of {', '.join(TOOL_SEARCH_MODES)}, got {_describe(tool_search)}")
+    pinned = _names(front, "pinned", "[view_file, github_*]", fail)
+    skills = _names(front, "skills", "[docs/style-guide, review]", fail)
+
     if errors:
         return None, errors
     extra = {key: _json_safe(value) for key, value in front.items() if key not in KNOWN_KEYS}
@@ -339,11 +358,30 @@ def _parse_section(
         temperature=temperature if temperature is not None else DEFAULT_TEMPERATURE,
         max_tool_calls=max_tool_calls,
         top_p=top_p,
+        tool_search=tool_search,
+        pinned=pinned,
+        skills=skills,
         prompt=prompt,
         extra=extra,
         line=heading_line,
     )
     return spec, []
+
+
+def _names(
+    front: dict[str, Any], key: str, example: str, fail: Callable[[str, str], None]
+) -> tuple[str, ...]:
+    """A list of non-empty strings (at most :data:`MAX_PATTERNS`) under ``key``, or ``()``."""
+    value = front.get(key)
+    if value is None:
+        return ()
+    if not isinstance(value, list) or not all(isinstance(item, str) and item.strip() for item in value):
+        fail(key, f"must be a list of non-empty strings such as {example}, got {_describe(value)}")
+        return ()
+    if len(value) > MAX_PATTERNS:
+        fail(key, f"has {len(value)} entries; at most {MAX_PATTERNS}")
+        return ()
+    return tuple(item.strip() for item in value)
 
 
 def _load_front_matter(

@@ -162,12 +162,32 @@ def test_empty_pattern_is_an_error():
         ("top_p", "1.5", "from 0 to 1"),
         ("description", "[a]", "must be a string"),
         ("model", "42", "must be a string"),
+        ("toolSearch", "sometimes", "must be one of auto, always, never"),
+        ("toolSearch", "true", "must be one of auto, always, never"),
+        ("pinned", "github_*", "must be a list of non-empty strings"),
+        ("pinned", "['']", "must be a list of non-empty strings"),
+        ("skills", "[1]", "must be a list of non-empty strings"),
+        ("skills", "[" + ", ".join(["a"] * 201) + "]", "has 201 entries; at most 200"),
     ],
 )
 def test_other_keys_are_validated(key, value, expected):
     [error] = parse(f"## Bad\n---\n{key}: {value}\n---\n").errors
     assert (error.key, error.line) == (key, 3)
     assert expected in error.message
+
+
+def test_tool_search_pinned_tools_and_skills():
+    [agent] = parse(
+        "## Big\n---\ntoolSearch: always\npinned: [view_file, ' github_* ']\n"
+        "skills: [docs/style-guide, review]\n---\n"
+    ).agents
+    assert (agent.tool_search, agent.pinned, agent.skills) == (
+        "always",
+        ("view_file", "github_*"),
+        ("docs/style-guide", "review"),
+    )
+    [default] = parse("## Plain\n---\ndescription: x\n---\n").agents
+    assert (default.tool_search, default.pinned, default.skills) == ("auto", (), ())
 
 
 def test_every_problem_of_one_agent_is_reported():
