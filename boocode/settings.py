@@ -294,6 +294,12 @@ MCP_AUTOSTART = env_bool("BOOCODE_MCP_AUTOSTART", True)
 # MCP Apps (docs/apps.md): servers' views in the conversation. Off: no session advertises the
 # extension, so servers give their tools' text results only.
 MCP_APPS = env_bool("BOOCODE_APPS", True)
+# Tool search (docs/tools.md): an agent with toolSearch "auto" defers its tools behind a search
+# tool once their definitions would pass this many tokens (about 4 characters each) or tools.
+TOOL_SEARCH_TOKENS = env_int("BOOCODE_TOOL_SEARCH_TOKENS", 8000, minimum=0)
+TOOL_SEARCH_TOOLS = env_int("BOOCODE_TOOL_SEARCH_TOOLS", 40, minimum=0)
+# The semantic half of the ranker (an embedding model run on the CPU), when installed.
+TOOL_SEARCH_SEMANTIC = env_bool("BOOCODE_TOOL_SEARCH_SEMANTIC", True)
 # Where the MCP sessions live: "inprocess" (each web process holds its own hub, the embedded
 # default) or "worker" (one `manage.py hub_worker` process holds them all and the web processes
 # reach it over the Redis channel layer; see docs/deployment.md).

@@ -69,6 +69,7 @@ from boocode.chat.prompt_insertion import PromptRequest, insert_prompt
 from boocode.chat.questions import forms
 from boocode.chat.sizes import delta_pieces, utf16_length
 from boocode.chat.status import status_payload
+from boocode.tools.deferred import DeferredTools, search_on
 from boocode.tools.registry import (
     MAX_MODEL_TOOL_BYTES,
     MAX_MODEL_TOOLS,
@@ -155,6 +156,14 @@ class TurnContext:
     top_p: float | None
     max_tool_calls: int
     tools_left_out: int = 0  # the agent's tools past what one model request may carry
+    # Deferred tools (toolSearch, docs/tools.md): what each request offers, loaded by searches.
+    deferred: DeferredTools | None = None
+
+    def offered(self) -> list[dict[str, Any]]:
+        """The tool definitions of the next model request."""
+        if self.deferred is None:
+            return self.openai_tools
+        return within_model_bounds(self.deferred.offered())[1]
 
 
 def _read_for_model(conversation_id: int, text: str | None) -> Read:
@@ -207,13 +216,24 @@ def _context(
     ``model`` is the conversation's choice; empty means the agent's ``model:`` (or the default).
     """
     allowed = agent_tools(agent, user_id=user_id)
-    tools, definitions = within_model_bounds(allowed)
+    deferred = None
+    if search_on(agent.tool_search, allowed):
+        deferred = DeferredTools(
+            allowed,
+            pinned=agent.pinned or (),
+            history=history,
+            current=lambda: agent_tools(agent, user_id=user_id),
+        )
+        tools, definitions = [*allowed, deferred.tool], []  # any of them may be called by name
+    else:
+        tools, definitions = within_model_bounds(allowed)
     return TurnContext(
         agent_name=agent.name,
         llm=LLMSettings.from_settings(model or agent.model),
         tools=tools,
         openai_tools=definitions,
-        tools_left_out=len(allowed) - len(tools),
+        deferred=deferred,
+        tools_left_out=0 if deferred is not None else len(allowed) - len(tools),
         messages=history,
         temperature=agent.temperature,
         top_p=agent.top_p,
@@ -507,7 +527,7 @@ class Turn:
             await self._notice(_tools_left_out_notice(context))
         used = 0
         while True:
-            offered = context.openai_tools if not self.cap_hit else None
+            offered = context.offered() if not self.cap_hit else None
             completion, calls = await self._stream_step(context, offered)
             llm_client.note_success()
             if calls is None:

@@ -7,6 +7,7 @@ database and bump the version so a running web process picks the change up.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -17,7 +18,7 @@ from mcpclient.core.results import ToolResult
 from mcpclient.core.state import ServerSnapshot, Status
 from mcpclient.engine.hub import Hub
 from mcpclient.models import McpServer
-from mcpclient.runtime import new_hub
+from mcpclient.runtime import new_hub, set_hub
 from mcpclient.runtime.sync import bump_version, persist_snapshot, server_configs, sync_servers
 
 
@@ -215,6 +216,26 @@ def call_tool_once(prefixed_name: str, arguments: dict[str, Any]) -> ToolResult:
                 raise ValueError(_not_offered(hub, prefixed_name))
             return await hub.call_tool(prefixed_name, arguments)
         finally:
+            await hub.stop()
+
+    return asyncio.run(run())
+
+
+def with_live_tools[T](read: Callable[[], T]) -> T:
+    """Start the enabled servers, run ``read`` while they are the process's hub, then stop them.
+
+    For commands that look at the tools as the chat sees them (``manage.py tool_search --agent``).
+    """
+    enabled, _, _ = _select([])
+
+    async def run() -> T:
+        hub = new_hub(persist=False)
+        try:
+            await hub.start(enabled)
+            set_hub(hub)
+            return read()
+        finally:
+            set_hub(None)
             await hub.stop()
 
     return asyncio.run(run())

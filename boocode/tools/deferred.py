@@ -1,0 +1,211 @@
+"""Deferred tools: the model gets a few tools and a search tool instead of every definition.
+
+Per agent (AGENTS.md ``toolSearch``, docs/tools.md): ``never`` offers every tool as before;
+``always`` defers; ``auto`` (the default) defers once the agent's tool definitions would pass
+``BOOCODE_TOOL_SEARCH_TOKENS`` tokens (about 4 characters of their JSON each) or
+``BOOCODE_TOOL_SEARCH_TOOLS`` tools.
+
+With search on, a model request carries the tools *loaded* for the conversation plus
+:data:`SEARCH_TOOL`. Loaded are, in this order and at most :data:`MAX_LOADED`: the ``pinned:``
+tools of the agent, then the tools the conversation used or found most recently (read from its
+history: the calls the model made and what its searches returned; a regenerated or edited turn
+forgets what it superseded). A search ranks the agent's tools as they are *now*
+(:mod:`boocode.tools.ranking`; a tool changed or removed by its server is ranked as it now is, or
+not at all) and what it returns is loaded for the model's next step of the same turn. The model
+may still call any tool of the agent by name: deferral chooses which definitions it reads, not
+what it may run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from django.conf import settings
+
+from agents.policy import is_allowed
+from boocode.tools import ranking
+from boocode.tools.registry import NATIVE_SOURCE, Tool
+from mcpclient.core.results import ToolResult
+from mcpclient.runtime import get_hub
+
+SEARCH_TOOL = "tool_search"
+MAX_LOADED = 24  # tools loaded besides the search tool
+MAX_RESULTS = 10
+DEFAULT_RESULTS = 5
+DESCRIPTION_CHARS = 300  # of a found tool's description in the search's answer
+MAX_SERVERS_LISTED = 40
+
+
+def estimated_tokens(tools: Sequence[Tool]) -> int:
+    """About how many tokens the definitions of ``tools`` cost a model request (4 characters each)."""
+    return sum(len(json.dumps(tool.openai(), ensure_ascii=False)) for tool in tools) // 4
+
+
+def search_on(mode: str, tools: Sequence[Tool]) -> bool:
+    """Whether an agent with ``toolSearch: mode`` and these tools defers them behind the search."""
+    if mode == "always":
+        return True
+    if mode != "auto":
+        return False
+    return len(tools) > settings.TOOL_SEARCH_TOOLS or estimated_tokens(tools) > settings.TOOL_SEARCH_TOKENS
+
+
+def used_in(history: Sequence[dict[str, Any]]) -> list[str]:
+    """The tool names a conversation's history used or found, most recent first (each once)."""
+    searches: set[str] = set()
+    seen: list[str] = []
+    for message in history:
+        for call in message.get("tool_calls") or ():
+            name = call.get("function", {}).get("name")
+            if name == SEARCH_TOOL:
+                searches.add(call.get("id"))
+            elif isinstance(name, str):
+                seen.append(name)
+        if message.get("role") == "tool" and message.get("tool_call_id") in searches:
+            seen.extend(found_in(str(message.get("content") or "")))
+    return list(dict.fromkeys(reversed(seen)))
+
+
+def found_in(output: str) -> list[str]:
+    """The tool names a search's answer (its JSON text) listed, in its order."""
+    try:
+        answer = json.loads(output)
+    except ValueError:
+        return []
+    tools = answer.get("tools") if isinstance(answer, dict) else None
+    if not isinstance(tools, list):
+        return []
+    return [tool["name"] for tool in tools if isinstance(tool, dict) and isinstance(tool.get("name"), str)]
+
+
+def candidates(tools: Sequence[Tool]) -> list[ranking.Candidate]:
+    """The ranker's view of ``tools``: each with its server's own tool name and what its server is for."""
+    hub = get_hub()
+    own: dict[str, str] = {}
+    about: dict[str, str] = {}
+    if hub is not None:
+        user_id = next((tool.user_id for tool in tools if tool.user_id is not None), None)
+        own = {tool.prefixed_name: tool.name for tool in hub.every_tool(user_id)}
+        for snapshot in hub.snapshots():
+            info = snapshot.server_info or {}
+            about[snapshot.name] = " ".join(
+                str(info.get(key) or "") for key in ("title", "description") if info.get(key)
+            )
+    return [
+        ranking.Candidate(
+            key=tool.name,
+            server=tool.source,
+            name=own.get(tool.name, tool.name),
+            title=tool.title,
+            description=tool.description,
+            parameters=tool.parameters,
+            about=about.get(tool.source, ""),
+        )
+        for tool in tools
+    ]
+
+
+class DeferredTools:
+    """One turn's deferred tools: what is loaded, and the search tool that loads more."""
+
+    def __init__(
+        self,
+        tools: Sequence[Tool],
+        *,
+        pinned: Sequence[str],
+        history: Sequence[dict[str, Any]],
+        current: Callable[[], list[Tool]],
+    ) -> None:
+        """``tools``: the agent's tools now; ``current``: the agent's tools at the time of a search."""
+        self.tools = list(tools)
+        self.current = current
+        by_name = {tool.name: tool for tool in tools}
+        pinned_names = [tool.name for tool in tools if pinned and is_allowed(list(pinned), tool.name)]
+        recent = [name for name in used_in(history) if name in by_name]
+        self.pinned = pinned_names
+        self.loaded = list(dict.fromkeys([*pinned_names, *recent]))[:MAX_LOADED]
+        self.tool = self._search_tool()
+
+    def offered(self) -> list[Tool]:
+        """The tools the next model request carries: the loaded ones, then the search tool."""
+        by_name = {tool.name: tool for tool in self.tools}
+        return [by_name[name] for name in self.loaded if name in by_name] + [self.tool]
+
+    def load(self, names: Sequence[str]) -> None:
+        """Load ``names`` for the next step (the most recent first; the pinned ones stay)."""
+        rest = [name for name in [*names, *self.loaded] if name not in self.pinned]
+        self.loaded = list(dict.fromkeys([*self.pinned, *rest]))[:MAX_LOADED]
+
+    def _search_tool(self) -> Tool:
+        servers = sorted({tool.source for tool in self.tools})
+        shown = ", ".join(servers[:MAX_SERVERS_LISTED]) + (", …" if len(servers) > MAX_SERVERS_LISTED else "")
+        description = (
+            f"Find the tools for a task among the {len(self.tools)} tools you may use (from {shown}). "
+            "Only some tools are loaded; describe what you want to do in plain words (one task per "
+            "search) and the best matching tools are loaded for your next step, by name. An empty "
+            'list means no tool fits: do not guess a tool then.'
+        )
+        parameters = {
+            "type": "object",
+            "properties": {
+                "query": {"type": "string", "description": "What you want to do, in a sentence."},
+                "limit": {
+                    "type": "integer",
+                    "minimum": 1,
+                    "maximum": MAX_RESULTS,
+                    "description": f"How many tools to load (default {DEFAULT_RESULTS}).",
+                },
+            },
+            "required": ["query"],
+        }
+        return Tool(
+            name=SEARCH_TOOL,
+            description=description,
+            parameters=parameters,
+            read_only=True,
+            source=NATIVE_SOURCE,
+            executor=self._search,
+            title="Tool search",
+        )
+
+    async def _search(self, arguments: dict[str, Any]) -> ToolResult:
+        query = str(arguments.get("query") or "")
+        limit = arguments.get("limit", DEFAULT_RESULTS)
+        if not isinstance(limit, int) or isinstance(limit, bool):
+            limit = DEFAULT_RESULTS
+        now = [tool for tool in self.current() if tool.name != SEARCH_TOOL]
+        self.tools = now
+        by_name = {tool.name: tool for tool in now}
+        index = await _index(now)
+        hits = await _rank(index, query, max(1, min(limit, MAX_RESULTS)), self.loaded)
+        self.load([hit.key for hit in hits])
+        found = [
+            {
+                "name": hit.key,
+                "server": hit.server,
+                "title": by_name[hit.key].title,
+                "description": " ".join(by_name[hit.key].description.split())[:DESCRIPTION_CHARS],
+                "score": round(hit.score, 3),
+            }
+            for hit in hits
+        ]
+        note = (
+            "These tools are loaded for your next step; call them by name."
+            if found
+            else "No tool fits this request. Answer without a tool, or search again with other words."
+        )
+        answer = {"query": query, "tools": found, "note": note}
+        return ToolResult(output=json.dumps(answer, ensure_ascii=False), structured=answer)
+
+
+async def _index(tools: Sequence[Tool]) -> ranking.Index:
+    """The ranker's index of ``tools`` (built in a worker thread: embedding new tools takes a while)."""
+    return await asyncio.to_thread(ranking.index_for, candidates(tools))
+
+
+async def _rank(index: ranking.Index, query: str, limit: int, recent: Sequence[str]) -> list[ranking.Hit]:
+    """``index.rank`` in a worker thread (the query's embedding is a few milliseconds of numpy)."""
+    return await asyncio.to_thread(index.rank, query, limit=limit, recent=recent)

@@ -1,0 +1,292 @@
+"""Tool search: rank the tools of many servers for a request written the way people write.
+
+Two signals, combined (docs/tools.md, *How the ranker works*):
+
+* **Lexical**: BM25 over a tool's fields, each weighted by what it says about the tool: its name
+  split into words (``get_issue_comments``, ``listPullRequests`` → get issue comments, list pull
+  requests) and title weigh most, then the server's name, the description, the parameters' names
+  and descriptions and the server's own description. Words are lower-cased, stemmed lightly
+  (plurals, -ing, -ed) and stop words dropped.
+* **Semantic**: the cosine between the request's embedding and the tool's (its title or name, its
+  description, its parameters and its server), from the embedding model of
+  :mod:`boocode.tools.embedding` when it is installed; requests that share no word with the
+  tool's text still find it.
+
+The score is ``SEMANTIC_WEIGHT`` times the cosine plus the rest times the lexical score (scaled into 0..1 by
+``LEXICAL_SCALE``), plus ``RECENT_BONUS`` for tools the conversation used recently. Below
+``NO_FIT`` (or, lexical only, with no word in common) the answer is "no tool fits": an empty list
+rather than a guess.
+
+An :class:`Index` is built once for a set of tools (their embeddings cached by text, so a list
+change embeds only the tools that changed) and answers queries in a few milliseconds.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import re
+import threading
+from collections import Counter, OrderedDict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from boocode.tools import embedding
+
+SEMANTIC_WEIGHT = 0.7
+LEXICAL_SCALE = 12.0  # a BM25 score this high counts as a full lexical match
+RECENT_BONUS = 0.05
+NO_FIT = 0.15  # combined score under which nothing is returned
+NO_FIT_LEXICAL = 0.05  # ... and, without the semantic model, the scaled lexical score
+DEFAULT_LIMIT = 5
+MAX_QUERY_CHARS = 1000
+K1, B = 1.2, 0.75
+# Field weights of the lexical score (the name, split into words, says most).
+WEIGHTS = {"name": 3.0, "title": 2.0, "server": 1.5, "description": 1.0, "parameters": 0.6, "about": 0.4}
+EMBEDDING_CACHE = 20_000  # texts whose embeddings are kept
+
+STOP_WORDS = frozenset(
+    """a an the and or of to in on for with from by at as is are be been was were it its this that these
+    those i me my we our you your he she they them their please can could would should will shall may
+    might must do does did done doing have has had having so if then than too very just also any all
+    some there here what which who whom whose when where why how into onto about over under again out
+    up down off not no nor only own same such both each few more most other s t let lets want wanna need
+    get got make sure thing things something anything using use via tool tools""".split()
+)
+_CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
+_WORD = re.compile(r"[a-z0-9]+")
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A tool as the ranker sees it: who it is and what it says about itself."""
+
+    key: str  # unique among the candidates (the prefixed name)
+    server: str
+    name: str  # its own name on its server
+    title: str = ""
+    description: str = ""
+    parameters: dict[str, Any] | None = None  # its input schema
+    about: str = ""  # what its server says it is for
+
+    @classmethod
+    def from_listing(cls, server: str, tool: dict[str, Any], about: str = "", key: str = "") -> Candidate:
+        """A candidate from a ``tools/list`` entry as a server returns it."""
+        annotations = tool.get("annotations") or {}
+        title = tool.get("title") or (annotations.get("title") if isinstance(annotations, dict) else "") or ""
+        return cls(
+            key=key or f"{server}_{tool['name']}",
+            server=server,
+            name=str(tool["name"]),
+            title=str(title),
+            description=str(tool.get("description") or ""),
+            parameters=tool.get("inputSchema") if isinstance(tool.get("inputSchema"), dict) else None,
+            about=about,
+        )
+
+    def fields(self) -> dict[str, str]:
+        """The text of each weighted field."""
+        return {
+            "name": split_name(self.name),
+            "title": self.title,
+            "server": split_name(self.server),
+            "description": self.description,
+            "parameters": parameter_text(self.parameters),
+            "about": self.about,
+        }
+
+    def semantic_text(self) -> str:
+        """What the embedding model reads of the tool."""
+        heading = self.title or split_name(self.name)
+        described = " ".join(self.description.split())[:600]
+        parameters = parameter_text(self.parameters, descriptions=False)
+        text = f"{heading}: {described}" if described else heading
+        if parameters:
+            text += f" ({parameters})"
+        return f"{text} [{split_name(self.server)}]"
+
+
+@dataclass(frozen=True)
+class Hit:
+    """One ranked tool."""
+
+    key: str
+    server: str
+    name: str
+    score: float
+
+    def to_dict(self) -> dict[str, Any]:
+        """``{"server", "tool", "score"}`` (the command's and the search tool's shape)."""
+        return {"server": self.server, "tool": self.name, "score": round(self.score, 4)}
+
+
+def split_name(name: str) -> str:
+    """``listPullRequests`` / ``get_issue-comments`` → ``list Pull Requests`` / ``get issue comments``."""
+    return " ".join(_CAMEL.sub(" ", re.sub(r"[_\-./:]+", " ", name)).split())
+
+
+def parameter_text(schema: dict[str, Any] | None, *, descriptions: bool = True) -> str:
+    """The names (split into words) and, with ``descriptions``, the descriptions of a schema's properties."""
+    properties = schema.get("properties") if isinstance(schema, dict) else None
+    if not isinstance(properties, dict):
+        return ""
+    parts = []
+    for name, spec in list(properties.items())[:30]:
+        parts.append(split_name(str(name)))
+        if descriptions and isinstance(spec, dict) and isinstance(spec.get("description"), str):
+            parts.append(spec["description"][:200])
+    return " ".join(parts)
+
+
+def stem(word: str) -> str:
+    """A light stemmer: plurals, -ing, -ed (enough to meet "files" with "file", "listing" with "list")."""
+    if len(word) <= 3:
+        return word
+    for suffix, replacement in (("ies", "y"), ("sses", "ss"), ("ing", ""), ("ed", ""), ("es", ""), ("s", "")):
+        if word.endswith(suffix) and len(word) - len(suffix) >= 3:
+            if suffix == "s" and word.endswith(("ss", "us", "is")):
+                return word
+            return word[: len(word) - len(suffix)] + replacement
+    return word
+
+
+def words(text: str) -> list[str]:
+    """The stemmed content words of ``text``."""
+    return [stem(word) for word in _WORD.findall(split_name(text).lower()) if word not in STOP_WORDS]
+
+
+@dataclass
+class _Document:
+    candidate: Candidate
+    terms: Counter[str]  # weighted term frequencies
+    length: float
+
+
+class Embeddings:
+    """Embeddings of texts, computed once each (kept for :data:`EMBEDDING_CACHE` texts)."""
+
+    def __init__(self) -> None:
+        self._vectors: OrderedDict[str, Any] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def of(self, encoder: embedding.Encoder, texts: Sequence[str]) -> Any:
+        """One row per text (computed now for texts not seen before)."""
+        keys = [hashlib.sha256(text.encode("utf-8")).hexdigest() for text in texts]
+        with self._lock:
+            missing = [(key, text) for key, text in zip(keys, texts, strict=True) if key not in self._vectors]
+        if missing:
+            unique = dict(missing)
+            vectors = encoder.encode(list(unique.values()))
+            with self._lock:
+                for key, vector in zip(unique, vectors, strict=True):
+                    self._vectors[key] = vector
+                while len(self._vectors) > EMBEDDING_CACHE:
+                    self._vectors.popitem(last=False)
+        with self._lock:
+            rows = [self._vectors.get(key) for key in keys]
+        if any(row is None for row in rows):  # (evicted meanwhile: more texts than the cache holds)
+            return encoder.encode(list(texts))
+        return embedding.np.stack(rows) if rows else embedding.np.zeros((0, embedding.DIMENSIONS))
+
+
+EMBEDDINGS = Embeddings()
+
+
+@dataclass
+class Index:
+    """The tools of one search, ready for queries (see the module docstring)."""
+
+    candidates: Sequence[Candidate]
+    encoder: embedding.Encoder | None = None
+    documents: list[_Document] = field(init=False)
+    postings: dict[str, list[tuple[int, float]]] = field(init=False)
+    idf: dict[str, float] = field(init=False)
+    average: float = field(init=False)
+    vectors: Any = field(init=False, default=None)
+
+    def __post_init__(self) -> None:
+        self.documents = []
+        for candidate in self.candidates:
+            terms: Counter[str] = Counter()
+            for name, text in candidate.fields().items():
+                for word in words(text):
+                    terms[word] += WEIGHTS[name]
+            self.documents.append(_Document(candidate, terms, sum(terms.values())))
+        self.average = sum(d.length for d in self.documents) / max(len(self.documents), 1) or 1.0
+        self.postings = {}
+        for number, document in enumerate(self.documents):
+            for term, frequency in document.terms.items():
+                self.postings.setdefault(term, []).append((number, frequency))
+        count = len(self.documents)
+        self.idf = {
+            term: math.log(1 + (count - len(found) + 0.5) / (len(found) + 0.5))
+            for term, found in self.postings.items()
+        }
+        if self.encoder is not None and self.documents:
+            self.vectors = EMBEDDINGS.of(self.encoder, [c.semantic_text() for c in self.candidates])
+
+    def lexical(self, query: str) -> list[float]:
+        """The BM25 score of each candidate for ``query``."""
+        scores = [0.0] * len(self.documents)
+        for term in set(words(query)):
+            idf = self.idf.get(term)
+            if idf is None:
+                continue
+            for number, frequency in self.postings[term]:
+                length = self.documents[number].length
+                norm = K1 * (1 - B + B * length / self.average)
+                scores[number] += idf * frequency * (K1 + 1) / (frequency + norm)
+        return scores
+
+    def rank(self, query: str, *, limit: int = DEFAULT_LIMIT, recent: Iterable[str] = ()) -> list[Hit]:
+        """The best ``limit`` tools for ``query``, best first; ``[]`` when no tool fits."""
+        query = " ".join(query.split())[:MAX_QUERY_CHARS]
+        if not query or not self.documents:
+            return []
+        lexical = [min(score / LEXICAL_SCALE, 1.0) for score in self.lexical(query)]
+        used = set(recent)
+        if self.encoder is not None and self.vectors is not None:
+            semantic = (self.vectors @ self.encoder.encode([query])[0]).tolist()
+            pairs = zip(semantic, lexical, strict=True)
+            scores = [SEMANTIC_WEIGHT * s + (1 - SEMANTIC_WEIGHT) * lex for s, lex in pairs]
+            floor = NO_FIT
+        else:
+            scores, floor = lexical, NO_FIT_LEXICAL
+        ranked = sorted(
+            (
+                (score + (RECENT_BONUS if doc.candidate.key in used else 0.0), number)
+                for number, (score, doc) in enumerate(zip(scores, self.documents, strict=True))
+            ),
+            reverse=True,
+        )
+        if not ranked or ranked[0][0] < floor:
+            return []
+        hits = []
+        for score, number in ranked[: max(limit, 0)]:
+            candidate = self.documents[number].candidate
+            hits.append(Hit(candidate.key, candidate.server, candidate.name, score))
+        return hits
+
+
+_indexes: OrderedDict[str, Index] = OrderedDict()
+_indexes_lock = threading.Lock()
+MAX_INDEXES = 16  # tool sets kept ready (agents, and people with tools of their own)
+
+
+def index_for(candidates: Sequence[Candidate]) -> Index:
+    """The index of ``candidates`` (built once per set of tools and kept while it is in use)."""
+    texts = [c.semantic_text() + "\x00" + json.dumps(c.fields(), sort_keys=True) for c in candidates]
+    key = hashlib.sha256(json.dumps(texts).encode()).hexdigest()
+    with _indexes_lock:
+        found = _indexes.get(key)
+        if found is not None:
+            _indexes.move_to_end(key)
+            return found
+    built = Index(list(candidates), embedding.encoder())
+    with _indexes_lock:
+        _indexes[key] = built
+        while len(_indexes) > MAX_INDEXES:
+            _indexes.popitem(last=False)
+    return built
