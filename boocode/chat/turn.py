@@ -525,6 +525,8 @@ class Turn:
             raise LLMError(NOT_CONFIGURED, kind="not_configured")
         if context.tools_left_out:
             await self._notice(_tools_left_out_notice(context))
+        if context.deferred is not None:
+            context.deferred.warm()  # its index is ready (or nearly) when the model searches
         used = 0
         while True:
             offered = context.offered() if not self.cap_hit else None

@@ -128,6 +128,12 @@ class DeferredTools:
         self.pinned = pinned_names
         self.loaded = list(dict.fromkeys([*pinned_names, *recent]))[:MAX_LOADED]
         self.tool = self._search_tool()
+        self.warming: asyncio.Task[ranking.Index] | None = None
+
+    def warm(self) -> None:
+        """Start building the search's index now (embedding new tools takes a while), in the background."""
+        self.warming = asyncio.ensure_future(_index(self.tools))
+        self.warming.add_done_callback(lambda task: task.cancelled() or task.exception())
 
     def offered(self) -> list[Tool]:
         """The tools the next model request carries: the loaded ones, then the search tool."""

@@ -25,15 +25,22 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import math
 import re
 import threading
 from collections import Counter, OrderedDict
 from collections.abc import Iterable, Sequence
+from concurrent.futures import Future
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
+from django.conf import settings
+
 from boocode.tools import embedding
+
+logger = logging.getLogger(__name__)
 
 SEMANTIC_WEIGHT = 0.7
 LEXICAL_SCALE = 12.0  # a BM25 score this high counts as a full lexical match
@@ -165,16 +172,48 @@ class _Document:
 
 
 class Embeddings:
-    """Embeddings of texts, computed once each (kept for :data:`EMBEDDING_CACHE` texts)."""
+    """Embeddings of texts, computed once each (kept for :data:`EMBEDDING_CACHE` texts).
+
+    They are also kept on disk (``<data>/cache/tool-embeddings-<model>.npz``), so a restarted
+    process does not embed its servers' tools again: a file that cannot be read is ignored.
+    """
 
     def __init__(self) -> None:
         self._vectors: OrderedDict[str, Any] = OrderedDict()
         self._lock = threading.Lock()
+        self._read = False
+
+    @staticmethod
+    def path() -> Path:
+        return Path(settings.DATA_DIR) / "cache" / f"tool-embeddings-{embedding.MODEL_SHA256[:12]}.npz"
+
+    def _read_disk(self) -> None:
+        self._read = True
+        try:
+            with embedding.np.load(self.path()) as stored:
+                for key, vector in zip(stored["keys"].tolist(), stored["vectors"], strict=True):
+                    self._vectors[str(key)] = vector
+        except (OSError, ValueError, KeyError):  # none yet, or unreadable: embedded again
+            return
+
+    def _write_disk(self) -> None:
+        path = self.path()
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            keys = embedding.np.array(list(self._vectors), dtype="U64")
+            vectors = embedding.np.stack(list(self._vectors.values()))
+            partial = path.with_suffix(".partial.npz")
+            embedding.np.savez(partial, keys=keys, vectors=vectors)
+            partial.replace(path)
+        except OSError as exc:
+            logger.warning("tool embeddings not kept on disk: %s", exc)
 
     def of(self, encoder: embedding.Encoder, texts: Sequence[str]) -> Any:
         """One row per text (computed now for texts not seen before)."""
         keys = [hashlib.sha256(text.encode("utf-8")).hexdigest() for text in texts]
         with self._lock:
+            if not self._read:
+                self._read_disk()
             missing = [(key, text) for key, text in zip(keys, texts, strict=True) if key not in self._vectors]
         if missing:
             unique = dict(missing)
@@ -184,6 +223,7 @@ class Embeddings:
                     self._vectors[key] = vector
                 while len(self._vectors) > EMBEDDING_CACHE:
                     self._vectors.popitem(last=False)
+                self._write_disk()
         with self._lock:
             rows = [self._vectors.get(key) for key in keys]
         if any(row is None for row in rows):  # (evicted meanwhile: more texts than the cache holds)
@@ -275,8 +315,15 @@ _indexes_lock = threading.Lock()
 MAX_INDEXES = 16  # tool sets kept ready (agents, and people with tools of their own)
 
 
+_building: dict[str, Future[Index]] = {}
+
+
 def index_for(candidates: Sequence[Candidate]) -> Index:
-    """The index of ``candidates`` (built once per set of tools and kept while it is in use)."""
+    """The index of ``candidates`` (built once per set of tools and kept while it is in use).
+
+    A set being built by another thread is waited for, not built twice (a turn starts building
+    the index of its agent's tools before the model asks for a search).
+    """
     texts = [c.semantic_text() + "\x00" + json.dumps(c.fields(), sort_keys=True) for c in candidates]
     key = hashlib.sha256(json.dumps(texts).encode()).hexdigest()
     with _indexes_lock:
@@ -284,9 +331,23 @@ def index_for(candidates: Sequence[Candidate]) -> Index:
         if found is not None:
             _indexes.move_to_end(key)
             return found
-    built = Index(list(candidates), embedding.encoder())
+        building = _building.get(key)
+        mine = building is None
+        if building is None:
+            building = _building[key] = Future()
+    if not mine:
+        return building.result()
+    try:
+        built = Index(list(candidates), embedding.encoder())
+    except BaseException as exc:
+        building.set_exception(exc)
+        raise
+    finally:
+        with _indexes_lock:
+            _building.pop(key, None)
     with _indexes_lock:
         _indexes[key] = built
         while len(_indexes) > MAX_INDEXES:
             _indexes.popitem(last=False)
+    building.set_result(built)
     return built

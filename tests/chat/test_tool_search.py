@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import re
+import threading
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
@@ -248,3 +249,56 @@ async def test_search_follows_list_changes_and_auto_turns_on_past_the_budget(
     assert await turn(conversation, "again", user.pk) == "complete"
     answer = json.loads(llm.requests[-1]["messages"][-1]["content"])
     assert "tb_translate_to_klingon" not in [tool["name"] for tool in answer["tools"]]
+
+
+class CountingEncoder:
+    """The real encoder, counting the texts it embeds."""
+
+    def __init__(self) -> None:
+        self.real = embedding.encoder()
+        self.texts = 0
+
+    def encode(self, texts: list[str]) -> Any:
+        self.texts += len(texts)
+        return self.real.encode(texts)
+
+
+def test_embeddings_are_computed_once_and_kept_on_disk_for_the_next_process(
+    settings: Any, tmp_path: Path
+) -> None:
+    settings.DATA_DIR = tmp_path
+    counting = CountingEncoder()
+    texts = ["read a file", "send an email", "read a file"]
+    first = ranking.Embeddings()
+    vectors = first.of(counting, texts)  # type: ignore[arg-type]
+    assert vectors.shape == (3, embedding.DIMENSIONS) and counting.texts == 2  # (once per text)
+    assert ranking.Embeddings.path().exists()
+    restarted = ranking.Embeddings()
+    again = restarted.of(counting, texts)  # type: ignore[arg-type]
+    assert counting.texts == 2 and (again == vectors).all()  # read from disk, not embedded again
+    ranking.Embeddings.path().write_bytes(b"not an npz file")
+    broken = ranking.Embeddings()
+    broken.of(counting, ["read a file"])  # type: ignore[arg-type]
+    assert counting.texts == 3  # an unreadable file is ignored: embedded again
+
+
+def test_an_index_being_built_is_waited_for_not_built_twice(monkeypatch: pytest.MonkeyPatch) -> None:
+    builds = []
+    real = ranking.Index.__post_init__
+    release = threading.Event()
+
+    def slow(self: ranking.Index) -> None:
+        builds.append(1)
+        release.wait(5)
+        real(self)
+
+    monkeypatch.setattr(ranking.Index, "__post_init__", slow)
+    tools = [ranking.Candidate(key="x_unique", server="x", name="unique", description="a tool seen once")]
+    results: list[ranking.Index] = []
+    threads = [threading.Thread(target=lambda: results.append(ranking.index_for(tools))) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    release.set()
+    for thread in threads:
+        thread.join(10)
+    assert len(builds) == 1 and len(results) == 2 and results[0] is results[1]
