@@ -30,6 +30,12 @@ from tests.support.hubs import make_config
 from tests.support.llm import Call, ScriptedLLM, Text, ToolCalls
 from tests.support.processes import toolbox_entry
 
+@pytest.fixture(autouse=True)
+def semantic(settings: Any) -> None:
+    """The embedding model on (the test settings turn it off for every other test)."""
+    settings.TOOL_SEARCH_SEMANTIC = True
+
+
 CATALOG = {
     "servers": {
         "files": {

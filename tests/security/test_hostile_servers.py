@@ -216,7 +216,9 @@ async def test_a_page_of_10000_tools_is_refused_and_the_server_says_why(hub: Hub
 
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.usefixtures("fresh_state")
-async def test_one_model_request_carries_at_most_512_tools_and_the_person_is_told(hub: Hub, llm: Any) -> None:
+async def test_one_model_request_carries_at_most_512_tools_and_the_person_is_told(
+    hub: Hub, llm: Any, agents_file: Any
+) -> None:
     from boocode.chat.models import Message
     from boocode.chat.turn import TurnRequest, run_turn
     from mcpclient.runtime import set_hub
@@ -225,6 +227,7 @@ async def test_one_model_request_carries_at_most_512_tools_and_the_person_is_tol
 
     await started(hub, "--tools", "1000")
     set_hub(hub)
+    agents_file("## Everything\n---\ntoolSearch: never\n---\nEvery tool in every request.\n")
     llm.script(Text("ok"))
     conversation = await new_conversation()
 
@@ -237,6 +240,13 @@ async def test_one_model_request_carries_at_most_512_tools_and_the_person_is_tol
     notice = await Message.objects.filter(conversation_id=conversation, role=Message.Role.NOTICE).alast()
     assert notice is not None and notice.content.startswith("4"), notice
     assert "tools were left out of this request: one request carries at most 512 tools" in notice.content
+
+    # With tool search (toolSearch: auto, the default) the request carries the search tool alone.
+    agents_file("## Everything\n---\ndescription: the default toolSearch\n---\nSearch.\n")
+    llm.script(Text("ok"))
+    async with asyncio.timeout(60):
+        assert await run_turn(TurnRequest(conversation, "hi again"), emit) == "complete"
+    assert [tool["function"]["name"] for tool in llm.requests[-1]["tools"]] == ["tool_search"]
 
 
 # --- the site a person is asked to open ------------------------------------------------------
