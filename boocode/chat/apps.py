@@ -22,3 +22,9 @@ class ChatConfig(AppConfig):
             return await check(approval_id, name, arguments, user_id)
 
         check_approvals_with(checked)
+
+        # Tool search indexes the servers' tools when they change, not at the first search.
+        from boocode.tools.deferred import warmer
+        from mcpclient.runtime import on_tools_changed
+
+        on_tools_changed(warmer.changed)

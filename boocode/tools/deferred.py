@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -27,9 +28,11 @@ from django.conf import settings
 
 from agents.policy import is_allowed
 from boocode.tools import ranking
-from boocode.tools.registry import NATIVE_SOURCE, Tool
+from boocode.tools.registry import NATIVE_SOURCE, Tool, available_tools
 from mcpclient.core.results import ToolResult
 from mcpclient.runtime import get_hub
+
+logger = logging.getLogger(__name__)
 
 SEARCH_TOOL = "tool_search"
 MAX_LOADED = 24  # tools loaded besides the search tool
@@ -215,3 +218,40 @@ async def _index(tools: Sequence[Tool]) -> ranking.Index:
 async def _rank(index: ranking.Index, query: str, limit: int, recent: Sequence[str]) -> list[ranking.Hit]:
     """``index.rank`` in a worker thread (the query's embedding is a few milliseconds of numpy)."""
     return await asyncio.to_thread(index.rank, query, limit=limit, recent=recent)
+
+
+class Warmer:
+    """Indexes the shared servers' tools for search when they change (at discovery, on list changes).
+
+    One build runs at a time, in a worker thread; changes during it start one more after it. A
+    person's own servers and an agent's choice are indexed by the turn that needs them
+    (:meth:`DeferredTools.warm`); what is built here is what makes those quick: the embeddings
+    of every tool, kept on disk.
+    """
+
+    def __init__(self) -> None:
+        self.running: asyncio.Task[None] | None = None
+        self.again = False
+
+    def changed(self) -> None:
+        """A server changed (called by the hub in its loop): index its tools soon."""
+        if not settings.TOOL_SEARCH_SEMANTIC:
+            return
+        if self.running is not None and not self.running.done():
+            self.again = True
+            return
+        self.running = asyncio.ensure_future(self._run())
+
+    async def _run(self) -> None:
+        while True:
+            self.again = False
+            tools = [tool for tool in available_tools() if tool.source != NATIVE_SOURCE]
+            try:
+                await _index(tools)
+            except Exception:  # indexing is a speed-up: a failure leaves it to the next search
+                logger.exception("could not index the tools for search")
+            if not self.again:
+                return
+
+
+warmer = Warmer()

@@ -324,8 +324,11 @@ def index_for(candidates: Sequence[Candidate]) -> Index:
     A set being built by another thread is waited for, not built twice (a turn starts building
     the index of its agent's tools before the model asks for a search).
     """
-    texts = [c.semantic_text() + "\x00" + json.dumps(c.fields(), sort_keys=True) for c in candidates]
-    key = hashlib.sha256(json.dumps(texts).encode()).hexdigest()
+    digest = hashlib.sha256()
+    for c in candidates:  # everything the index reads of each tool
+        digest.update("\x00".join((c.key, c.server, c.name, c.title, c.description, c.about)).encode())
+        digest.update(json.dumps(c.parameters, ensure_ascii=False).encode() + b"\x01")
+    key = digest.hexdigest()
     with _indexes_lock:
         found = _indexes.get(key)
         if found is not None:

@@ -136,6 +136,24 @@ def heal_policy() -> HealPolicy:
     )
 
 
+# Called (in the hub's loop, without waiting) whenever a server's state or tools change in this
+# process's hub: the chat's tool search indexes new tools then (boocode.tools.deferred).
+_tools_changed: list[Callable[[], None]] = []
+
+
+def on_tools_changed(callback: Callable[[], None]) -> None:
+    """Call ``callback`` after every change of a server's state or tools (it must not block)."""
+    _tools_changed.append(callback)
+
+
+def _tools_changed_listener(snapshot: ServerSnapshot) -> None:
+    for callback in list(_tools_changed):
+        try:
+            callback()
+        except Exception:  # a hook's bug must not break the hub
+            logger.exception("a tools-changed hook failed")
+
+
 def new_hub(*, persist: bool = True) -> Hub:
     """A hub configured from settings; with ``persist`` its state is written to the database."""
     hub = Hub(
@@ -151,6 +169,8 @@ def new_hub(*, persist: bool = True) -> Hub:
         hub.healing = heal_policy()  # a long-lived hub heals (pings, reconnects)
         hub.add_listener(persist_listener)
         hub.add_listener(partial(worker_broadcast_listener, hub) if _serving else broadcast_listener)
+        if not _serving:  # (the hub worker serves web processes; they search, not it)
+            hub.add_listener(_tools_changed_listener)
         hub.add_log_listener(LogTailWriter().note)  # servers' log messages, coalesced writes
     return hub
 

@@ -30,6 +30,7 @@ from tests.support.hubs import make_config
 from tests.support.llm import Call, ScriptedLLM, Text, ToolCalls
 from tests.support.processes import toolbox_entry
 
+
 @pytest.fixture(autouse=True)
 def semantic(settings: Any) -> None:
     """The embedding model on (the test settings turn it off for every other test)."""
@@ -308,3 +309,30 @@ def test_an_index_being_built_is_waited_for_not_built_twice(monkeypatch: pytest.
     for thread in threads:
         thread.join(10)
     assert len(builds) == 1 and len(results) == 2 and results[0] is results[1]
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.processes
+async def test_the_servers_tools_are_indexed_when_they_change_not_at_the_first_search(
+    search_hub: Hub, settings: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from boocode.tools.deferred import candidates, warmer
+    from boocode.tools.registry import NATIVE_SOURCE, available_tools
+
+    settings.DATA_DIR = tmp_path
+    monkeypatch.setattr(ranking, "EMBEDDINGS", ranking.Embeddings())  # (nothing embedded yet)
+    monkeypatch.setattr(ranking, "_indexes", ranking.OrderedDict())
+    warmer.changed()  # (what the hub calls after a change)
+    assert warmer.running is not None
+    await warmer.running
+    assert ranking.Embeddings.path().exists()
+    tools = [tool for tool in available_tools() if tool.source != NATIVE_SOURCE]
+    counting = CountingEncoder()
+    texts = [candidate.semantic_text() for candidate in candidates(tools)]
+    ranking.Embeddings().of(counting, texts)  # type: ignore[arg-type]  # (a new process reading the disk)
+    assert counting.texts == 0  # every tool was embedded when the servers changed
+
+    settings.TOOL_SEARCH_SEMANTIC = False
+    warmer.running = None
+    warmer.changed()
+    assert warmer.running is None  # lexical only: nothing to prepare
