@@ -12,9 +12,10 @@ Two signals, combined (docs/tools.md, *How the ranker works*):
   :mod:`boocode.tools.embedding` when it is installed; requests that share no word with the
   tool's text still find it.
 
-The score is ``SEMANTIC_WEIGHT`` times the cosine plus the rest times the lexical score (scaled into 0..1 by
-``LEXICAL_SCALE``), plus ``RECENT_BONUS`` for tools the conversation used recently. Below
-``NO_FIT`` (or, lexical only, with no word in common) the answer is "no tool fits": an empty list
+The score is ``SEMANTIC_WEIGHT`` times the cosine plus the rest times the lexical score (scaled
+into 0..1 by ``LEXICAL_SCALE``), plus ``RECENT_BONUS`` for tools the conversation used recently.
+When no tool's cosine reaches ``NO_FIT`` and none shares much of the request's wording
+(``NO_FIT_WORDS``; lexical only: no word in common) the answer is "no tool fits": an empty list
 rather than a guess.
 
 An :class:`Index` is built once for a set of tools (their embeddings cached by text, so a list
@@ -42,11 +43,14 @@ from boocode.tools import embedding
 
 logger = logging.getLogger(__name__)
 
-SEMANTIC_WEIGHT = 0.7
+SEMANTIC_WEIGHT = 0.85
 LEXICAL_SCALE = 12.0  # a BM25 score this high counts as a full lexical match
 RECENT_BONUS = 0.05
-NO_FIT = 0.15  # combined score under which nothing is returned
-NO_FIT_LEXICAL = 0.05  # ... and, without the semantic model, the scaled lexical score
+# "No tool fits" when the best cosine is under this and no tool shares the request's words much
+# (scaled lexical score under NO_FIT_WORDS); calibrated on bench/fixtures, docs/benchmarks.md ...
+NO_FIT = 0.24
+NO_FIT_WORDS = 0.75
+NO_FIT_LEXICAL = 0.05  # ... or, without the semantic model, when the best scaled lexical score is
 DEFAULT_LIMIT = 5
 MAX_QUERY_CHARS = 1000
 K1, B = 1.2, 0.75
@@ -105,14 +109,16 @@ class Candidate:
         }
 
     def semantic_text(self) -> str:
-        """What the embedding model reads of the tool."""
+        """What the embedding model reads of the tool: what it does, then where (its server)."""
         heading = self.title or split_name(self.name)
-        described = " ".join(self.description.split())[:600]
+        described = " ".join(self.description.split())[:500]
         parameters = parameter_text(self.parameters, descriptions=False)
         text = f"{heading}: {described}" if described else heading
         if parameters:
             text += f" ({parameters})"
-        return f"{text} [{split_name(self.server)}]"
+        where = split_name(self.server)
+        about = " ".join(self.about.split())[:200]
+        return f"{text} [{where}: {about}]" if about else f"{text} [{where}]"
 
 
 @dataclass(frozen=True)
@@ -289,9 +295,11 @@ class Index:
         used = set(recent)
         if self.encoder is not None and self.vectors is not None:
             semantic = (self.vectors @ self.encoder.encode([query])[0]).tolist()
+            if max(semantic) < NO_FIT and max(lexical) < NO_FIT_WORDS:
+                return []
             pairs = zip(semantic, lexical, strict=True)
             scores = [SEMANTIC_WEIGHT * s + (1 - SEMANTIC_WEIGHT) * lex for s, lex in pairs]
-            floor = NO_FIT
+            floor = 0.0
         else:
             scores, floor = lexical, NO_FIT_LEXICAL
         ranked = sorted(

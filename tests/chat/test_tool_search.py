@@ -131,7 +131,7 @@ def test_the_model_is_checked_before_it_is_used(monkeypatch: pytest.MonkeyPatch)
 def test_the_command_ranks_a_catalog_file_for_each_request(tmp_path: Path, capsys: Any) -> None:
     catalog, requests = tmp_path / "catalog.json", tmp_path / "queries.txt"
     catalog.write_text(json.dumps(CATALOG))
-    requests.write_text("what's the weather going to be in Oslo\n\nbook a flight to Rome\n")
+    requests.write_text("what's the weather forecast for Oslo\n\nbook a flight to Rome\n")
     call_command("tool_search", catalog=str(catalog), queries=str(requests), limit=2, json=True)
     first, second = (json.loads(line) for line in capsys.readouterr().out.splitlines())
     assert (first[0]["server"], first[0]["tool"]) == ("weather", "get_forecast")
