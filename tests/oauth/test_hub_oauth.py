@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
@@ -18,6 +19,9 @@ import httpx2
 import pytest
 from cryptography.fernet import Fernet
 
+from boocode.tools import registry
+from boocode.tools.deferred import DeferredTools
+from mcpclient import runtime
 from mcpclient.config.entries import parse_server
 from mcpclient.core.state import Status
 from mcpclient.engine import authorization
@@ -248,6 +252,20 @@ async def test_per_user_sessions_are_private(oauth_server: Callable[..., OAuthSe
         view = await hub.read_resource("secure", "ui://secure/whoami.html", 1, view=True)
         assert view.contents[0].text == f"<!DOCTYPE html><p id=user>{user}</p>"
         assert await hub.read_resource("secure", "ui://secure/whoami.html", 1, view=True) is view  # kept
+        # Tool search: a person's own session is searched for them only.
+        signin_hub = runtime.get_hub()
+        runtime.set_hub(hub)
+        try:
+            for user_id, expected in ((1, ["secure_whoami"]), (2, [])):
+                tools = registry.available_tools(user_id)
+                now = partial(registry.available_tools, user_id)
+                deferred = DeferredTools(tools, pinned=(), history=[], current=now)
+                asked = {"query": "which user is this access token for"}
+                answer = json.loads((await deferred.tool.execute(asked)).output)
+                found = [tool["name"] for tool in answer["tools"] if tool["server"] == "secure"]
+                assert found[:1] == expected, user_id
+        finally:
+            runtime.set_hub(signin_hub)
         stored = await asyncio.to_thread(lambda: sorted(StoredSecret.objects.values_list("name", flat=True)))
         assert stored == ["secure@user:1"]
 
