@@ -49,7 +49,16 @@ tests/node/gitlab/node_modules/.installed: tests/node/gitlab/package.json tests/
 	cd tests/node/gitlab && npm ci --no-audit --no-fund --loglevel=error
 	@touch $@
 
-test-deps: install-dev tests/node/node_modules/.installed tests/node/gitlab/node_modules/.installed
+# The published Python skills server in a virtualenv of its own, as `uvx` installs it, every package
+# pinned (tests/python/agentskills/requirements.txt; tests/mcpclient/test_skills.py).
+SKILLS_VENV := tests/python/agentskills/.venv
+$(SKILLS_VENV)/.installed: tests/python/agentskills/requirements.txt
+	@test -x $(SKILLS_VENV)/bin/python || "$$(scripts/find-python)" -m venv $(SKILLS_VENV)
+	$(SKILLS_VENV)/bin/python -m pip install --quiet -r tests/python/agentskills/requirements.txt
+	@touch $@
+
+test-deps: install-dev tests/node/node_modules/.installed tests/node/gitlab/node_modules/.installed \
+		$(SKILLS_VENV)/.installed
 	@test -x /usr/bin/chromium || (apt-get -o DPkg::Lock::Timeout=600 update -qq && DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y -qq chromium >/dev/null)
 
 ## Install what the tests need, then run the whole suite (scripts/run-tests): ruff; everything but

@@ -16,6 +16,13 @@ puts them after the person's text, each in a ``<resource uri=.. server=..>...</r
 block with its URI, in the user message the model receives; a ``</resource`` inside a text is
 written ``<\\/resource`` (:func:`unforgeable`), so a server cannot close the block early.
 
+An attachment may also be a *skill* (``{server, uri, kind: "skill"}``, the URI of its
+``SKILL.md``; chosen in the composer's ``/`` menu): it is read with
+:meth:`~mcpclient.engine.api.HubApi.read_skill`, verified against the skill's manifest, and reaches
+the model as a ``<skill server=.. name=.. uri=..>`` block marked as that server's untrusted text
+(:func:`boocode.tools.skills.skill_block`). Skills come from every server the person may use,
+not only those the agent's tool patterns reach: a skill is text, like a prompt.
+
 An ``edit`` carries the attachments of the new message (without them, the replaced message's
 are kept, :func:`refs`); they are read again, and a read that fails because the server is in
 trouble keeps the text read before. A turn stopped while reading stores them as not read
@@ -30,9 +37,11 @@ import re
 from typing import TYPE_CHECKING, Any
 
 from agents.policy import is_allowed
+from boocode.tools.skills import LOAD_SKILL, MAX_OTHERS_SHOWN, skill_block
 from mcpclient.core.results import MAX_OUTPUT_BYTES, cap_output
 from mcpclient.engine import resources
 from mcpclient.engine.resources import ResourceError
+from mcpclient.engine.skills import SkillError, SkillText
 from mcpclient.runtime import TURN_CHECK_INTERVAL
 from mcpclient.runtime.signin import person_hub
 
@@ -44,6 +53,7 @@ MAX_URI_CHARS = resources.MAX_URI_CHARS
 MAX_SERVER_CHARS = 100
 MAX_NAME_CHARS = 300
 MAX_CONCURRENT_READS = 4  # attachments read at the same time (a message has at most 10)
+SKILL = "skill"  # the ``kind`` of an attached skill (a resource has none)
 
 
 class BadAttachments(Exception):
@@ -51,7 +61,8 @@ class BadAttachments(Exception):
 
 
 def checked_attachments(value: Any) -> list[dict[str, str]]:
-    """The frame's ``attachments`` as ``[{server, uri}]`` (duplicates dropped), or :class:`BadAttachments`."""
+    """The frame's ``attachments`` as ``[{server, uri}]`` (a skill's with ``kind: "skill"``; duplicates
+    dropped), or :class:`BadAttachments`."""
     if value is None:
         return []
     if not isinstance(value, list):
@@ -75,7 +86,10 @@ def checked_attachments(value: Any) -> list[dict[str, str]]:
             )
         if any(ord(ch) < 32 for ch in server + uri):
             raise BadAttachments(f"Attachment {position}: control characters are not allowed.")
-        entry = {"server": server, "uri": uri}
+        kind = item.get("kind", "resource")
+        if kind not in ("resource", SKILL):
+            raise BadAttachments(f'Attachment {position}: "kind" must be "resource" or "skill".')
+        entry = {"server": server, "uri": uri, **({"kind": SKILL} if kind == SKILL else {})}
         if entry not in checked:
             checked.append(entry)
     return checked
@@ -102,22 +116,32 @@ def _listed_name(hub: Hub, server: str, uri: str, user_id: int | None) -> tuple[
     return "", ""
 
 
+def _skill_name(hub: Hub, server: str, uri: str, user_id: int | None) -> str:
+    """The label of the skill whose SKILL.md is ``uri`` ("" when it is not listed now)."""
+    return next((s.label for s in hub.skills(user_id) if s.server == server and s.uri == uri), "")
+
+
 def refs(stored: Any) -> list[dict[str, str]]:
     """The ``{server, uri}`` of stored attachments (what an ``edit`` without ``attachments`` keeps)."""
     if not isinstance(stored, list):
         return []
     return [
-        {"server": item["server"], "uri": item["uri"]}
+        {"server": item["server"], "uri": item["uri"], **_kind(item)}
         for item in stored
         if isinstance(item, dict) and isinstance(item.get("server"), str) and isinstance(item.get("uri"), str)
     ]
 
 
-def _earlier_read(earlier: list[dict[str, Any]], server: str, uri: str) -> dict[str, Any] | None:
-    """The entry of ``earlier`` for ``server``/``uri`` if that read worked (it has text), else None."""
+def _kind(item: dict[str, Any]) -> dict[str, str]:
+    """``{"kind": "skill"}`` for a skill's entry, ``{}`` for a resource's (which has no kind)."""
+    return {"kind": SKILL} if item.get("kind") == SKILL else {}
+
+
+def _earlier_read(earlier: list[dict[str, Any]], attached: dict[str, str]) -> dict[str, Any] | None:
+    """The entry of ``earlier`` for the same attachment if that read worked (it has text), else None."""
     for item in earlier:
-        if isinstance(item, dict) and item.get("server") == server and item.get("uri") == uri:
-            return item if item.get("text") else None
+        if isinstance(item, dict) and {key: item.get(key) for key in attached} == attached:
+            return item if item.get("text") and item.get("kind") == attached.get("kind") else None
     return None
 
 
@@ -127,31 +151,45 @@ async def read_attachments(
     user_id: int | None,
     reachable: list[str],
     earlier: list[dict[str, Any]] | None = None,
+    skill_servers: list[str] | None = None,
 ) -> list[dict[str, Any]]:
     """Read each attachment; the entries to store (see the module). Failures become notes.
 
     The texts share one budget of :data:`~mcpclient.core.results.MAX_OUTPUT_BYTES`, like a tool result.
     ``earlier``: the stored entries of the message an ``edit`` replaces. Each is read again (the
     resource may have changed), but when the server fails to answer now, the text read before
-    is kept with a note instead of being lost.
+    is kept with a note instead of being lost. ``skill_servers``: the servers skills may come
+    from (default ``reachable``).
     """
-    reads = await _read_all(hub, attachments, user_id, reachable)
+    reads = await _read_all(hub, attachments, user_id, reachable, skill_servers)
     stored: list[dict[str, Any]] = []
     budget = MAX_OUTPUT_BYTES
     for item, read in zip(attachments, reads, strict=True):  # in order: the budget is deterministic
         server, uri = item["server"], item["uri"]
-        name, mime = _listed_name(hub, server, uri, user_id)
+        if item.get("kind") == SKILL:
+            name, mime = _skill_name(hub, server, uri, user_id), ""
+        else:
+            name, mime = _listed_name(hub, server, uri, user_id)
         entry: dict[str, Any] = {"server": server, "uri": uri, "name": name or uri.rsplit("/", 1)[-1] or uri}
         entry["name"] = entry["name"][:MAX_NAME_CHARS]
+        if item.get("kind") == SKILL:
+            entry["kind"] = SKILL
         if read is None:
             entry.update(
                 mimeType=mime, text="", note=f'not read: the server "{server}" is not available here'
             )
             stored.append(entry)
             continue
-        if isinstance(read, ResourceError):
+        if isinstance(read, SkillText):
+            text = cap_output(read.text or "", max(budget, 0))
+            budget -= len(text.encode("utf-8"))
+            entry.update(name=read.label[:MAX_NAME_CHARS], mimeType=read.mime_type, text=text, note=read.note)
+            entry["files"] = list(read.others[:MAX_OTHERS_SHOWN])
+            stored.append(entry)
+            continue
+        if isinstance(read, ResourceError | SkillError):
             exc = read
-            before = _earlier_read(earlier or [], server, uri)
+            before = _earlier_read(earlier or [], item)
             if before is not None and exc.status == 502:  # the server is in trouble: keep what it gave
                 text = cap_output(str(before["text"]), max(budget, 0))
                 budget -= len(text.encode("utf-8"))
@@ -176,23 +214,34 @@ async def read_attachments(
     return stored
 
 
+type Read = resources.ReadResult | SkillText | ResourceError | SkillError | None
+
+
 async def _read_all(
-    hub: Hub, attachments: list[dict[str, str]], user_id: int | None, reachable: list[str]
-) -> list[resources.ReadResult | ResourceError | None]:
+    hub: Hub,
+    attachments: list[dict[str, str]],
+    user_id: int | None,
+    reachable: list[str],
+    skill_servers: list[str] | None = None,
+) -> list[Read]:
     """Every attachment read concurrently (at most :data:`MAX_CONCURRENT_READS` at a time), in order.
 
-    ``None`` for a server out of reach (never asked), the :class:`ResourceError` of a failed read.
-    Each read is already capped at 5 MB; the shared budget is applied afterwards, in order.
+    ``None`` for a server out of reach (never asked), the :class:`ResourceError` (or
+    :class:`SkillError`) of a failed read. Each read is already capped at 5 MB; the shared budget
+    is applied afterwards, in order.
     """
     gate = asyncio.Semaphore(MAX_CONCURRENT_READS)
 
-    async def one(item: dict[str, str]) -> resources.ReadResult | ResourceError | None:
-        if item["server"] not in reachable:
+    async def one(item: dict[str, str]) -> Read:
+        skill = item.get("kind") == SKILL
+        if item["server"] not in (skill_servers if skill and skill_servers is not None else reachable):
             return None
         async with gate:
             try:
+                if skill:
+                    return await hub.read_skill(item["server"], item["uri"], "", user_id)
                 return await hub.read_resource(item["server"], item["uri"], user_id)
-            except ResourceError as exc:
+            except (ResourceError, SkillError) as exc:
                 return exc
 
     return list(await asyncio.gather(*(one(item) for item in attachments)))
@@ -208,6 +257,7 @@ def unread(attachments: list[dict[str, str]], reason: str) -> list[dict[str, Any
             "mimeType": "",
             "text": "",
             "note": f"not read: {reason}",
+            **_kind(item),
         }
         for item in attachments
     ]
@@ -222,22 +272,27 @@ async def read_for_turn(
     """A turn's attachments read through the hub (started, the person's sessions open)."""
     hub = await person_hub(user_id, max_age=TURN_CHECK_INTERVAL)
     reachable = reachable_servers(hub, user_id, patterns)
-    return await read_attachments(hub, attachments, user_id, reachable, earlier)
+    visible = resources.visible_servers(hub, user_id)
+    return await read_attachments(hub, attachments, user_id, reachable, earlier, visible)
 
 
 def public(attachments: Any) -> list[dict[str, Any]]:
-    """What pages receive of stored attachments: no text (it can be megabytes), a note if any."""
+    """What pages receive of stored attachments: no text (it can be megabytes), a note if any, and
+    ``kind: "skill"`` for a skill."""
     if not isinstance(attachments, list):
         return []
     return [
-        {key: item.get(key, "") for key in ("server", "uri", "name", "mimeType", "note")}
+        {
+            **{key: item.get(key, "") for key in ("server", "uri", "name", "mimeType", "note")},
+            **_kind(item),
+        }
         for item in attachments
         if isinstance(item, dict)
     ]
 
 
-# "</resource" in any case, also with blanks after "</": what would end a block early.
-_CLOSING = re.compile(r"</(?=\s*resource)", re.IGNORECASE)
+# "</resource" (or "</skill") in any case, also with blanks after "</": what would end a block early.
+_CLOSING = re.compile(r"</(?=\s*(?:resource|skill))", re.IGNORECASE)
 
 
 def unforgeable(text: str) -> str:
@@ -268,6 +323,9 @@ def model_content(text: str, attachments: Any) -> str:
     for item in attachments:
         if not isinstance(item, dict):
             continue
+        if item.get("kind") == SKILL:
+            blocks.append(_skill_content(item))
+            continue
         head = f'<resource uri="{_attribute(item.get("uri"))}" server="{_attribute(item.get("server"))}"'
         if item.get("mimeType"):
             head += f' mimeType="{_attribute(item["mimeType"])}"'
@@ -281,6 +339,19 @@ def model_content(text: str, attachments: Any) -> str:
         lines.append("</resource>")
         blocks.append("\n".join(lines))
     return "\n\n".join(blocks)
+
+
+def _skill_content(item: dict[str, Any]) -> str:
+    """An attached skill as the model reads it: a skill block, its other files and a failure named."""
+    note = str(item.get("note") or "")
+    files = [str(name) for name in item.get("files") or []]
+    if files:
+        listed = ", ".join(files)
+        others = f"The skill's other files (load one with {LOAD_SKILL} when it is offered): {listed}."
+        note = f"{note} {others}".strip()
+    server, uri = str(item.get("server") or ""), str(item.get("uri") or "")
+    name = str(item.get("name") or uri)
+    return skill_block(server, name, uri, "SKILL.md", str(item.get("text") or ""), note=note)
 
 
 MAX_LINKED = 20  # resource links a tool card offers

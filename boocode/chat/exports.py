@@ -97,10 +97,16 @@ def as_json(conversation: Conversation) -> dict[str, Any]:
 
 
 def _attachments(message: Message) -> list[dict[str, str]]:
-    """The resources attached to a message: what identifies each and the text the model read."""
+    """The resources (and skills: ``kind``) attached to a message: what identifies each and the
+    text the model read."""
     stored = message.attachments if isinstance(message.attachments, list) else []
     keys = ("uri", "server", "name", "mimeType", "text", "note")
-    return [{key: str(item.get(key) or "") for key in keys} for item in stored if isinstance(item, dict)]
+    return [
+        {key: str(item.get(key) or "") for key in keys}
+        | ({"kind": "skill"} if item.get("kind") == "skill" else {})
+        for item in stored
+        if isinstance(item, dict)
+    ]
 
 
 def json_text(conversation: Conversation) -> str:
@@ -153,7 +159,8 @@ def markdown_text(conversation: Conversation) -> str:
             for item in attached:
                 kind = f", {_plain(item['mimeType'])}" if item["mimeType"] else ""
                 note = f" — {_plain(item['note'])}" if item["note"] else ""
-                name = _plain(item["name"] or item["uri"])
+                skill = " (skill)" if item.get("kind") == "skill" else ""
+                name = _plain(item["name"] or item["uri"]) + skill
                 lines.append(f"- {name}: {_plain(item['uri'])} (server {_plain(item['server'])}{kind}){note}")
             lines.append("")
         if message.status in (Message.Status.STOPPED, Message.Status.FAILED):

@@ -58,6 +58,7 @@ from agents.roster import refresh_agents_if_changed
 from boocode.chat import agent_choice, conversations, model_history, payloads, titles
 from boocode.chat import llm as llm_client
 from boocode.chat import metrics as chat_metrics
+from boocode.chat.agent_skills import start_with_skills
 from boocode.chat.attachments import model_content, read_for_turn, unread
 from boocode.chat.calls import call_scope, execute, prepare_hub, server_of
 from boocode.chat.console import parse_command, run_command
@@ -520,11 +521,15 @@ class Turn:
             self.storing = asyncio.ensure_future(self._store_message(answer=configured))
         # The first turn may wait here while the MCP servers start; the echo goes out meanwhile.
         await prepare_hub(self.request.user_id)
+        # AGENTS.md skills: (boocode.chat.agent_skills) go after the system prompt, read each turn.
+        skills_notice = await start_with_skills(agent, history, self.request.user_id)
         context = _context(agent, history, self.request.user_id, model)
         if not context.llm.configured:
             raise LLMError(NOT_CONFIGURED, kind="not_configured")
         if context.tools_left_out:
             await self._notice(_tools_left_out_notice(context))
+        if skills_notice:
+            await self._notice(skills_notice)
         if context.deferred is not None:
             context.deferred.warm()  # its index is ready (or nearly) when the model searches
         used = 0

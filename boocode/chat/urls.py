@@ -2,7 +2,7 @@
 
 from django.urls import path
 
-from boocode.chat import app_views, prompt_views, resource_views, views
+from boocode.chat import app_views, prompt_views, resource_views, skill_views, views
 
 app_name = "chat"
 urlpatterns = [
@@ -29,5 +29,7 @@ urlpatterns = [
     path("api/resources/", resource_views.resources_api, name="resources_api"),
     path("api/resources/read/", resource_views.read_resource_api, name="read_resource_api"),
     path("api/complete/", resource_views.complete_api, name="complete_api"),
+    path("api/skills/", skill_views.skills_api, name="skills_api"),
+    path("api/skills/read/", skill_views.read_skill_api, name="read_skill_api"),
     path("prefs/theme/", views.set_theme, name="theme"),
 ]

@@ -257,7 +257,7 @@ class ViewRequests:
             self.views[call_id] = view
         if not settings.MCP_APPS:
             raise Refused("Views are turned off on this BooCode (BOOCODE_APPS).")
-        await prepare_hub(self.user_id)  # (started, changes applied, the person's sessions open)
+        await prepare_hub(self.user_id, skills=False)  # (started, changes applied, their sessions open)
         config = (await person_hub(self.user_id)).config(view.server)
         if config is None:
             raise Refused(f'The MCP server "{view.server}" is no longer configured.')

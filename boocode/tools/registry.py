@@ -54,6 +54,7 @@ from jsonschema.validators import validator_for
 from referencing.exceptions import Unresolvable
 
 from agents.policy import is_allowed
+from boocode.tools import skills
 from boocode.tools.approval_gate import check_approval
 from boocode.tools.native import NATIVE_TOOLS, Deadline, NativeTool, ToolTimeoutError, time_limit_message
 from boocode.tools.workspace import WorkspaceError
@@ -295,9 +296,12 @@ def available_tools(user_id: int | None = None) -> list[Tool]:
     and their tools run in those sessions; nobody else's are ever listed.
 
     A native tool's name wins over an MCP tool that would share it (the MCP tool is left out
-    and a warning logged once), so two tools never silently share a name.
+    and a warning logged once), so two tools never silently share a name; so does ``load_skill``
+    (:func:`_skill_tool`), offered when the person has a skill to load.
     """
     tools = {tool.name: tool for tool in _NATIVE}
+    if (skill_tool := _skill_tool(user_id)) is not None:
+        tools[skill_tool.name] = skill_tool
     for hub_tool in hub_tools(user_id):
         name = hub_tool.prefixed_name
         if name in tools:
@@ -312,6 +316,23 @@ def available_tools(user_id: int | None = None) -> list[Tool]:
             continue
         tools[name] = _mcp_tool(hub_tool, user_id)
     return [tools[name] for name in sorted(tools)]
+
+
+def _skill_tool(user_id: int | None) -> Tool | None:
+    """``load_skill`` (:mod:`boocode.tools.skills`) for ``user_id``, or None when no skill can be loaded."""
+    loadable = skills.offered(get_hub(), user_id)
+    if not loadable:
+        return None
+    return Tool(
+        name=skills.LOAD_SKILL,
+        description=skills.description(loadable),
+        parameters=skills.parameters(loadable),
+        read_only=True,
+        source=NATIVE_SOURCE,
+        executor=partial(skills.load, user_id),
+        title="Load a skill",
+        user_id=user_id,
+    )
 
 
 def view_tools(user_id: int | None, server: str) -> list[Tool]:

@@ -2,8 +2,8 @@
 
 Owns: the protocol revision (``protocol``), transports, healing, the OAuth provider
 (``authorization``), one server's session (``connection``), the registry of sessions and their
-tools (``hub``), the lists kept fresh on each session (``catalog``: tools, prompts, resources),
-elicitation, progress and server logs. The hub knows nothing of Django's models: listeners
+tools (``hub``), the lists kept fresh on each session (``catalog``: tools, prompts, resources,
+skills), elicitation, progress and server logs. The hub knows nothing of Django's models: listeners
 receive snapshots, and the settings it needs are handed to it (``mcpclient.runtime.new_hub``).
 May import: ``mcpclient.core``, ``mcpclient.telemetry``, ``mcpclient.config``,
 ``mcpclient.secrets``. Logs under ``mcpclient.hub``.

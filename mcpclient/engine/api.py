@@ -19,10 +19,16 @@ from mcpclient.core.state import HubTool
 from mcpclient.engine.prompts import HubPrompt, PromptMessage
 from mcpclient.engine.resources import Completions, ReadResult
 from mcpclient.engine.serving import Session, Sessions
+from mcpclient.engine.skills import Skill, SkillText
 
 
 class HubApi(Sessions[Session], Protocol):
-    """The hub as its users see it: tools, calls, sessions, catalogs and the admin's operations."""
+    """The hub as its users see it: tools, calls, sessions, catalogs and the admin's operations.
+
+    Skills: :meth:`skills` is what :meth:`load_skills` last made current for the person (live on
+    the in-process hub, fetched from the worker by its stand-in); :meth:`read_skill` reads one
+    verified file of a skill (:mod:`mcpclient.engine.skills`).
+    """
 
     def tools(self, user_id: int | None = None, *, views: bool = False) -> list[HubTool]: ...
 
@@ -61,6 +67,12 @@ class HubApi(Sessions[Session], Protocol):
     async def get_prompt(
         self, server: str, name: str, arguments: dict[str, str], user_id: int | None
     ) -> tuple[HubPrompt, list[PromptMessage]]: ...
+
+    def skills(self, user_id: int | None) -> list[Skill]: ...
+
+    async def load_skills(self, user_id: int | None, *, wait: float = 0.0) -> None: ...
+
+    async def read_skill(self, server: str, skill: str, path: str, user_id: int | None) -> SkillText: ...
 
     async def open_user_sessions(self, user_id: int, names: Iterable[str]) -> None: ...
 

@@ -42,7 +42,7 @@ from mcpclient.config.resolve import InputLookup, resolve_server
 from mcpclient.core.redaction import redact_text
 from mcpclient.core.results import ToolResult, extract_result
 from mcpclient.core.state import DiscoveredTool, ServerSnapshot, Status, discover_tool
-from mcpclient.engine import listing, prompts, protocol
+from mcpclient.engine import listing, prompts, protocol, skills
 from mcpclient.engine.authorization import (
     AuthFailure,
     BrowserConsent,
@@ -57,6 +57,7 @@ from mcpclient.engine.healing import Healer, RetryState, ping_loop
 from mcpclient.engine.prompts import Catalog as PromptCatalog
 from mcpclient.engine.resources import ResourceCatalog, keep_listed
 from mcpclient.engine.server_logs import ServerLogs
+from mcpclient.engine.skills import SkillCatalog
 from mcpclient.engine.transports import EndWatcher, FallbackFailed, FirstAnswer, open_streams
 from mcpclient.secrets.store import SecretStoreError
 from mcpclient.telemetry import metrics, tracing
@@ -154,6 +155,8 @@ class ServerConnection:
         self.resources = ResourceCatalog()
         # The prompts of the current session (mcpclient.engine.prompts.watch sets them).
         self.prompts: PromptCatalog | None = None
+        # The skills of the live session (mcpclient.engine.skills keeps them listed).
+        self.skills = SkillCatalog()
         self._commands: asyncio.Queue[str] = asyncio.Queue()
         self._settled = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
@@ -600,15 +603,17 @@ class ServerConnection:
         async with client, anyio.create_task_group() as watchers:
             self.tool_list = KeptFresh(supported=True)
             self.resources = ResourceCatalog()
+            self.skills = SkillCatalog()
             changes: dict[str, Callable[[], None]] = {
                 "tools": self.request_relist,
-                "resources": self.resources.request_refresh,
+                "resources": self._resources_changed,
                 "prompts": functools.partial(prompts.changed, self),
             }
             # One subscriptions/listen stream for every list (2026-07-28), before the first listings.
             await watchers.start(functools.partial(protocol.watch_changes, client, changes, name=self.name))
             await watchers.start(keep_listed, self, client)
             await watchers.start(prompts.watch, self, client)  # mcpclient.engine.prompts keeps them listed
+            await watchers.start(skills.keep_listed, self, client)  # and mcpclient.engine.skills these
             tools = await protocol.list_all_tools(client)
             await self.logs.apply(client)  # the log level, applied at every connect (server_logs)
             scope.deadline = float("inf")
@@ -665,11 +670,16 @@ class ServerConnection:
         self.tool_list.finish_listing()
         return True
 
+    def _resources_changed(self) -> None:
+        """List the resources again, and the skills, whose files are resources (either era)."""
+        self.resources.request_refresh()
+        skills.changed(self)
+
     async def _on_message(self, message: Any) -> None:
         if isinstance(message, types.ToolListChangedNotification):
             self.request_relist()
         elif isinstance(message, types.ResourceListChangedNotification):
-            self.resources.request_refresh()
+            self._resources_changed()
         elif isinstance(message, types.PromptListChangedNotification):
             prompts.changed(self)
         elif isinstance(message, types.LoggingMessageNotification):

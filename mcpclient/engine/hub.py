@@ -31,7 +31,7 @@ from mcpclient.config.resolve import InputLookup
 from mcpclient.core.naming import assign_names
 from mcpclient.core.results import ToolResult
 from mcpclient.core.state import HubTool, Listener, ServerSnapshot, Status
-from mcpclient.engine import prompts, resources
+from mcpclient.engine import prompts, resources, skills
 from mcpclient.engine.api import HubApi
 from mcpclient.engine.authorization import (
     BrowserConsent,
@@ -43,6 +43,7 @@ from mcpclient.engine.resources import Completions, ReadResult
 from mcpclient.engine.resources import refresh_now as resources_refresh_now
 from mcpclient.engine.server_logs import EntryListener
 from mcpclient.engine.serving import ready_servers, session_for
+from mcpclient.engine.skills import Skill, SkillText
 
 logger = logging.getLogger("mcpclient.hub")
 
@@ -227,12 +228,17 @@ class Hub:
             self._rebuild()
 
     async def rediscover(self, name: str) -> None:
-        """List a ready server's tools, resources and templates, and prompts again now (every session)."""
+        """List a ready server's tools, resources and templates, prompts and skills again (every session)."""
         connections = [self._connections.get(name)]
         connections += [conn for key, conn in list(self._user_connections.items()) if key[0] == name]
         await asyncio.gather(
             *(
-                asyncio.gather(conn.relist(), resources_refresh_now(conn), prompts.refresh_now(conn))
+                asyncio.gather(
+                    conn.relist(),
+                    resources_refresh_now(conn),
+                    prompts.refresh_now(conn),
+                    skills.refresh_now(conn),
+                )
                 for conn in connections
                 if conn is not None
             )
@@ -392,6 +398,19 @@ class Hub:
     ) -> tuple[prompts.HubPrompt, list[prompts.PromptMessage]]:
         """``prompts/get`` on ``user_id``'s session with ``server``: the prompt and its messages."""
         return await prompts.get(self, server, name, arguments, user_id)
+
+    def skills(self, user_id: int | None) -> list[Skill]:
+        """The skills ``user_id`` may use now (ready shared sessions and their own), in server order."""
+        return skills.skills_for(self, user_id)
+
+    async def load_skills(self, user_id: int | None, *, wait: float = 0.0) -> None:
+        """Wait up to ``wait`` seconds for the first skill listings of ``user_id``'s sessions (the
+        catalogs here are live; the worker's stand-in fetches them)."""
+        await skills.wait_listed(self, user_id, wait)
+
+    async def read_skill(self, server: str, skill: str, path: str, user_id: int | None) -> SkillText:
+        """One verified file of a skill (``path`` "" for its SKILL.md) through ``user_id``'s session."""
+        return await skills.read(self, server, skill, path, user_id)
 
     def _new_user_connection(
         self, config: ServerConfig, user_id: int, consent: Consent | None

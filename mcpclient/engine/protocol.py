@@ -47,6 +47,9 @@ MAX_TOOL_PAGES = 1000
 MAX_TOOLS = 1000
 # A stream the server keeps dropping is not re-opened forever: change events stop, calls go on.
 MAX_LISTEN_RESTARTS = 5
+# The skills extension (SEP-2640; mcpclient.engine.skills): every session says it loads skills
+# itself, so a server that offers plain hosts a skill-loading tool of its own may leave it out.
+SKILLS_EXTENSION = "io.modelcontextprotocol/skills"
 
 Streams = AbstractAsyncContextManager[tuple[Any, Any]]
 
@@ -170,6 +173,7 @@ def open_client(
     ends as a readable tool error. ``notifications/elicitation/complete`` is taken here, before
     ``message_handler`` sees the message. With ``apps`` the client advertises the MCP Apps
     extension (:mod:`mcpclient.core.apps`) on every revision, so the server may list its views.
+    The skills extension (:data:`SKILLS_EXTENSION`, no settings) is advertised always.
     """
 
     async def handle(message: Any) -> None:
@@ -183,7 +187,10 @@ def open_client(
         client_info=client_info,
         message_handler=handle,
         elicitation_callback=elicitation.answer,
-        extensions=[advertise(apps_extension.EXTENSION, apps_extension.settings())] if apps else None,
+        extensions=[
+            *([advertise(apps_extension.EXTENSION, apps_extension.settings())] if apps else []),
+            advertise(SKILLS_EXTENSION),
+        ],
     )
     return client
 

@@ -2,7 +2,7 @@
 
 A "perUser" server is served by that person's own session only (none without a person); every
 other enabled server by its shared session. :class:`Session` and :class:`Sessions` are what the
-prompt and resource code needs of a session and of a hub, so that code works the same on
+prompt, resource and skill code needs of a session and of a hub, so that code works the same on
 :class:`~mcpclient.engine.hub.Hub` and on :class:`~mcpclient.worker.client.RemoteHub`.
 """
 
@@ -28,6 +28,7 @@ class Session(Protocol):
     last_used: float
     resources: Any  # mcpclient.engine.resources.ResourceCatalog
     prompts: Any  # mcpclient.engine.prompts.PromptCatalog, None before its first watch
+    skills: Any  # mcpclient.engine.skills.SkillCatalog
 
     def mark_unavailable_if_closed(self, exc: MCPError) -> bool: ...
 

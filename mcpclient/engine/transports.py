@@ -75,6 +75,8 @@ READ_ONLY_METHODS = frozenset(
         "resources/templates/list",
         "resources/read",
         "completion/complete",
+        "skills/list",  # the skills extension's (mcpclient.engine.skills)
+        "skills/get",
     }
 )
 

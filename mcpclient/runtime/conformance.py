@@ -12,7 +12,10 @@ credentials) exactly as an mcp.json entry would be, and every call goes through
 sign-in is answered by :class:`~mcpclient.engine.authorization.HeadlessConsent` and an elicitation
 with the schema's defaults (the hub's behaviour for any call without a person). No protocol
 code lives here, so a scenario that needs what the product lacks fails the way a user's
-server would.
+server would. The skills extension's scenarios (``sep-2640-*``) list the server's skills and,
+where the scenario loads one, read each skill as ``load_skill`` does (``Hub.read_skill``: its
+``SKILL.md``, then, only if that was verified, the files it names); a refusal is a note, since
+refusing tampered content is what those scenarios check.
 
 Lifecycle: :func:`run_scenario` starts the hub, which returns once the server is ready or has
 failed (bounded by the entry's ``initTimeout``), makes the planned calls one after the other
@@ -33,6 +36,8 @@ from mcpclient.config.entries import parse_server
 from mcpclient.core.results import ToolResult
 from mcpclient.core.state import DiscoveredTool, ServerSnapshot, Status
 from mcpclient.engine.authorization import HeadlessConsent
+from mcpclient.engine.hub import Hub
+from mcpclient.engine.skills import SkillError
 from mcpclient.runtime import new_hub
 
 SCENARIO_ENV = "MCP_CONFORMANCE_SCENARIO"
@@ -175,6 +180,14 @@ PLANS: dict[str, Planner] = {
         PlannedCall("test_mrtr_no_result_type"),
     ),
 }
+# The skills extension (SEP-2640): the hub lists the skills; in these it also loads each one, as a
+# model would with load_skill (no-prefetch checks that listing alone reads no file).
+SKILL_LOADS = frozenset(
+    {"sep-2640-client-verify-digest", "sep-2640-client-verify-size", "sep-2640-client-verify-frontmatter"}
+)
+SKILL_SCENARIOS = SKILL_LOADS | {"sep-2640-client-no-prefetch"}
+PLANS.update({scenario: _calls() for scenario in SKILL_SCENARIOS})
+MAX_SKILLS_LOADED = 10
 # Every auth/* mock server offers "test-tool"; the suite's reference client lists and calls it.
 AUTH_PLAN = _calls(PlannedCall("test-tool"))
 
@@ -289,9 +302,30 @@ async def run_scenario(
                 first = next((line.strip() for line in result.output.splitlines() if line.strip()), "")
                 problem = f"error result: {first[:300] or '(no message)'}"
             report.calls.append(CallOutcome(call, result=result, problem=problem))
+        if scenario in SKILL_SCENARIOS:
+            await hub.load_skills(None, wait=config.timeout)
+            report.notes += await _skills(hub, load=scenario in SKILL_LOADS)
         return report
     finally:
         await hub.stop()
+
+
+async def _skills(hub: Hub, *, load: bool) -> list[str]:
+    """The server's skills, listed; with ``load``, each loaded (SKILL.md, then the files it names)."""
+    notes = []
+    for skill in hub.skills(None)[:MAX_SKILLS_LOADED]:
+        if not load:
+            notes.append(f"skill {skill.label}: listed, not loaded (nothing asked for it)")
+            continue
+        try:
+            text = await hub.read_skill(skill.server, skill.label, "", None)
+            for path in text.others:
+                await hub.read_skill(skill.server, skill.label, path, None)
+        except SkillError as exc:
+            notes.append(f"skill {skill.label}: refused: {exc}")
+        else:
+            notes.append(f"skill {skill.label}: loaded, with {len(text.others)} more files")
+    return notes
 
 
 def run_scenario_sync(

@@ -43,6 +43,7 @@ from mcpclient.engine.progress import Progress, reporting
 from mcpclient.engine.prompts import PromptError
 from mcpclient.engine.resources import ResourceError
 from mcpclient.engine.serving import session_for
+from mcpclient.engine.skills import SkillError
 from mcpclient.runtime import signin
 from mcpclient.telemetry import metrics, tracing
 from mcpclient.worker import wire as worker_wire
@@ -53,7 +54,7 @@ BOOT = uuid.uuid4().hex  # this worker process's id, in every state it sends
 # Requests answered without waiting for the hub's listeners and without the state: they change
 # no server's state the caller must see first (a sign-in's session announces itself when it
 # settles, like every change, on the state group).
-QUERIES = frozenset({"view", "read_resource", "complete", "get_prompt", "signin"})
+QUERIES = frozenset({"view", "read_resource", "complete", "get_prompt", "skills", "read_skill", "signin"})
 
 
 def state_of(hub: Hub) -> dict[str, Any]:
@@ -237,6 +238,12 @@ class HubConsumer(AsyncConsumer):
                     "prompt": worker_wire.prompt_out(prompt),
                     "messages": [dataclasses.asdict(message) for message in messages],
                 }
+            elif op == "skills":
+                await hub.load_skills(args["user_id"], wait=args["wait"])
+                result = [worker_wire.skill_out(skill) for skill in hub.skills(args["user_id"])]
+            elif op == "read_skill":
+                text = await hub.read_skill(args["server"], args["skill"], args["path"], args["user_id"])
+                result = worker_wire.skill_text_out(text)
             elif op == "signin":
                 result = await _signin(args)
             else:
@@ -245,7 +252,7 @@ class HubConsumer(AsyncConsumer):
             if op not in QUERIES:
                 await hub.drain_listeners()
                 reply["state"] = state_of(hub)
-        except (ResourceError, PromptError) as exc:  # a refusal the person reads, not a failure
+        except (ResourceError, PromptError, SkillError) as exc:  # a refusal the person reads, not a failure
             reply = {"refused": worker_wire.refusal_out(exc)}
         except Exception as exc:  # the web process gets the error as text, the worker goes on
             logger.exception("hub request %s failed", op)

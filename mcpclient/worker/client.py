@@ -7,8 +7,8 @@ fresh id and is bounded by its caller's time budget, paused while the person ans
 form and, for a link they opened, until it ends on either side; a call given up on sends
 ``hub.cancel``. No call waits for a worker that is gone: a new ``boot`` id fails the calls sent to
 the old worker at once, and after ``SILENT_AFTER`` seconds of silence the calls in flight fail and
-new ones are refused. Reads, completions and prompts run in the worker on its live sessions: a
-session's ``client`` here is only :data:`IN_WORKER`.
+new ones are refused. Reads, completions, prompts and skills run in the worker on its live
+sessions: a session's ``client`` here is only :data:`IN_WORKER`.
 
 The tour: docs/deployment.md (*What runs where*, *Messages between the processes*, *Calls,
 cancellation and crashes*).
@@ -40,6 +40,7 @@ from mcpclient.engine.progress import tool_call
 from mcpclient.engine.prompts import Catalog as PromptCatalog
 from mcpclient.engine.resources import Completions, ReadResult, ResourceCatalog, ResourceError
 from mcpclient.engine.serving import session_for
+from mcpclient.engine.skills import Skill, SkillCatalog, SkillError, SkillText
 from mcpclient.telemetry import tracing
 from mcpclient.telemetry.metrics import tool_step_so_far
 from mcpclient.worker import wire as worker_wire
@@ -47,6 +48,7 @@ from mcpclient.worker import wire as worker_wire
 logger = logging.getLogger(__name__)
 
 REQUEST_TIMEOUT = 30.0  # seconds an admin action or a query waits for the worker
+SKILLS_FRESH = 5.0  # seconds a person's skills, fetched from the worker, are used without asking again
 
 
 class WorkerUnavailable(RuntimeError):
@@ -86,6 +88,8 @@ class RemoteConnection:
     logs: _Logs = field(default_factory=_Logs)
     resources: ResourceCatalog = field(default_factory=ResourceCatalog)
     prompts: PromptCatalog | None = None
+    # Never listed here: skills are read in the worker (RemoteHub.load_skills and read_skill).
+    skills: SkillCatalog = field(default_factory=SkillCatalog)
     last_used: float = 0.0
 
     def mark_unavailable_if_closed(self, exc: Exception) -> bool:
@@ -133,6 +137,9 @@ class RemoteHub:
         # The sessions as people last loaded them (load_catalogs): (server, None) for a shared
         # session, (server, user id) for a person's own.
         self._views: dict[tuple[str, int | None], RemoteConnection] = {}
+        # The skills each person (None: nobody's own sessions) could use at their last load_skills.
+        self._skills: dict[int | None, list[Skill]] = {}
+        self._skills_at: dict[int | None, tuple[str, float]] = {}  # (boot, monotonic time) of each fetch
         self._calls: dict[str, _Call] = {}
         self._requests: dict[str, asyncio.Future[dict[str, Any]]] = {}
         self._reader: asyncio.Task[None] | None = None
@@ -471,6 +478,38 @@ class RemoteHub:
         )
         messages = [prompts.PromptMessage(**message) for message in found["messages"]]
         return worker_wire.prompt_in(found["prompt"]), messages
+
+    def skills(self, user_id: int | None) -> list[Skill]:
+        """The skills ``user_id`` could use at their last :meth:`load_skills` (none before one)."""
+        return list(self._skills.get(user_id, ()))
+
+    async def load_skills(self, user_id: int | None, *, wait: float = 0.0) -> None:
+        """Fetch the skills ``user_id`` may use from the worker (which waits up to ``wait`` seconds
+        for first listings). A worker that does not answer (or fails) leaves the last picture.
+
+        A fetch younger than :data:`SKILLS_FRESH` seconds (from the same worker) is used as it is:
+        a turn does not pay a hop to the worker for skills that rarely change.
+        """
+        fetched = self._skills_at.get(user_id)
+        if not wait and fetched is not None and fetched[0] == self.boot:
+            if time.monotonic() - fetched[1] < SKILLS_FRESH:
+                return
+        try:
+            found = await self.request("skills", timeout=wait + REQUEST_TIMEOUT, user_id=user_id, wait=wait)
+        except (WorkerUnavailable, RuntimeError) as exc:  # a turn goes on without (new) skills
+            logger.warning("could not load the skills of the MCP servers: %s", exc)
+            return
+        self._skills[user_id] = [worker_wire.skill_in(skill) for skill in found]
+        self._skills_at[user_id] = (self.boot, time.monotonic())
+
+    async def read_skill(self, server: str, skill: str, path: str, user_id: int | None) -> SkillText:
+        """One verified file of a skill, read and checked in the worker; a :class:`SkillError` when not."""
+
+        def unreachable(exc: Exception) -> SkillError:
+            return SkillError(f'MCP server "{server}" is unreachable: {exc}', 502)
+
+        found = await self._query("read_skill", server, unreachable, skill=skill, path=path, user_id=user_id)
+        return worker_wire.skill_text_in(found)
 
     async def open_user_sessions(self, user_id: int, names: Iterable[str]) -> None:
         """Open ``user_id``'s "perUser" sessions in the worker and keep the tools they see.

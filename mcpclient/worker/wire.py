@@ -37,6 +37,7 @@ from mcpclient.engine.resources import (
     ResourceError,
     TemplateEntry,
 )
+from mcpclient.engine.skills import Skill, SkillError, SkillText
 
 LAYER = "hub"  # the channel layer alias of the hop (Redis pub/sub, see settings.CHANNEL_LAYERS)
 HEARTBEAT = 2.0  # seconds between the worker's ``hub.alive`` messages to the state group
@@ -202,17 +203,41 @@ def read_in(data: dict[str, Any]) -> ReadResult:
     return ReadResult(server=data["server"], uri=data["uri"], contents=contents)
 
 
-def refusal_out(exc: ResourceError | PromptError) -> dict[str, Any]:
-    """A refusal the person reads (a read, completion or prompt that cannot be served)."""
+def skill_out(skill: Skill) -> dict[str, Any]:
+    """A listed skill as a plain dict (its manifest stays in the worker, where files are read)."""
+    return dataclasses.asdict(skill)
+
+
+def skill_in(data: dict[str, Any]) -> Skill:
+    """A skill from :func:`skill_out`."""
+    return Skill(**data)
+
+
+def skill_text_out(text: SkillText) -> dict[str, Any]:
+    """A verified skill file as a plain dict."""
+    return dataclasses.asdict(text)
+
+
+def skill_text_in(data: dict[str, Any]) -> SkillText:
+    """A verified skill file from :func:`skill_text_out`."""
+    return SkillText(**{**data, "others": tuple(data["others"])})
+
+
+def refusal_out(exc: ResourceError | PromptError | SkillError) -> dict[str, Any]:
+    """A refusal the person reads (a read, completion, prompt or skill that cannot be served)."""
     if isinstance(exc, ResourceError):
         return {"kind": "resource", "message": str(exc), "status": exc.status}
+    if isinstance(exc, SkillError):
+        return {"kind": "skill", "message": str(exc), "status": exc.status}
     return {"kind": "prompt", "message": str(exc)}
 
 
-def refusal_in(data: dict[str, Any]) -> ResourceError | PromptError:
+def refusal_in(data: dict[str, Any]) -> ResourceError | PromptError | SkillError:
     """The exception :func:`refusal_out` described, raised again on the caller's side."""
     if data["kind"] == "resource":
         return ResourceError(data["message"], data["status"])
+    if data["kind"] == "skill":
+        return SkillError(data["message"], data["status"])
     return PromptError(data["message"])
 
 

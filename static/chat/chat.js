@@ -111,9 +111,17 @@ const composer = new Composer({
 
 const attacher = new Attacher({ form: document.getElementById("composer") });
 
-// "/" in the composer: console commands and MCP prompts (a prompt on the landing starts a conversation).
+// "/" in the composer: console commands, MCP prompts (a prompt on the landing starts a conversation)
+// and MCP skills, which attach to the message like resources (resources.js).
 new SlashMenu({
   composer,
+  onSkill: (skill) => {
+    const problem = skill.problem
+      ? `The skill ${skill.label} of ${skill.server} cannot be loaded: ${skill.problem}.`
+      : attacher.attachSkill(skill);
+    if (problem) showError(problem);
+    return problem;
+  },
   onPrompt: async (frame) => {
     if (page.conversation !== null) return send(frame);
     page.pendingFrame = frame;

@@ -6,6 +6,10 @@
 // A message being edited shows its attachments as the same removable chips, with a button that
 // opens this picker for it (Attacher.editor, used by messages.js through chat.js).
 //
+// Skills (chosen in the "/" menu, slash.js) are attached the same way, as chips marked "skill"
+// ({server, uri, kind: "skill"}, the URI of the skill's SKILL.md); the viewer reads a skill's
+// SKILL.md, verified, through GET /api/skills/read/.
+//
 // Safety: everything a server sends is untrusted. Names, URIs, text and JSON go in as text; the
 // only HTML inserted is Markdown the server rendered and sanitised (boocode/chat/rendering.py);
 // images only as data: URLs of raster types (never SVG as markup); links open in a new tab with
@@ -128,18 +132,20 @@ function renderItem(item) {
   return box;
 }
 
-// Read a resource through the hub and show it; `server` is whose it is (a tool card's server).
-async function openResource({ server, uri, name }) {
+// Read a resource (or a skill's SKILL.md) through the hub and show it; `server` is whose it is.
+async function openResource({ server, uri, name, kind }) {
   const view = viewerDialog();
   const token = ++view.token;
-  view.title.textContent = name || uri;
+  view.title.textContent = kind === "skill" ? `Skill ${name || uri}` : name || uri;
   view.where.textContent = `${server} · ${uri}`;
   view.body.replaceChildren(el("p", "note", "Loading…"));
   view.error.hidden = true;
   if (!view.dialog.open) view.dialog.showModal();
   view.close.focus();
   try {
-    const data = await getJson("/api/resources/read/", { server, uri, conversation: currentConversation() });
+    const data = kind === "skill"
+      ? await getJson("/api/skills/read/", { server, skill: uri })
+      : await getJson("/api/resources/read/", { server, uri, conversation: currentConversation() });
     if (token !== view.token) return;
     view.body.replaceChildren(...(data.contents || []).map(renderItem));
     if (!(data.contents || []).length) view.body.replaceChildren(el("p", "note", "The resource is empty."));
@@ -154,10 +160,11 @@ async function openResource({ server, uri, name }) {
 function resourceButton(className, server, item) {
   const button = el("button", className);
   button.type = "button";
+  if (item.kind === "skill") button.append(el("span", "chip-kind", "skill"));
   button.append(el("span", "resource-name", label(item)));
   if (item.uri && label(item) !== item.uri) button.append(el("span", "resource-uri", item.uri));
   button.title = `Open ${item.uri} (${server})`;
-  button.addEventListener("click", () => openResource({ server, uri: item.uri, name: label(item) }));
+  button.addEventListener("click", () => openResource({ server, uri: item.uri, name: label(item), kind: item.kind }));
   return button;
 }
 
@@ -177,7 +184,7 @@ export function showAttachments(article, body, message) {
   const attached = Array.isArray(message.attachments) ? message.attachments : [];
   if (!attached.length) return;
   const list = el("ul", "message-attachments");
-  list.setAttribute("aria-label", "Attached resources");
+  list.setAttribute("aria-label", "Attached resources and skills");
   for (const item of attached) {
     const li = el("li");
     const chip = resourceButton("attachment-chip", item.server, item);
@@ -188,16 +195,18 @@ export function showAttachments(article, body, message) {
   body.after(list);
 }
 
-// Removable chips of resources to send ({server, uri, name}); `onRemove(item)` when one is removed.
+// Removable chips of resources and skills to send ({server, uri, name, kind?}); `onRemove(item)`
+// when one is removed.
 function renderChips(list, items, onRemove) {
   list.replaceChildren();
   for (const item of items) {
     const li = el("li", "attachment-chip pending");
+    if (item.kind === "skill") li.append(el("span", "chip-kind", "skill"));
     li.append(el("span", "resource-name", item.name));
     li.title = `${item.server} · ${item.uri}`;
     const remove = el("button", "chip-remove", "×");
     remove.type = "button";
-    remove.setAttribute("aria-label", `Remove ${item.name}`);
+    remove.setAttribute("aria-label", `Remove ${item.kind === "skill" ? "skill " : ""}${item.name}`);
     remove.addEventListener("click", () => onRemove(item));
     li.append(remove);
     list.append(li);
@@ -207,10 +216,16 @@ function renderChips(list, items, onRemove) {
 
 // Adds `item` to `items` unless it is there already; an error text when the list is full.
 function addChip(items, item) {
-  if (items.some((other) => other.server === item.server && other.uri === item.uri)) return "";
-  if (items.length >= MAX_ATTACHMENTS) return `At most ${MAX_ATTACHMENTS} resources can be attached to one message.`;
-  items.push({ server: item.server, uri: item.uri, name: label(item) });
+  const kind = item.kind === "skill" ? "skill" : undefined;
+  if (items.some((other) => other.server === item.server && other.uri === item.uri && other.kind === kind)) return "";
+  if (items.length >= MAX_ATTACHMENTS) return `At most ${MAX_ATTACHMENTS} resources and skills can be attached to one message.`;
+  items.push({ server: item.server, uri: item.uri, name: label(item), ...(kind ? { kind } : {}) });
   return "";
+}
+
+// What a frame carries of the chips: {server, uri}, and kind "skill" for a skill.
+function frameItems(items) {
+  return items.map(({ server, uri, kind }) => ({ server, uri, ...(kind ? { kind } : {}) }));
 }
 
 // The attachments of a message being edited (messages.js): its chips, removable, and a button
@@ -249,7 +264,7 @@ class EditAttachments {
   }
 
   take() {
-    return this.items.map(({ server, uri }) => ({ server, uri }));
+    return frameItems(this.items);
   }
 }
 
@@ -312,6 +327,14 @@ export class Attacher {
       opener.focus();
     });
     Object.assign(this, { dialog, search, results, template, error });
+  }
+
+  // A skill chosen in the "/" menu (slash.js): a chip like a resource's, marked "skill". Returns an
+  // error text, or "" when it was attached.
+  attachSkill(skill) {
+    const problem = addChip(this.items, { server: skill.server, uri: skill.uri, name: skill.label, kind: "skill" });
+    if (!problem) this.render();
+    return problem;
   }
 
   // The chips and picker of a message being edited (messages.js): see EditAttachments.
@@ -494,7 +517,7 @@ export class Attacher {
 
   // What the user_message frame carries; the chips go (they come back if the server refuses it).
   take() {
-    const taken = this.items.map(({ server, uri }) => ({ server, uri }));
+    const taken = frameItems(this.items);
     this.lastSent = this.items;
     this.items = [];
     this.render();

@@ -7,10 +7,15 @@
 // the person reads, edits and sends it. A prompt that cannot be one message (the assistant's turns
 // in it, or too long) is shown in the form and goes in as it is, by a `prompt` frame
 // {server, name, arguments}, once the person says "Send prompt" (docs/protocol.md).
+// The menu also lists the skills of the MCP servers (GET /api/skills/, with their server and
+// description): choosing one attaches it to the message, as a chip beside the attached
+// resources (resources.js); the turn reads its SKILL.md, verified, for the model. A skill that
+// cannot be loaded is listed with the reason and is not attached.
 //
 // The box stays a plain text box for assistive technology: it points at the list with
 // aria-controls and at the highlighted option with aria-activedescendant, and the number of
-// matches is announced. Names, titles and descriptions come from MCP servers: text only.
+// matches is announced. Names, titles and descriptions come from MCP servers: text only (never
+// innerHTML), and a skill's text is never run: it only goes to the model, marked as the server's.
 
 import { announce, el, getJSON, post } from "./dom.js";
 
@@ -296,18 +301,20 @@ class PromptForm {
 }
 
 export class SlashMenu {
-  // `onPrompt(frame)` sends a prompt frame (resolves to true when it went out).
-  constructor({ composer, onPrompt }) {
+  // `onPrompt(frame)` sends a prompt frame (resolves to true when it went out); `onSkill(skill)`
+  // attaches a skill to the message being written (an error text, or "" when it was attached).
+  constructor({ composer, onPrompt, onSkill }) {
     this.composer = composer;
     this.input = composer.input;
     this.onPrompt = onPrompt;
+    this.onSkill = onSkill;
     this.data = null;
     this.loading = null;
     this.form = null;
     this.input.setAttribute("aria-haspopup", "listbox");
     this.options = new OptionList(this.input, {
       className: "slash-menu",
-      label: "Commands and prompts",
+      label: "Commands, prompts and skills",
       onChoose: (value) => this.choose(value),
     });
     composer.form.classList.add("has-slash-menu");
@@ -351,13 +358,14 @@ export class SlashMenu {
   }
 
   async load() {
-    try {
-      this.data = await getJSON("/api/prompts/");
-    } catch {
-      this.data = null;
-    }
+    // The skills are a list of their own: a server that lists none (or fails) leaves the prompts.
+    const [prompts, skills] = await Promise.all([
+      getJSON("/api/prompts/").catch(() => null),
+      getJSON("/api/skills/").catch(() => null),
+    ]);
+    this.data = prompts ? { ...prompts, skills: Array.isArray(skills?.skills) ? skills.skills : [] } : null;
     this.loading = null;
-    // Read again on the next "/": prompts come and go with their servers.
+    // Read again on the next "/": prompts and skills come and go with their servers.
     setTimeout(() => { this.data = null; }, 10000);
   }
 
@@ -386,13 +394,27 @@ export class SlashMenu {
         value: { kind: "prompt", prompt },
       });
     }
+    for (const skill of data.skills || []) {
+      if (!matches(words, skill.label, skill.name, skill.server, "skill")) continue;
+      entries.push({
+        group: "Skills",
+        label: skill.label,
+        note: `from ${skill.server}`,
+        detail: skill.problem ? `Cannot be loaded: ${skill.problem}` : skill.description,
+        value: { kind: "skill", skill },
+      });
+    }
     const shown = entries.slice(0, MAX_SHOWN);
     this.options.show(shown);
-    announce(shown.length ? `${shown.length} match${shown.length === 1 ? "" : "es"}` : "No matching command or prompt");
+    announce(shown.length ? `${shown.length} match${shown.length === 1 ? "" : "es"}` : "No matching command, prompt or skill");
   }
 
   choose(value) {
     this.options.hide();
+    if (value.kind === "skill") {
+      this.attachSkill(value.skill);
+      return;
+    }
     if (value.kind === "command") {
       this.input.value = value.command.insert;
       this.composer.autosize();
@@ -406,6 +428,16 @@ export class SlashMenu {
       return;
     }
     this.openForm(prompt);
+  }
+
+  // Attach the skill (its chip goes beside the attached resources) and clear the "/…" typed to find
+  // it; a skill that cannot be attached stays out, and onSkill has said why.
+  attachSkill(skill) {
+    const problem = this.onSkill(skill);
+    if (!problem && this.query() !== null) this.input.value = "";
+    this.composer.autosize();
+    this.input.focus();
+    if (!problem) announce(`Skill ${skill.label} from ${skill.server} attached to your message`);
   }
 
   openForm(prompt) {

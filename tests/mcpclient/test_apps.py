@@ -23,6 +23,7 @@ from mcpclient.config.shapes import SHAPES, entry_for
 from mcpclient.core import apps
 from mcpclient.core.state import Status
 from mcpclient.engine.hub import Hub
+from mcpclient.engine.protocol import SKILLS_EXTENSION
 from mcpclient.models import McpServer, McpTool
 from mcpclient.runtime.sync import persist_snapshot, sync_servers
 from mcpclient.worker.wire import discovered_in
@@ -274,12 +275,13 @@ async def test_the_extension_is_advertised_on_every_wire_unless_turned_off(
     for wire, (_, version) in WIRES.items():
         assert versions[wire] == version
         extensions = (await declared(hub, wire)).get("extensions")
-        assert extensions == {apps.EXTENSION: {"mimeTypes": [apps.MIME_TYPE]}}, wire
-    assert "extensions" not in await declared(hub, "off")  # the server's "apps": false
+        # (The skills extension is advertised always: mcpclient.engine.skills.)
+        assert extensions == {apps.EXTENSION: {"mimeTypes": [apps.MIME_TYPE]}, SKILLS_EXTENSION: {}}, wire
+    assert (await declared(hub, "off"))["extensions"] == {SKILLS_EXTENSION: {}}  # the server's "apps": false
 
     whole = Hub(base_dir=ROOT, allowed_commands=TEST_COMMANDS, apps=False)  # BOOCODE_APPS off
     try:
         await whole.start([make_config("stdio2026", modern_servers("stdio2026"))])
-        assert "extensions" not in await declared(whole, "stdio2026")
+        assert (await declared(whole, "stdio2026"))["extensions"] == {SKILLS_EXTENSION: {}}
     finally:
         await whole.stop()

@@ -48,7 +48,8 @@ REDIS_URL = redis_url()  # a database of this worker's own
 REDIS_PREFIX = f"boocode-db{REDIS_URL.rsplit('/', 1)[1]}"  # settings.py names the layer's channels so
 # Of the toolbox; "writes" adds write_note, whose every call needs the person's approval.
 # "meta": request_meta answers with its request's _meta (the trace context across the hop).
-FEATURES = ("progress", "questions", "resources", "prompts", "logs", "writes", "meta", "apps")
+# "skills": skills served by the skills extension (listed, read and verified in the worker).
+FEATURES = ("progress", "questions", "resources", "prompts", "logs", "writes", "meta", "apps", "skills")
 TIMEOUT_S = 8  # the toolbox's "timeout" in mcp.json: a call never waits longer (plus the grace)
 SECRET_KEY = f"hub-worker-test-{uuid.uuid4().hex}"  # shared by the deployment's processes
 METRICS_TOKEN = f"metrics-{uuid.uuid4().hex}"  # every process's /metrics, the hub worker's included
@@ -175,6 +176,10 @@ def deployment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployment]
             "BOOCODE_HUB_CHANNEL": f"hubtest-{uuid.uuid4().hex[:12]}",
             "BOOCODE_MCP_STDIO_COMMANDS": PYTHON,
             "BOOCODE_MCP_AUTOSTART": "1",
+            # Every tool in every model request (these tests look at them), unless AGENTS.md says
+            # otherwise (the tool search test does).
+            "BOOCODE_TOOL_SEARCH_TOOLS": "10000",
+            "BOOCODE_TOOL_SEARCH_TOKENS": "10000000",
             "BOOCODE_PUBLIC_URL": f"http://127.0.0.1:{port_b}",  # sign-ins come back to B
             "BOOCODE_SECRET_KEY": SECRET_KEY,  # the hub's messages are signed with a key from it
             # Traces and metrics (docs/operations.md): every process exports its spans to the
@@ -417,6 +422,28 @@ def test_a_views_calls_go_through_the_worker_behind_the_same_approval(deployment
     asyncio.run(run())
 
 
+def test_tool_search_ranks_the_tools_the_worker_holds(deployment: Deployment) -> None:
+    """An agent with toolSearch: always gets the search tool, which ranks the worker's tools."""
+    agents = Path(deployment.env["BOOCODE_DATA_DIR"]) / "AGENTS.md"
+
+    async def run() -> None:
+        async with Tab.live(deployment.ports[0], deployment.accounts[2], take_status=False) as tab:
+            await _ready_status(tab)
+            since = len(deployment.llm.requests)
+            call, end = await tab.turn('tool tool_search {"query": "count the steps and report progress"}')
+            assert end["status"] == "complete"
+            offered = [tool["function"]["name"] for tool in deployment.llm.requests[since].get("tools", [])]
+            assert "tool_search" in offered and len(offered) < 10
+            found = [tool["name"] for tool in json.loads(call["output"])["tools"]]
+            assert found[0] == "toolbox_count_steps", found
+
+    agents.write_text("## Searcher\n---\ntoolSearch: always\n---\nFind your tools.\n")
+    try:
+        asyncio.run(run())
+    finally:
+        agents.unlink()
+
+
 @contextlib.asynccontextmanager
 async def signed_in(account: dict[str, Any]) -> Any:
     """An HTTP client with ``account``'s session (cookies of 127.0.0.1 go to both web processes)."""
@@ -486,6 +513,40 @@ def test_resources_completions_and_prompts_are_served_by_the_worker(deployment: 
             assert (await a.next("turn_end"))["status"] == "complete"
             sent = deployment.llm.requests[since]["messages"][-1]["content"]
             assert "The toolbox reads you this note." in sent and 'server="toolbox"' in sent
+
+    asyncio.run(run())
+
+
+def test_skills_are_listed_read_and_verified_in_the_worker(deployment: Deployment) -> None:
+    port_a, port_b = deployment.ports
+
+    async def run() -> None:
+        async with signed_in(deployment.accounts[0]) as session:
+            base = f"http://127.0.0.1:{port_b}/api"
+            listed = await _json(session, f"{base}/skills/")
+            assert [(s["server"], s["label"]) for s in listed["skills"]] == [
+                ("toolbox", "pdf-forms"),
+                ("toolbox", "git-workflow"),
+                ("toolbox", "release-notes"),
+                ("toolbox", "daily-report"),
+            ]
+            read = await _json(session, f"{base}/skills/read/?server=toolbox&skill=pdf-forms")
+            assert read["contents"][0]["text"].startswith("name: pdf-forms")  # its frontmatter, then
+            refused = await _json(session, f"{base}/skills/read/?server=toolbox&skill=daily-report", 409)
+            assert 'the skill "daily-report" cannot be loaded' in refused["error"]  # a refusal, not a failure
+
+        async with Tab.live(port_a, deployment.accounts[0], take_status=False) as a:
+            await _ready_status(a)
+            for file, said in [
+                ("references/FORMS.md", "the bank account, checked before sending"),
+                ("examples/changelog.md", "file examples/changelog.md: its SHA-256 digest is sha256:"),
+            ]:
+                since = len(deployment.llm.requests)
+                skill = "pdf-forms" if file.startswith("references") else "release-notes"
+                asked = {"server": "toolbox", "skill": skill, "file": file}
+                await _start_turn(a, f"tool load_skill {json.dumps(asked)}")
+                assert (await a.next("turn_end"))["status"] == "complete"
+                assert said in deployment.llm.requests[since + 1]["messages"][-1]["content"]
 
     asyncio.run(run())
 

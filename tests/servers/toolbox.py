@@ -19,7 +19,8 @@ icons (https, javascript:, a small and an oversized data: image) and an ``output
 groups in ``tests/servers/toolbox_<name>.py``: progress, logs, resources, prompts, writes
 (tools with ``readOnlyHint: false``), questions (elicitation in form and URL mode), hang
 (a tool after which the server answers nothing, pings included), meta (a tool that returns its
-request's ``_meta``) and apps (tools with MCP Apps views and visibilities).
+request's ``_meta``), apps (tools with MCP Apps views and visibilities) and skills (skills served
+by the skills extension, SEP-2640).
 """
 
 from __future__ import annotations
@@ -57,7 +58,18 @@ class Forecast(BaseModel):
 
 # Optional groups of tools, resources and prompts, each in tests/servers/toolbox_<name>.py with a
 # ``register(server)`` function; off by default so that the tool counts other tests rely on stay put.
-FEATURES = ("progress", "logs", "resources", "prompts", "writes", "questions", "hang", "meta", "apps")
+FEATURES = (
+    "progress",
+    "logs",
+    "resources",
+    "prompts",
+    "writes",
+    "questions",
+    "hang",
+    "meta",
+    "apps",
+    "skills",
+)
 
 
 def add_feature(server: MCPServer, name: str) -> None:
