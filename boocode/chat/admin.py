@@ -136,7 +136,8 @@ class AgentAdmin(admin.ModelAdmin):
     search_fields = ("name", "description")
     fields = (
         "name", "description", "patterns", "resolved_tools", "unmatched", "model_display", "temperature",
-        "top_p", "max_tool_calls", "prompt", "extra", "line", "is_builtin", "error", "updated_at",
+        "top_p", "max_tool_calls", "tool_search", "pinned", "skills", "prompt", "extra", "line", "is_builtin",
+        "error", "updated_at",
     )
     readonly_fields = ("patterns", "resolved_tools", "unmatched", "model_display")
 

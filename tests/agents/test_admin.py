@@ -14,6 +14,8 @@ FILE = """\
 ---
 description: reads
 tools: [view_file, gerp, list_dir]
+toolSearch: always
+pinned: [view_file]
 ---
 Read.
 
@@ -53,6 +55,7 @@ def test_change_page_is_read_only_and_lists_resolved_tools(admin_client, synced)
     assert "<code>view_file</code> (native)" in body and "<code>list_dir</code> (native)" in body
     assert "<code>grep</code>" not in body
     assert "view_file, gerp, list_dir" in body
+    assert '<div class="readonly">always</div>' in body  # toolSearch
     assert 'name="_save"' not in body  # no save button: the file is the source
 
     assert admin_client.post(url, {"name": "Renamed"}).status_code == 403
