@@ -225,7 +225,7 @@ def _context(
             history=history,
             current=lambda: agent_tools(agent, user_id=user_id),
         )
-        tools, definitions = [*allowed, deferred.tool], []  # any of them may be called by name
+        tools, definitions = [*deferred.tools, deferred.tool], []  # any of them may be called by name
     else:
         tools, definitions = within_model_bounds(allowed)
     return TurnContext(

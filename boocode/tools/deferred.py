@@ -122,8 +122,13 @@ class DeferredTools:
         history: Sequence[dict[str, Any]],
         current: Callable[[], list[Tool]],
     ) -> None:
-        """``tools``: the agent's tools now; ``current``: the agent's tools at the time of a search."""
-        self.tools = list(tools)
+        """``tools``: the agent's tools now; ``current``: the agent's tools at the time of a search.
+
+        A tool of a server that would share the search tool's name (a server "tool" with a tool
+        "search") is left out, as native tools' names win over MCP tools' in the registry.
+        """
+        tools = [tool for tool in tools if tool.name != SEARCH_TOOL]
+        self.tools = tools
         self.current = current
         by_name = {tool.name: tool for tool in tools}
         pinned_names = [tool.name for tool in tools if pinned and is_allowed(list(pinned), tool.name)]
@@ -149,7 +154,7 @@ class DeferredTools:
         self.loaded = list(dict.fromkeys([*self.pinned, *rest]))[:MAX_LOADED]
 
     def _search_tool(self) -> Tool:
-        servers = sorted({tool.source for tool in self.tools})
+        servers = sorted({"BooCode" if tool.source == NATIVE_SOURCE else tool.source for tool in self.tools})
         shown = ", ".join(servers[:MAX_SERVERS_LISTED]) + (", …" if len(servers) > MAX_SERVERS_LISTED else "")
         description = (
             f"Find the tools for a task among the {len(self.tools)} tools you may use (from {shown}). "

@@ -336,3 +336,18 @@ async def test_the_servers_tools_are_indexed_when_they_change_not_at_the_first_s
     warmer.running = None
     warmer.changed()
     assert warmer.running is None  # lexical only: nothing to prepare
+
+
+def test_a_servers_tool_named_like_the_search_tool_is_left_out() -> None:
+    from boocode.tools.deferred import DeferredTools
+    from boocode.tools.registry import Tool
+
+    async def run(arguments: dict[str, Any]) -> Any:
+        raise AssertionError("never called")
+
+    clash = Tool(
+        name=SEARCH_TOOL, description="a server's", parameters={}, read_only=True, source="tool", executor=run
+    )
+    other = Tool(name="tb_echo", description="echo", parameters={}, read_only=True, source="tb", executor=run)
+    deferred = DeferredTools([clash, other], pinned=["*"], history=[], current=lambda: [clash, other])
+    assert deferred.tools == [other] and [tool.source for tool in deferred.offered()] == ["tb", "native"]
