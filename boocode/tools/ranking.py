@@ -57,6 +57,12 @@ K1, B = 1.2, 0.75
 # Field weights of the lexical score (the name, split into words, says most).
 WEIGHTS = {"name": 3.0, "title": 2.0, "server": 1.5, "description": 1.0, "parameters": 0.6, "about": 0.4}
 EMBEDDING_CACHE = 20_000  # texts whose embeddings are kept
+# A request of several steps ("find the failing job, then open an issue about it") is ranked
+# for the whole and for its first step, weighted FIRST_STEP_WEIGHT: what the model needs first.
+FIRST_STEP_WEIGHT = 0.5
+_NEXT_STEP = re.compile(
+    r",?\s+(?:and then|then|and after that|after that|so that|so i can|and)\s+|[;.]\s+", re.IGNORECASE
+)
 
 STOP_WORDS = frozenset(
     """a an the and or of to in on for with from by at as is are be been was were it its this that these
@@ -163,6 +169,17 @@ def stem(word: str) -> str:
                 return word
             return word[: len(word) - len(suffix)] + replacement
     return word
+
+
+def first_step(query: str) -> str:
+    """The first step of a request of several ("" when it has one)."""
+    first = _NEXT_STEP.split(query, maxsplit=1)[0].strip()
+    return first if first and first != query else ""
+
+
+def _weighed(whole: list[float], step: list[float]) -> list[float]:
+    """Scores for a whole request and for its first step, weighed together."""
+    return [(1 - FIRST_STEP_WEIGHT) * a + FIRST_STEP_WEIGHT * b for a, b in zip(whole, step, strict=True)]
 
 
 def words(text: str) -> list[str]:
@@ -286,15 +303,28 @@ class Index:
                 scores[number] += idf * frequency * (K1 + 1) / (frequency + norm)
         return scores
 
+    def _scaled_lexical(self, query: str, first: str) -> list[float]:
+        """The lexical scores scaled into 0..1, the first step weighed in when there is one."""
+        scaled = [min(score / LEXICAL_SCALE, 1.0) for score in self.lexical(query)]
+        if not first:
+            return scaled
+        step = [min(score / LEXICAL_SCALE, 1.0) for score in self.lexical(first)]
+        return _weighed(scaled, step)
+
     def rank(self, query: str, *, limit: int = DEFAULT_LIMIT, recent: Iterable[str] = ()) -> list[Hit]:
         """The best ``limit`` tools for ``query``, best first; ``[]`` when no tool fits."""
         query = " ".join(query.split())[:MAX_QUERY_CHARS]
         if not query or not self.documents:
             return []
-        lexical = [min(score / LEXICAL_SCALE, 1.0) for score in self.lexical(query)]
+        first = first_step(query)
+        lexical = self._scaled_lexical(query, first)
         used = set(recent)
         if self.encoder is not None and self.vectors is not None:
-            semantic = (self.vectors @ self.encoder.encode([query])[0]).tolist()
+            vectors = self.encoder.encode([query, first] if first else [query])
+            semantic = (self.vectors @ vectors[0]).tolist()
+            if first:
+                step = (self.vectors @ vectors[1]).tolist()
+                semantic = _weighed(semantic, step)
             if max(semantic) < NO_FIT and max(lexical) < NO_FIT_WORDS:
                 return []
             pairs = zip(semantic, lexical, strict=True)

@@ -351,3 +351,15 @@ def test_a_servers_tool_named_like_the_search_tool_is_left_out() -> None:
     other = Tool(name="tb_echo", description="echo", parameters={}, read_only=True, source="tb", executor=run)
     deferred = DeferredTools([clash, other], pinned=["*"], history=[], current=lambda: [clash, other])
     assert deferred.tools == [other] and [tool.source for tool in deferred.offered()] == ["tb", "native"]
+
+
+def test_a_request_of_several_steps_is_ranked_for_its_first_step_too() -> None:
+    assert (
+        ranking.first_step("find the failing CI job, then open an issue about it")
+        == "find the failing CI job"
+    )
+    assert ranking.first_step("read the file and summarise it") == "read the file"
+    assert ranking.first_step("list pull requests") == ""
+    index = catalog_index()
+    first = top(index, "show me the tree of files in my project, then open an issue about it", limit=5)
+    assert first[0] == "files/directoryTree" and "tracker/create_issue" in first
