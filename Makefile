@@ -39,7 +39,8 @@ run: install
 	@echo "BooCode: http://$(HOST):$(PORT)/ (Ctrl-C stops)"
 	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" HOST=$(HOST) PORT=$(PORT) PYTHON=$(VENV)/bin/python exec scripts/serve
 
-# What the tests need beyond Python packages: the third-party MCP server (npm) and Chromium.
+# What the tests need beyond Python packages: the third-party MCP servers (npm, uvx), Chromium and
+# bubblewrap (sandboxed stdio servers).
 tests/node/node_modules/.installed: tests/node/package.json
 	cd tests/node && npm install --no-audit --no-fund --loglevel=error
 	@touch $@
@@ -57,9 +58,17 @@ $(SKILLS_VENV)/.installed: tests/python/agentskills/requirements.txt
 	$(SKILLS_VENV)/bin/python -m pip install --quiet -r tests/python/agentskills/requirements.txt
 	@touch $@
 
+# The published time server in a uv cache of the tests' own, as `uvx` fetched it, so that a sandboxed
+# `uvx --offline` server starts without the network (tests/mcpclient/test_sandbox.py).
+UVX_CACHE := tests/python/uvx-cache
+$(UVX_CACHE)/.installed: $(VENV)/.installed
+	UV_CACHE_DIR=$(UVX_CACHE) $(VENV)/bin/uvx --from mcp-server-time==2026.10.19 mcp-server-time </dev/null
+	@touch $@
+
 test-deps: install-dev tests/node/node_modules/.installed tests/node/gitlab/node_modules/.installed \
-		$(SKILLS_VENV)/.installed
+		$(SKILLS_VENV)/.installed $(UVX_CACHE)/.installed
 	@test -x /usr/bin/chromium || (apt-get -o DPkg::Lock::Timeout=600 update -qq && DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y -qq chromium >/dev/null)
+	@test -x /usr/bin/bwrap || (apt-get -o DPkg::Lock::Timeout=600 update -qq && DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y -qq bubblewrap >/dev/null)
 
 ## Install what the tests need, then run the whole suite (scripts/run-tests): ruff; everything but
 ## the page on SQLite; then the page in Chromium while the database tests run again on PostgreSQL

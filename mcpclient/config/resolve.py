@@ -21,6 +21,7 @@ from mcpclient.config.document import read_bounded, shown_value
 from mcpclient.config.dotenv import parse_env_file
 from mcpclient.config.entries import PLACEHOLDER_RE, URL_KEYS, EntryChecker, check_url
 from mcpclient.config.model import STDIO, ConfigError, OAuthConfig, OAuthSecrets, ResolvedServer, ServerConfig
+from mcpclient.config.sandbox import plan_sandbox, sandboxed
 
 # VS Code's and Cursor's predefined variables, written without "env:".
 _PREDEFINED = ("userHome", "workspaceFolder")
@@ -197,6 +198,8 @@ def resolve_server(
     environ: Mapping[str, str] | None = None,
     allowed_commands: Sequence[str] | None = None,
     input_value: InputLookup | None = None,
+    sandbox_required: bool | None = None,
+    sandbox_hidden: Sequence[Path] | None = None,
 ) -> ResolvedServer:
     """Prepare ``config`` for connecting. Raises ``ConfigError``.
 
@@ -213,6 +216,11 @@ def resolve_server(
       from ``environ`` when set there and not given. The SDK's ``stdio_client`` itself only
       passes HOME, LOGNAME, PATH, SHELL, TERM and USER on top of ``env=``, so TLS settings
       for npx/uvx behind a custom CA must come from here.
+    * stdio ``sandbox`` (or every stdio server with ``sandbox_required``, default
+      ``settings.MCP_STDIO_SANDBOX == "required"``): its paths are expanded like ``args`` and
+      checked, bubblewrap must be on BooCode's PATH, and ``sandbox_hidden`` (default
+      ``settings.MCP_SANDBOX_HIDDEN``) is kept from the server (see
+      :func:`mcpclient.config.sandbox.plan_sandbox`).
     * http/sse: ``env`` is empty; envFile values only feed the url/header placeholders.
     """
     if environ is None:
@@ -245,8 +253,26 @@ def resolve_server(
         if config.cwd is not None:
             cwd_path = Path(expand(config.cwd, "cwd")).expanduser()
             cwd = str(cwd_path if cwd_path.is_absolute() else base_dir / cwd_path)
+        if sandbox_required is None:
+            sandbox_required = settings.MCP_STDIO_SANDBOX == "required"
+        sandbox = sandboxed(config, required=sandbox_required)
+        plan = None
+        if sandbox is not None:
+            plan = plan_sandbox(
+                check,
+                sandbox,
+                expand=expand,
+                base_dir=base_dir,
+                command=command,
+                env=env,
+                # The SDK's default environment gives the server BooCode's HOME unless env sets one.
+                home=env.get("HOME") or environ.get("HOME") or str(Path.home()),
+                cwd=cwd,
+                hidden=settings.MCP_SANDBOX_HIDDEN if sandbox_hidden is None else sandbox_hidden,
+                search_path=lookup_path(environ.get("PATH")),
+            )
         return ResolvedServer(
-            config=config, command=command, args=args, env=env, cwd=cwd, url=None, headers={}
+            config=config, command=command, args=args, env=env, cwd=cwd, url=None, headers={}, sandbox=plan
         )
 
     if config.url is None:

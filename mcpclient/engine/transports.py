@@ -7,8 +7,9 @@ SDK's ``Client`` runs on. The hub's owner task enters and exits it (anyio requir
 transport to be closed in the task that opened it) and nobody else touches it.
 
 * **stdio**: :func:`mcpclient.engine.stdio.stdio_streams` starts the child without a shell,
-  from the checked command and argument list, in a process group of its own, reads its lines
-  within bounds and watches it. Its stderr goes to a pipe read by a task of its own; every
+  from the checked command and argument list, in a process group of its own (under bubblewrap
+  for a sandboxed server: :mod:`mcpclient.engine.sandbox`), reads its lines within bounds and
+  watches it. Its stderr goes to a pipe read by a task of its own; every
   line reaches ``on_stderr`` (the hub keeps a bounded tail for the admin). Leaving closes
   stdin, then SIGTERM to the group, then SIGKILL; the reader gets a second to drain what the
   child wrote last.
@@ -18,8 +19,11 @@ transport to be closed in the task that opened it) and nobody else touches it.
   :class:`FirstAnswer` hook may record how the server answered, for the hub's legacy SSE
   fallback.
   Its connection pool sits behind a :class:`DeliveryGuard`: one failed POST is that request's
-  error (readable), not the end of the session.
-* **SSE** (legacy): the SDK's ``sse_client`` with the same headers and auth, on a bounded client.
+  error (readable), not the end of the session. It connects through the egress policy
+  (:mod:`mcpclient.engine.egress`): the server's own host and port as declared, any other host
+  checked.
+* **SSE** (legacy): the SDK's ``sse_client`` with the same headers and auth, on a bounded client
+  with the same egress policy.
 
 :class:`EndWatcher` wraps a receive stream so the hub learns at once when it ends (child
 exited, connection lost).
@@ -29,9 +33,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import os
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Collection
 from typing import Any
 
 import anyio
@@ -41,6 +46,9 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import MCP_DEFAULT_SSE_READ_TIMEOUT, MCP_DEFAULT_TIMEOUT
 
 from mcpclient.config.model import SSE, STDIO, ResolvedServer
+from mcpclient.core import egress
+from mcpclient.core.egress import Endpoint
+from mcpclient.engine.egress import EgressTransport
 from mcpclient.engine.inbound import (
     KEEPALIVE,
     MAX_MESSAGE_BYTES,
@@ -49,6 +57,7 @@ from mcpclient.engine.inbound import (
     bounded_client,
     posted,
 )
+from mcpclient.engine.sandbox import bwrap_argv
 from mcpclient.engine.stdio import stdio_streams
 
 logger = logging.getLogger("mcpclient.hub")
@@ -201,13 +210,16 @@ def _error_answer(request: httpx2.Request, text: str) -> httpx2.Response:
     return httpx2.Response(502, json={"jsonrpc": "2.0", "id": message["id"], "error": error}, request=request)
 
 
-def http_client(headers: dict[str, str] | None, auth: httpx2.Auth | None) -> httpx2.AsyncClient:
-    """An httpx2 client like the SDK's (its timeouts, redirects off) over a :class:`DeliveryGuard`."""
+def http_client(
+    headers: dict[str, str] | None, auth: httpx2.Auth | None, declared: Collection[Endpoint] = ()
+) -> httpx2.AsyncClient:
+    """An httpx2 client like the SDK's (its timeouts, redirects off) over a :class:`DeliveryGuard`,
+    connecting where the egress policy allows (``declared``: the server's own endpoints)."""
     return httpx2.AsyncClient(
         headers=headers,
         auth=auth,
         timeout=httpx2.Timeout(MCP_DEFAULT_TIMEOUT, read=MCP_DEFAULT_SSE_READ_TIMEOUT),
-        transport=DeliveryGuard(BoundedBodies(httpx2.AsyncHTTPTransport(limits=KEEPALIVE))),
+        transport=DeliveryGuard(BoundedBodies(EgressTransport(declared=declared, limits=KEEPALIVE))),
     )
 
 
@@ -282,11 +294,12 @@ async def open_streams(
             timeout=init_timeout,
             sse_read_timeout=max(300.0, timeout),
             auth=auth,
-            httpx_client_factory=bounded_client,
+            httpx_client_factory=functools.partial(bounded_client, declared=egress.declared(resolved.url)),
         ) as streams:
             yield streams
     else:
-        client = http_client(resolved.headers or None, auth)
+        # The server is reached as declared (its own host and port); any other host is checked.
+        client = http_client(resolved.headers or None, auth, egress.declared(resolved.url))
         if answer is not None:
             client.event_hooks["response"].append(answer)
         async with (
@@ -305,10 +318,13 @@ async def _stdio(
     read_fd, write_fd = os.pipe()
     errlog = os.fdopen(write_fd, "w")
     reader = asyncio.create_task(_read_stderr(read_fd, name, on_stderr), name=f"mcp-stderr:{name}")
+    argv = [resolved.command or "", *resolved.args]
+    if resolved.sandbox is not None:
+        argv = bwrap_argv(resolved.sandbox, argv)
     try:
         async with stdio_streams(
-            resolved.command or "",
-            list(resolved.args),
+            argv[0],
+            argv[1:],
             env=dict(resolved.env),
             cwd=resolved.cwd,
             errlog=errlog,

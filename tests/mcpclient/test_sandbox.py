@@ -1,0 +1,370 @@
+"""stdio servers under bubblewrap: mcp.json's ``sandbox`` and ``BOOCODE_STDIO_SANDBOX=required``.
+
+The process tests run real servers sandboxed by the hub and ask them to cross the sandbox's
+lines: the published filesystem server (tests/node/, started with ``npx`` and ``/`` as its root)
+for files, tests/servers/sandbox_probe.py for the network and other processes, and the published
+time server through ``uvx --offline`` from the uv cache ``make test-deps`` fills
+(tests/python/uvx-cache). What they cannot do is the sandbox's doing, not the servers' own
+checks: each is told it may go anywhere.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import shutil
+import subprocess
+import threading
+import uuid
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from mcpclient.config.entries import parse_server
+from mcpclient.config.model import ConfigError, ServerConfig
+from mcpclient.config.resolve import resolve_server
+from mcpclient.config.sandbox import MISSING_BWRAP
+from mcpclient.config.shapes import SHAPES, entry_for
+from mcpclient.core.state import ServerSnapshot, Status
+from mcpclient.engine.hub import Hub
+from mcpclient.runtime.sync import sync_servers
+from tests.support.admin import write_config
+from tests.support.hubs import make_config
+from tests.support.processes import NODE_DIR, PYTHON, REAL_PYTHON, ROOT, TEST_COMMANDS, free_port, pids_with
+
+PROBE = ROOT / "tests" / "servers" / "sandbox_probe.py"
+UVX_CACHE = ROOT / "tests" / "python" / "uvx-cache"
+TIME_SERVER = "mcp-server-time==2026.10.19"  # as the Makefile puts it in UVX_CACHE
+
+needs_bwrap = pytest.mark.skipif(
+    shutil.which("bwrap") is None, reason="bubblewrap is not installed (make test-deps)"
+)
+
+
+def probe(name: str, *tag: str, **keys: Any) -> ServerConfig:
+    """The probe server (the real interpreter: the tests' launcher hands the work to a process
+    outside the sandbox, tests/support/zygote.py); ``tag`` marks its command line."""
+    return make_config(name, {"command": REAL_PYTHON, "args": [str(PROBE), *tag], **keys})
+
+
+def filesystem(name: str, sandbox: dict[str, Any]) -> ServerConfig:
+    """The published filesystem server, as ``npx -y`` runs it, allowed every path there is."""
+    entry = {
+        "command": "npx",
+        "args": ["-y", "@modelcontextprotocol/server-filesystem", "/"],
+        "cwd": str(NODE_DIR),
+        "writeTools": "approve",  # the hub calls them directly: no person to approve here
+        "sandbox": sandbox,
+    }
+    return make_config(name, entry)
+
+
+async def start(hub: Hub, *configs: ServerConfig) -> dict[str, ServerSnapshot]:
+    async with asyncio.timeout(90):
+        await hub.start(configs)
+    return {snapshot.name: snapshot for snapshot in hub.snapshots()}
+
+
+async def call(hub: Hub, tool: str, **arguments: Any) -> tuple[bool, str]:
+    result = await hub.call_tool(tool, arguments)
+    return result.is_error, result.output
+
+
+def resolve(entry: dict[str, Any], base_dir: Path, **kwargs: Any) -> Any:
+    return resolve_server(
+        parse_server("srv", entry),
+        base_dir=base_dir,
+        environ=kwargs.pop("environ", os.environ),
+        allowed_commands=TEST_COMMANDS,
+        **kwargs,
+    )
+
+
+# --- the key -------------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("sandbox", "message"),
+    [
+        (
+            "yes",
+            '"sandbox" must be true, false or an object such as {"write": [...], "read": [...], '
+            '"network": false}, got string',
+        ),
+        ({"writes": []}, '"sandbox": unknown key "writes" (known: "write", "read", "network")'),
+        ({"write": "/srv/out"}, '"sandbox": "write" must be an array of strings, got string'),
+        ({"read": ["/srv", 3]}, '"sandbox": "read[1]" must be a string, got number'),
+        ({"write": [" "]}, '"sandbox": "write[0]" must not be empty'),
+        ({"network": "no"}, '"sandbox": "network" must be true or false, got "no"'),
+    ],
+)
+def test_a_bad_sandbox_is_refused_naming_the_server_and_the_key(sandbox: Any, message: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        parse_server("fs", {"command": "npx", "sandbox": sandbox}, source="mcp.json")
+    assert str(caught.value) == f'mcp.json: server "fs": {message}'
+
+
+def test_a_sandbox_is_for_stdio_servers_only() -> None:
+    with pytest.raises(ConfigError, match='"sandbox" only applies to stdio servers, not streamableHttp'):
+        parse_server("docs", {"url": "https://mcp.example.com/mcp", "sandbox": True})
+    assert parse_server("docs", {"url": "https://mcp.example.com/mcp", "sandbox": False}).sandbox is None
+
+
+@pytest.mark.parametrize("shape", SHAPES, ids=lambda shape: shape.label)
+def test_the_sandbox_is_written_back_as_written_in_every_shape(shape: Any) -> None:
+    sandbox = {"write": ["${workspaceFolder}/out"], "network": True}
+    entry = entry_for(shape, parse_server("fs", {"command": "npx", "args": ["-y", "x"], "sandbox": sandbox}))
+    assert entry["sandbox"] == sandbox
+    again = parse_server("fs", entry).sandbox
+    assert again is not None and (again.write, again.read, again.network) == (
+        ("${workspaceFolder}/out",),
+        (),
+        True,
+    )
+
+
+# --- planning ------------------------------------------------------------------------------------
+@needs_bwrap
+def test_paths_take_placeholders_and_a_missing_write_folder_is_made(tmp_path: Path) -> None:
+    (tmp_path / "docs").mkdir()
+    sandbox = {"write": ["${workspaceFolder}/out/${PERSON}"], "read": ["docs"]}
+    resolved = resolve(
+        {"command": "node", "sandbox": sandbox},
+        tmp_path,
+        environ={"PATH": os.environ["PATH"], "PERSON": "ada"},
+    )
+    plan = resolved.sandbox
+    assert plan.write == (str(tmp_path / "out" / "ada"),) and (tmp_path / "out" / "ada").is_dir()
+    assert plan.read == (str(tmp_path / "docs"),) and not plan.network
+
+
+@needs_bwrap
+@pytest.mark.parametrize(
+    ("sandbox", "message"),
+    [
+        ({"read": ["nowhere"]}, '"sandbox.read[0]": {base}/nowhere does not exist'),
+        ({"write": ["/"]}, '"sandbox.write[0]" cannot be "/": list the folders the server may change'),
+        (
+            {"write": ["out/${user.id}"]},
+            '"sandbox.write[0]" holds a placeholder BooCode cannot expand: "out/${user.id}"',
+        ),
+        (
+            {"read": ["${UNSET_FOLDER}"]},
+            'environment variable "UNSET_FOLDER" is not set (used in "sandbox.read[0]")',
+        ),
+        ({"read": ["{data}"]}, '"sandbox.read[0]" is {data}, which BooCode keeps from sandboxed servers'),
+    ],
+)
+def test_a_path_the_sandbox_cannot_take_stops_that_server(
+    tmp_path: Path, settings: Any, sandbox: Any, message: str
+) -> None:
+    sandbox = json.loads(json.dumps(sandbox).replace("{data}", str(settings.DATA_DIR)))
+    with pytest.raises(ConfigError) as caught:
+        resolve({"command": "node", "sandbox": sandbox}, tmp_path, environ={"PATH": os.environ["PATH"]})
+    expected = message.replace("{base}", str(tmp_path)).replace("{data}", str(settings.DATA_DIR))
+    assert str(caught.value).startswith(f'mcp.json: server "srv": {expected}')
+    assert not (tmp_path / "out").exists()
+
+
+def test_without_bubblewrap_a_sandboxed_server_says_what_to_install(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError) as caught:
+        resolve({"command": REAL_PYTHON, "sandbox": True}, tmp_path, environ={"PATH": str(tmp_path)})
+    assert str(caught.value) == f'mcp.json: server "srv": {MISSING_BWRAP}'
+    assert "install Debian's bubblewrap" in MISSING_BWRAP
+    # Not sandboxed, the same entry resolves on the same PATH.
+    assert resolve({"command": REAL_PYTHON}, tmp_path, environ={"PATH": str(tmp_path)}).sandbox is None
+
+
+@needs_bwrap
+def test_required_sandboxes_every_stdio_server(tmp_path: Path, settings: Any) -> None:
+    environ = {"PATH": os.environ["PATH"]}
+    assert resolve({"command": "node"}, tmp_path, environ=environ).sandbox is None
+    settings.MCP_STDIO_SANDBOX = "required"
+    for entry in ({"command": "node"}, {"command": "node", "sandbox": False}):
+        plan = resolve(entry, tmp_path, environ=environ).sandbox
+        assert plan is not None and (plan.write, plan.read, plan.network) == ((), (), False)
+    assert resolve({"url": "https://mcp.example.com/mcp"}, tmp_path, environ=environ).sandbox is None
+
+
+@needs_bwrap
+def test_npx_and_uvx_get_their_caches_where_their_environment_puts_them(tmp_path: Path) -> None:
+    environ = {"PATH": os.environ["PATH"], "HOME": str(tmp_path / "home")}
+    npx = resolve({"command": "npx", "sandbox": True}, tmp_path, environ=environ).sandbox
+    assert npx.write == (str(tmp_path / "home" / ".npm"),) and (tmp_path / "home" / ".npm").is_dir()
+    env = {"UV_CACHE_DIR": str(tmp_path / "uv-cache"), "XDG_DATA_HOME": str(tmp_path / "data")}
+    uvx = resolve({"command": "uvx", "env": env, "sandbox": True}, tmp_path, environ=environ).sandbox
+    assert uvx.write == (str(tmp_path / "uv-cache"), str(tmp_path / "data" / "uv" / "tools"))
+    assert resolve({"command": "node", "sandbox": True}, tmp_path, environ=environ).sandbox.write == ()
+
+
+@pytest.mark.processes
+@pytest.mark.parametrize(("value", "ok"), [("Required", True), ("always", False)])
+def test_the_setting_takes_off_or_required(tmp_path: Path, value: str, ok: bool) -> None:
+    env = {**os.environ, "BOOCODE_DATA_DIR": str(tmp_path), "BOOCODE_STDIO_SANDBOX": value}
+    code = (
+        "import django; django.setup(); from django.conf import settings; print(settings.MCP_STDIO_SANDBOX)"
+    )
+    result = subprocess.run([PYTHON, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True)
+    if ok:
+        assert result.stdout.strip() == value.lower(), result.stderr
+    else:
+        assert result.returncode != 0
+        assert "BOOCODE_STDIO_SANDBOX='always': expected off or required" in result.stderr
+
+
+@pytest.mark.django_db
+def test_a_sync_says_at_once_that_sandboxed_servers_need_bubblewrap(
+    tmp_path: Path, settings: Any, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    settings.MCP_CONFIG = tmp_path / "mcp.json"
+    write_config(settings.MCP_CONFIG, {"fs": {"command": "npx", "sandbox": True}, "time": {"command": "uvx"}})
+    monkeypatch.setenv("PATH", str(tmp_path))
+    with caplog.at_level(logging.ERROR, logger="mcpclient.runtime.sync"):
+        sync_servers()
+    assert [record.getMessage() for record in caplog.records] == [
+        f'mcp.json: sandboxed servers "fs" will not start: {MISSING_BWRAP}'
+    ]
+
+
+# --- real servers --------------------------------------------------------------------------------
+@pytest.fixture
+def listener() -> Iterator[str]:
+    """An HTTP server on 127.0.0.1 answering every GET with 200: the network a server may reach."""
+
+    class Answer(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self.send_response(200)
+            self.end_headers()
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", free_port()), Answer)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}/"
+    server.shutdown()
+    server.server_close()
+
+
+@pytest.fixture
+def data_marker(settings: Any) -> Iterator[Path]:
+    """A file in BooCode's data folder, which no sandboxed server may read."""
+    path = Path(settings.DATA_DIR) / "sandbox-marker.txt"
+    path.write_text("BooCode's own")
+    yield path
+    path.unlink()
+
+
+@pytest.mark.processes
+@pytest.mark.npx
+@needs_bwrap
+async def test_the_filesystem_server_reaches_only_what_the_sandbox_lets_through(
+    hub: Hub, tmp_path: Path, settings: Any, data_marker: Path
+) -> None:
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "readme.txt").write_text("shared docs")
+    (tmp_path / "private.txt").write_text("private notes")
+    narrow = {"read": [str(tmp_path / "docs")], "write": [str(tmp_path / "out")]}
+    snapshots = await start(hub, filesystem("fs", narrow), filesystem("wide", {"read": ["/tmp"]}))
+    assert all(snapshot.status is Status.READY for snapshot in snapshots.values()), snapshots
+
+    assert await call(hub, "fs_read_text_file", path=str(tmp_path / "docs" / "readme.txt")) == (
+        False,
+        "shared docs",
+    )
+    # Outside the listed paths, /tmp is the sandbox's own: the file is not there.
+    error, said = await call(hub, "fs_read_text_file", path=str(tmp_path / "private.txt"))
+    assert error and "ENOENT" in said
+    # Writes land in "write" folders only; everything else is read-only.
+    written = await call(hub, "fs_write_file", path=str(tmp_path / "out" / "result.txt"), content="done")
+    assert written[0] is False and (tmp_path / "out" / "result.txt").read_text() == "done"
+    error, said = await call(hub, "fs_write_file", path=str(tmp_path / "docs" / "readme.txt"), content="x")
+    assert error and "EROFS" in said and (tmp_path / "docs" / "readme.txt").read_text() == "shared docs"
+    error, said = await call(hub, "fs_write_file", path=str(ROOT / "sandbox-escape.txt"), content="x")
+    assert error and "EROFS" in said and not (ROOT / "sandbox-escape.txt").exists()
+
+    # /tmp listed whole: its files are there, BooCode's data folder inside it is not.
+    assert await call(hub, "wide_read_text_file", path=str(tmp_path / "private.txt")) == (
+        False,
+        "private notes",
+    )
+    # (an empty folder in its place; its secret files, here Django's secret key, cannot be opened)
+    assert (Path(settings.DATA_DIR) / "secret_key").is_file()
+    for secret, why in ((data_marker, "ENOENT"), (Path(settings.DATA_DIR) / "secret_key", "EACCES")):
+        error, said = await call(hub, "wide_read_text_file", path=str(secret))
+        assert error and why in said, said
+    error, said = await call(hub, "wide_list_directory", path=str(settings.DATA_DIR))
+    assert not error and data_marker.name not in said, said
+
+
+@pytest.mark.processes
+@needs_bwrap
+async def test_a_fetch_reaches_the_network_only_when_allowed(hub: Hub, listener: str) -> None:
+    tag = uuid.uuid4().hex
+    snapshots = await start(
+        hub,
+        probe("closed", tag, sandbox=True),
+        probe("open", sandbox={"network": True}),
+        probe("plain"),
+    )
+    assert all(snapshot.status is Status.READY for snapshot in snapshots.values()), snapshots
+    error, said = await call(hub, "closed_fetch", url=listener)
+    assert not error and said.startswith("refused: [Errno 111]"), said  # its own, empty, network
+    assert await call(hub, "open_fetch", url=listener) == (False, "HTTP/1.0 200 OK")
+    assert await call(hub, "plain_fetch", url=listener) == (False, "HTTP/1.0 200 OK")
+    # Its own process namespace: bubblewrap's init and the server itself.
+    assert int((await call(hub, "closed_processes"))[1]) <= 3
+    assert int((await call(hub, "plain_processes"))[1]) > 3
+    # bubblewrap and the server in it end with the hub.
+    assert len(pids_with(tag)) >= 2
+    await hub.stop()
+    assert pids_with(tag) == []
+
+
+@pytest.mark.processes
+@needs_bwrap
+@pytest.mark.skipif(
+    not (UVX_CACHE / ".installed").exists(), reason="the uvx cache is not filled (make test-deps)"
+)
+async def test_a_uvx_server_starts_offline_with_its_caches_mapped(hub: Hub, tmp_path: Path) -> None:
+    entry = {
+        "command": "uvx",
+        "args": ["--offline", "--from", TIME_SERVER, "mcp-server-time"],
+        "env": {"UV_CACHE_DIR": str(UVX_CACHE), "UV_TOOL_DIR": str(tmp_path / "uv-tools")},
+        "sandbox": True,
+    }
+    [snapshot] = (await start(hub, make_config("time", entry))).values()
+    assert snapshot.status is Status.READY, snapshot.last_error
+    error, said = await call(hub, "time_get_current_time", timezone="UTC")
+    assert not error and '"timezone": "UTC"' in said, said
+
+
+@pytest.mark.processes
+@needs_bwrap
+async def test_required_sandboxes_a_server_without_the_key(
+    hub: Hub, settings: Any, listener: str, data_marker: Path
+) -> None:
+    settings.MCP_STDIO_SANDBOX = "required"
+    await start(hub, probe("probe"))
+    assert (await call(hub, "probe_fetch", url=listener))[1].startswith("refused: ")
+    said = (await call(hub, "probe_read", path=str(data_marker)))[1]
+    assert said.startswith("refused: [Errno 2] No such file or directory")
+    assert (await call(hub, "probe_write", path=str(ROOT / "sandbox-escape.txt"), text="x"))[1].startswith(
+        "refused: [Errno 30] Read-only file system"
+    )
+
+
+@pytest.mark.processes
+async def test_without_bubblewrap_only_the_sandboxed_server_fails(
+    hub: Hub, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path))  # no bwrap there
+    snapshots = await start(hub, probe("boxed", sandbox=True), probe("plain"))
+    assert snapshots["boxed"].status is Status.FAILED
+    assert snapshots["boxed"].last_error == f'mcp.json: server "boxed": {MISSING_BWRAP}'
+    assert snapshots["plain"].status is Status.READY
+    assert await call(hub, "plain_read", path=str(PROBE)) == (False, PROBE.read_text())
