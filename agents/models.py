@@ -34,6 +34,9 @@ class Agent(models.Model):
         default=list, blank=True, help_text="Tools always loaded with tool search (globs)."
     )
     skills = models.JSONField(default=list, blank=True, help_text="Skills of MCP servers it starts with.")
+    approve = models.JSONField(
+        default=dict, blank=True, help_text='Approval rules: tool globs under "allow", "ask" and "deny".'
+    )
     prompt = models.TextField(blank=True, help_text="The system prompt (Markdown).")
     extra = models.JSONField(
         default=dict, blank=True, help_text="Unknown front-matter keys, kept as written."
@@ -75,6 +78,7 @@ class Agent(models.Model):
             "tool_search": spec.tool_search,
             "pinned": list(spec.pinned),
             "skills": list(spec.skills),
+            "approve": {key: list(patterns) for key, patterns in spec.approve.items()},
             "prompt": spec.prompt,
             "extra": spec.extra,
             "position": position,
@@ -85,5 +89,5 @@ class Agent(models.Model):
 
 SYNCED_FIELDS = (
     "description", "tools", "model", "temperature", "max_tool_calls", "top_p",
-    "tool_search", "pinned", "skills", "prompt", "extra", "position", "line", "is_builtin",
+    "tool_search", "pinned", "skills", "approve", "prompt", "extra", "position", "line", "is_builtin",
 )

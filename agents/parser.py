@@ -60,8 +60,9 @@ MAX_FILE_BYTES = 1024 * 1024
 MAX_YAML_DEPTH = 20
 KNOWN_KEYS = (
     "description", "tools", "model", "temperature", "max_tool_calls", "top_p",
-    "toolSearch", "pinned", "skills",
+    "toolSearch", "pinned", "skills", "approve",
 )
+APPROVAL_RULES = ("allow", "ask", "deny")
 TOOL_SEARCH_MODES = ("auto", "always", "never")
 MAX_PATTERNS = 200  # in ``pinned:`` and ``skills:``
 
@@ -86,6 +87,8 @@ class AgentSpec:
     tool_search: str = "auto"
     pinned: tuple[str, ...] = ()
     skills: tuple[str, ...] = ()  # skills of MCP servers the agent starts with ("server/skill")
+    # Approval rules (agents.policy.approval_rule): tool globs under "allow", "ask" and "deny".
+    approve: dict[str, tuple[str, ...]] = field(default_factory=dict)
     prompt: str = ""
     extra: dict[str, Any] = field(default_factory=dict)  # unknown front-matter keys, kept as written
     line: int = 0  # line of the "## " heading, 1-based; 0 for the built-in agent
@@ -346,6 +349,7 @@ def _parse_section(
         fail("toolSearch", f"must be one of {', '.join(TOOL_SEARCH_MODES)}, got {_describe(tool_search)}")
     pinned = _names(front, "pinned", "[view_file, github_*]", fail)
     skills = _names(front, "skills", "[docs/style-guide, review]", fail)
+    approve = _approval_rules(front, fail)
 
     if errors:
         return None, errors
@@ -361,6 +365,7 @@ def _parse_section(
         tool_search=tool_search,
         pinned=pinned,
         skills=skills,
+        approve=approve,
         prompt=prompt,
         extra=extra,
         line=heading_line,
@@ -382,6 +387,28 @@ def _names(
         fail(key, f"has {len(value)} entries; at most {MAX_PATTERNS}")
         return ()
     return tuple(item.strip() for item in value)
+
+
+def _approval_rules(front: dict[str, Any], fail: Callable[[str, str], None]) -> dict[str, tuple[str, ...]]:
+    """``approve:``: a mapping of "allow", "ask" and "deny" to lists of tool globs, or ``{}``."""
+    value = front.get("approve")
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        fail("approve", f'must map "allow", "ask" and "deny" to tool patterns, got {_describe(value)}')
+        return {}
+    unknown = [key for key in value if key not in APPROVAL_RULES]
+    if unknown:
+        fail("approve", f'has an unknown key "{unknown[0]}"; the keys are "allow", "ask" and "deny"')
+        return {}
+    rules = {}
+    for key in APPROVAL_RULES:
+        patterns = _names(
+            value, key, "[github_create_*]", lambda name, why: fail("approve", f'"{name}" {why}')
+        )
+        if patterns:
+            rules[key] = patterns
+    return rules
 
 
 def _load_front_matter(

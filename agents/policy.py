@@ -21,7 +21,9 @@ from collections.abc import Iterable, Sequence
 
 from mcpclient.core.patterns import glob_match
 
-__all__ = ["glob_match", "is_allowed", "select", "unmatched_patterns"]
+__all__ = ["approval_rule", "glob_match", "is_allowed", "select", "unmatched_patterns"]
+
+ALLOW, ASK, DENY = "allow", "ask", "deny"
 
 
 def _well_formed(patterns: object) -> bool:
@@ -63,3 +65,22 @@ def unmatched_patterns(patterns: Sequence[str] | None, names: Iterable[str]) -> 
         return []
     names = list(names)
     return [pattern for pattern in patterns if not any(glob_match(_split(pattern)[1], n) for n in names)]
+
+
+def approval_rule(rules: object, name: str) -> tuple[str, str]:
+    """The agent's ``approve:`` verdict on the tool ``name``: ``(rule, pattern)``, ``("", "")`` for none.
+
+    ``deny`` wins, then ``allow`` (which exempts a tool from the agent's own ``ask`` patterns, as
+    in ``ask: ["*"]``, ``allow: ["*_read_*"]``), then ``ask``. No rule approves what the server's
+    settings ask the person for: ``allow`` only takes back the agent's own asking. Rules that
+    cannot be read (a row edited by hand) deny: fail closed.
+    """
+    if not rules:
+        return "", ""
+    if not isinstance(rules, dict) or not all(_well_formed(rules.get(key, [])) for key in (ALLOW, ASK, DENY)):
+        return DENY, "approve: (unreadable)"
+    for rule in (DENY, ALLOW, ASK):
+        for pattern in rules.get(rule, []):
+            if glob_match(pattern, name):
+                return rule, pattern
+    return "", ""

@@ -12,6 +12,8 @@ from urllib.parse import urlsplit
 
 from django.core.exceptions import ImproperlyConfigured
 
+from mcpclient.core.egress import EgressAllow
+
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off", ""}
 
@@ -98,3 +100,12 @@ def env_origins(name: str) -> list[str]:
                 f"{name}: {value!r} is not an origin; expected scheme://host[:port], e.g. https://chat.example.com"
             )
     return [value.rstrip("/") for value in origins]
+
+
+def env_egress_allow(name: str) -> EgressAllow:
+    """Networks (CIDR) and host names, comma- or space-separated, that connections made on a
+    server's word may reach beyond public addresses (:mod:`mcpclient.core.egress`)."""
+    try:
+        return EgressAllow.parse(env_str(name))
+    except ValueError as exc:
+        raise ImproperlyConfigured(f"{name}: {exc}") from None

@@ -18,7 +18,7 @@ from django.core.exceptions import ImproperlyConfigured
 from dotenv import load_dotenv
 
 from boocode import __version__
-from boocode.env import env_bool, env_float, env_int, env_list, env_origins, env_str
+from boocode.env import env_bool, env_egress_allow, env_float, env_int, env_list, env_origins, env_str
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -289,6 +289,12 @@ MCP_CONFIG = Path(env_str("BOOCODE_MCP_CONFIG", str(DATA_DIR / "mcp.json"))).res
 MCP_CONFIG_EXAMPLE = BASE_DIR / "data" / "mcp.example.json"
 AGENTS_FILE_EXAMPLE = BASE_DIR / "data" / "AGENTS.example.md"
 MCP_STDIO_COMMANDS = env_list("BOOCODE_MCP_STDIO_COMMANDS", ["npx", "uvx", "node", "docker"])
+# stdio servers under bubblewrap (docs/security.md, *Sandboxed stdio servers*): "off" runs those
+# whose entry has a "sandbox" key sandboxed, "required" every stdio server (with the defaults
+# when its entry has none).
+MCP_STDIO_SANDBOX = env_str("BOOCODE_STDIO_SANDBOX", "off").lower()
+if MCP_STDIO_SANDBOX not in ("off", "required"):
+    raise ImproperlyConfigured(f"BOOCODE_STDIO_SANDBOX={MCP_STDIO_SANDBOX!r}: expected off or required")
 # Start the hub (connect the enabled servers) lazily in the ASGI process. Tests turn it off.
 MCP_AUTOSTART = env_bool("BOOCODE_MCP_AUTOSTART", True)
 # MCP Apps (docs/apps.md): servers' views in the conversation. Off: no session advertises the
@@ -300,6 +306,9 @@ TOOL_SEARCH_TOKENS = env_int("BOOCODE_TOOL_SEARCH_TOKENS", 8000, minimum=0)
 TOOL_SEARCH_TOOLS = env_int("BOOCODE_TOOL_SEARCH_TOOLS", 40, minimum=0)
 # The semantic half of the ranker (an embedding model run on the CPU), when installed.
 TOOL_SEARCH_SEMANTIC = env_bool("BOOCODE_TOOL_SEARCH_SEMANTIC", True)
+# The audit log of tool calls (docs/security.md): rows older than this many days are deleted;
+# 0 keeps every row.
+AUDIT_DAYS = env_int("BOOCODE_AUDIT_DAYS", 365, minimum=0)
 # Where the MCP sessions live: "inprocess" (each web process holds its own hub, the embedded
 # default) or "worker" (one `manage.py hub_worker` process holds them all and the web processes
 # reach it over the Redis channel layer; see docs/deployment.md).
@@ -335,6 +344,22 @@ MCP_RECONNECT_CONCURRENCY = env_int("BOOCODE_MCP_RECONNECT_CONCURRENCY", 4, mini
 # into SECRETS_KEY_FILE (0600) the first time a secret is stored.
 SECRETS_KEYS = env_list("BOOCODE_SECRETS_KEY", [])
 SECRETS_KEY_FILE = DATA_DIR / "secrets.key"
+# What a sandboxed stdio server never sees, wherever the settings put it: the data folder, the
+# secret keys, the database, mcp.json and the .env file (a folder is emptied, a file made
+# unreadable; mcpclient/config/sandbox.py).
+_sqlite_files: list[Path] = []
+if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+    for _db in (DATABASES["default"]["NAME"], DATABASES["default"].get("TEST", {}).get("NAME")):
+        if _db:
+            _sqlite_files += [Path(f"{_db}{suffix}").resolve() for suffix in ("", "-wal", "-shm", "-journal")]
+MCP_SANDBOX_HIDDEN = [
+    DATA_DIR,
+    DATA_DIR / "secret_key",
+    SECRETS_KEY_FILE,
+    MCP_CONFIG,
+    *_sqlite_files,
+    *([Path(_env_file).resolve()] if _env_file else []),
+]
 # OAuth sign-in to remote servers (mcpclient/engine/authorization.py). PUBLIC_URL is where browsers and
 # authorization servers reach BooCode: the redirect URI (<PUBLIC_URL>/oauth/callback/) and, over
 # https, the Client ID Metadata Document (<PUBLIC_URL>/oauth/client-metadata.json) derive from it.
@@ -343,6 +368,9 @@ PUBLIC_URL = env_str("BOOCODE_PUBLIC_URL", "http://127.0.0.1:8000").rstrip("/")
 # (e.g. a static HTTPS host serving a copy of that document).
 CLIENT_METADATA_URL = env_str("BOOCODE_CLIENT_METADATA_URL")
 OAUTH_CONSENT_TIMEOUT = env_float("BOOCODE_OAUTH_CONSENT_TIMEOUT", 600.0, minimum=10.0)
+# What BooCode may connect to on a server's word (OAuth metadata and endpoints, redirects, views'
+# declared domains) beyond public addresses: networks and host names (mcpclient/core/egress.py).
+EGRESS_ALLOW = env_egress_allow("BOOCODE_EGRESS_ALLOW")
 
 
 def _apps_origin(value: str) -> str:

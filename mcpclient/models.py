@@ -7,6 +7,7 @@
 
 from __future__ import annotations
 
+from django.conf import settings
 from django.db import models
 
 from mcpclient.core import apps
@@ -140,6 +141,12 @@ class McpTool(models.Model):
         default=both_visibilities,
         help_text='Who may call it: "model" (offered to the model) and "app" (its server\'s views).',
     )
+    # Pinning (mcpclient.core.pinning): the listed definition's digest, whether it is held back
+    # until an administrator accepts it, why, and what the poisoning check found.
+    digest = models.CharField(max_length=64, blank=True, help_text="SHA-256 of the listed definition.")
+    held = models.BooleanField(default=False, help_text="Held back until an administrator accepts it.")
+    pin_note = models.TextField("definition", blank=True)
+    findings = models.JSONField(default=list, blank=True, help_text="What the poisoning check found.")
 
     class Meta:
         ordering = ["server__position", "position"]
@@ -155,6 +162,45 @@ class McpTool(models.Model):
     def read_only(self) -> bool:
         """False only when the server explicitly says the tool is not read-only."""
         return not (self.annotations and self.annotations.get("readOnlyHint") is False)
+
+
+class ToolPin(models.Model):
+    """A tool's accepted definition, and the one its server lists now (mcpclient.core.pinning).
+
+    Kept by server name, not by row: a server removed and declared again keeps what was
+    accepted. ``digest`` "" means never accepted (a new tool of a known server, held).
+    """
+
+    server = models.CharField(max_length=100)
+    tool = models.CharField(max_length=255)
+    digest = models.CharField(max_length=64, blank=True, help_text="SHA-256 of the accepted definition.")
+    definition = models.JSONField(null=True, blank=True, help_text="The accepted definition.")
+    accepted_at = models.DateTimeField(null=True, blank=True)
+    accepted_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+        help_text="Empty: accepted when the server was first seen, or by its pinTools setting.",
+    )
+    listed_digest = models.CharField(max_length=64, blank=True, help_text="SHA-256 of the listed definition.")
+    listed = models.JSONField(null=True, blank=True, help_text="The definition the server lists now.")
+    listed_at = models.DateTimeField(null=True, blank=True)
+    findings = models.JSONField(default=list, blank=True, help_text="What the poisoning check found.")
+
+    class Meta:
+        ordering = ["server", "tool"]
+        constraints = [models.UniqueConstraint(fields=["server", "tool"], name="toolpin_unique_tool")]
+        verbose_name = "tool definition"
+
+    def __str__(self) -> str:
+        return f"{self.server} / {self.tool}"
+
+    @property
+    def pending(self) -> bool:
+        """True when the listed definition is not the accepted one."""
+        return bool(self.listed_digest) and self.listed_digest != self.digest
 
 
 class McpState(models.Model):

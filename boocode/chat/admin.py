@@ -3,6 +3,9 @@
 Superseded messages (replaced by a regenerated answer or an edit) are listed with the others,
 with the time they were replaced: nothing a user replaces is lost.
 
+The audit log of tool calls (:mod:`boocode.chat.audit`) is append-only here as well, with
+filters and CSV / JSON export of the selected rows ("select all" takes every filtered row).
+
 Tool approvals are an audit trail: staff see every decision (who, when, which tool and
 arguments, whether it was remembered for the conversation), filterable, and nobody can add,
 change or delete one here.
@@ -19,13 +22,16 @@ from __future__ import annotations
 from typing import Any
 
 from django.contrib import admin, messages
+from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse
+from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 
 from agents import roster
 from agents.models import Agent
 from agents.policy import unmatched_patterns
-from boocode.chat.models import Conversation, Message, ToolApproval, ToolCall
+from boocode.chat import audit
+from boocode.chat.models import Conversation, Message, ToolApproval, ToolCall, ToolCallAudit
 from boocode.tools.registry import Tool, agent_tools, available_tools
 from mcpclient.runtime import get_hub
 
@@ -120,6 +126,56 @@ class ToolApprovalAdmin(admin.ModelAdmin):
         return False
 
 
+@admin.register(ToolCallAudit)
+class ToolCallAuditAdmin(admin.ModelAdmin):
+    """The audit log of tool calls: append-only (no add, change or delete), filtered, exported."""
+
+    list_display = (
+        "created_at", "name", "server", "origin", "outcome", "username", "agent", "approval", "duration_ms",
+        "result_bytes",
+    )
+    list_filter = ("origin", "outcome", "server", "approval", "agent", "created_at")
+    search_fields = ("name", "tool", "server", "username", "agent", "arguments")
+    date_hierarchy = "created_at"
+    list_select_related = ("decided_by",)
+    actions = ["export_csv", "export_json"]
+    fields = (
+        "created_at", "username", "user", "conversation_id", "agent", "origin", "server", "tool", "name",
+        "digest", "arguments", "argument_bytes", "result_bytes", "outcome", "error", "duration_ms",
+        "approval", "decided_by",
+    )
+    readonly_fields = fields
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: ToolCallAudit | None = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: ToolCallAudit | None = None) -> bool:
+        return False
+
+    def has_export_permission(self, request: HttpRequest) -> bool:
+        """Who may see the rows may export them."""
+        return self.has_view_permission(request)
+
+    @admin.action(description="Export the selected calls as CSV", permissions=["export"])
+    def export_csv(self, request: HttpRequest, queryset: QuerySet[ToolCallAudit]) -> HttpResponse:
+        return _download(audit.export_csv(queryset.select_related("decided_by")), "text/csv", "csv")
+
+    @admin.action(description="Export the selected calls as JSON", permissions=["export"])
+    def export_json(self, request: HttpRequest, queryset: QuerySet[ToolCallAudit]) -> HttpResponse:
+        rows = queryset.select_related("decided_by")
+        return _download(audit.export_json(rows), "application/json", "json")
+
+
+def _download(body: str, content_type: str, extension: str) -> HttpResponse:
+    stamp = timezone.now().strftime("%Y%m%d-%H%M%S")
+    response = HttpResponse(body, content_type=f"{content_type}; charset=utf-8")
+    response["Content-Disposition"] = f'attachment; filename="tool-calls-{stamp}.{extension}"'
+    return response
+
+
 def _patterns_text(agent: Agent) -> str:
     if agent.tools is None:
         return "all tools (no tools: key)"
@@ -136,7 +192,8 @@ class AgentAdmin(admin.ModelAdmin):
     search_fields = ("name", "description")
     fields = (
         "name", "description", "patterns", "resolved_tools", "unmatched", "model_display", "temperature",
-        "top_p", "max_tool_calls", "tool_search", "pinned", "skills", "prompt", "extra", "line", "is_builtin",
+        "top_p", "max_tool_calls", "tool_search", "pinned", "skills", "approve", "prompt", "extra", "line",
+        "is_builtin",
         "error", "updated_at",
     )
     readonly_fields = ("patterns", "resolved_tools", "unmatched", "model_display")

@@ -6,10 +6,11 @@ HTML of the call's ``ui://`` view, read through the hub in the person's own sess
 declares in ``_meta.ui.csp`` (:meth:`mcpclient.core.apps.ViewPolicy.content_security_policy`):
 no network, no frames, no plugins unless declared, ``sandbox allow-scripts`` so the document
 never runs in BooCode's origin (no cookies, no storage, no access to the page), and only
-BooCode's page may frame it. What cannot be shown is a small page saying why, under the same
-policy. The session keeps the document it read until the server's resources are listed again
-(:func:`mcpclient.engine.resources.read`); the tool's result and input reach the view from the
-page, never through this URL.
+BooCode's page may frame it; a declared origin the egress policy refuses (a private, loopback
+or metadata address: :func:`mcpclient.engine.egress.refused_origins`) is left out. What cannot
+be shown is a small page saying why, under the same policy. The session keeps the document it
+read until the server's resources are listed again (:func:`mcpclient.engine.resources.read`);
+the tool's result and input reach the view from the page, never through this URL.
 
 With ``BOOCODE_APPS_ORIGIN`` views are served from that origin instead (a second host name of
 this BooCode): ``GET <origin>/apps/views/<token>/`` (:func:`origin_view`), where the token is
@@ -35,6 +36,8 @@ from django.views.decorators.http import require_safe
 from boocode.chat.models import ToolCall
 from boocode.chat.payloads import VIEW_TOKEN_SALT
 from mcpclient.core import apps
+from mcpclient.core.egress import declared
+from mcpclient.engine.egress import refused_origins
 from mcpclient.engine.resources import ReadResult, ResourceError
 from mcpclient.runtime.signin import person_hub
 
@@ -172,6 +175,9 @@ async def _serve(found: tuple[ToolCall, int] | None) -> HttpResponse:
         return _unavailable(f"The view could not be read: {exc}", exc.status)
     except ViewUnavailable as exc:
         return _unavailable(str(exc), exc.status)
+    # The person's browser is sent only where BooCode itself may connect on a server's word: its own
+    # server's endpoints as declared, public addresses, and what BOOCODE_EGRESS_ALLOW allows.
+    policy = policy.without(await refused_origins(policy.origins(), declared(config.url)))
     if policy.note:
         logger.info('view %s of MCP server "%s": %s', call.view, call.server, policy.note)
     return _respond(text, policy)

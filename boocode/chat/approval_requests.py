@@ -42,6 +42,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from boocode.chat import metrics as chat_metrics
+from boocode.chat.audit import note_approval
 from boocode.chat.events import Emit
 from boocode.chat.models import Conversation, ToolApproval
 from boocode.tools.approval_gate import Gate, GatedTool
@@ -241,6 +242,7 @@ class Approvals:
         )
         if allowed:
             logger.info("conversation %s: %s allowed for the conversation", conversation_id, name)
+            note_approval(Decision.ALLOWED, None, remembered=True)
             grant(approval_id)
             return None
         tool_step_skipped()  # the person's time is not BooCode's tool step (mcpclient.telemetry.metrics)
@@ -269,9 +271,11 @@ class Approvals:
         except TimeoutError:
             decision, remember, user_id = Decision.EXPIRED, False, None
         except asyncio.CancelledError:
+            note_approval(Decision.STOPPED, None)
             self._finish_later(pending, Decision.STOPPED, False, None, emit)
             raise
         logger.info("conversation %s: approval %s for %s %s", conversation_id, pending.id, name, decision)
+        note_approval(decision, user_id)
         ending = self._finish_later(pending, decision, remember, user_id, emit)
         # The row and the approval_end frame come before the tool runs (or the model hears "no").
         await asyncio.shield(ending)

@@ -16,8 +16,12 @@ import time
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from typing import Any
 
+from django.utils import timezone
+
 from boocode.chat import metrics as chat_metrics
 from boocode.chat.approval_requests import gate_for
+from boocode.chat.audit import REFUSALS, AuditRecord, auditing
+from boocode.chat.audit import write as write_audit
 from boocode.chat.events import Emit
 from boocode.chat.questions import asker_for
 from boocode.chat.tool_progress import tracking
@@ -63,16 +67,24 @@ def _after[**P, T](
 
 
 async def execute(
-    name: str, arguments: str, allowed: Sequence[Tool] | None, *, stream_ended: float | None = None
+    name: str,
+    arguments: str,
+    allowed: Sequence[Tool] | None,
+    *,
+    stream_ended: float | None = None,
+    audit: AuditRecord | None = None,
 ) -> ToolResult:
     """Run the tool call ``name`` (``allowed``: the agent's tools); a tool's exception is an error result.
 
     The call is a span (``execute_tool <name>``) and counts in ``boocode_tool_calls_total`` and
     ``boocode_tool_call_duration_seconds``; ``stream_ended`` (when the model stream that asked
     for it ended, ``time.monotonic()``) starts its tool step (:mod:`mcpclient.telemetry.metrics`).
+    With ``audit`` (who calls, and how) the call gets its row in the audit log (:mod:`boocode.chat.audit`).
     """
     server = server_of(name, allowed)
     started, outcome = time.monotonic(), "cancelled"
+    began = timezone.now()
+    result: ToolResult | None = None
     if stream_ended is not None:
         tool_step_began(stream_ended)
     attributes = {
@@ -80,7 +92,7 @@ async def execute(
         "gen_ai.tool.name": name,
         "boocode.tool.server": server,
     }
-    with tracing.span(f"execute_tool {name}", attributes=attributes) as span:
+    with tracing.span(f"execute_tool {name}", attributes=attributes) as span, auditing(audit):
         try:
             try:
                 result = await execute_tool(name, arguments, allowed=allowed)
@@ -89,9 +101,24 @@ async def execute(
                 result = ToolResult(output=f"{name} failed: {type(exc).__name__}: {exc}", is_error=True)
             outcome = "error" if result.is_error else "ok"
         finally:
+            seconds = time.monotonic() - started
             chat_metrics.TOOL_CALLS.labels(server, outcome).inc()
-            chat_metrics.TOOL_CALL_SECONDS.labels(server).observe(time.monotonic() - started)
+            chat_metrics.TOOL_CALL_SECONDS.labels(server).observe(seconds)
             tracing.outcome(span, "" if outcome == "ok" else outcome, **{"boocode.outcome": outcome})
+            if audit is not None:
+                tool = next((tool for tool in allowed or () if tool.name == name), None)
+                write_audit(
+                    audit,
+                    server=server,
+                    tool=(tool.remote_name if tool is not None else "") or name,
+                    name=name,
+                    digest=tool.definition_digest if tool is not None else "",
+                    arguments=arguments,
+                    result=result,
+                    refused=audit.approval in REFUSALS,
+                    began=began,
+                    seconds=seconds,
+                )
     return result
 
 

@@ -16,6 +16,7 @@ from channels.db import database_sync_to_async
 
 from agents.models import Agent
 from boocode.chat import conversations
+from boocode.chat.audit import AuditRecord
 from boocode.chat.calls import call_scope, execute, prepare_hub
 from boocode.chat.events import Emit
 from boocode.tools.registry import Tool, agent_tools
@@ -79,7 +80,9 @@ async def run_command(
     await emit({"type": "tool_call", "call": call})
     started = time.monotonic()
     with call_scope(conversation_id, call, emit):
-        result = await execute(name, arguments, tools)
+        result = await execute(
+            name, arguments, tools, audit=AuditRecord("console", user_id, conversation_id, agent=agent.name)
+        )
     duration = int((time.monotonic() - started) * 1000)
     final = await db(conversations.finish_tool_call)(call, result, duration)
     await emit({"type": "tool_result", "call": final})

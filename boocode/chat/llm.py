@@ -10,11 +10,12 @@ name of the model that answered.
 ``check_server()`` is the status line's health check: it reads the list afresh and records
 in :data:`last_error` whether the server answered.
 
-Every failure is raised as :class:`LLMError`, whose message is written for the user and
-names the URL or the variable to check. 429, 5xx and connections dropped before a response
-are retried with backoff, but only before the first token: a half-streamed answer is never
-replayed. Cancelling the consumer closes the HTTP response, so the server sees the
-connection go away.
+Every failure is raised as :class:`LLMError`, whose message is written for the user and names
+the URL or the variable to check. The base URL is the administrator's; a redirect is the model
+server's word and is not followed (the error says where it leads). 429, 5xx and connections
+dropped before a response are retried with backoff, but only before the first token: a
+half-streamed answer is never replayed. Cancelling the consumer closes the HTTP response, so
+the server sees the connection go away.
 
 One ``aiohttp.ClientSession`` is kept per event loop so connections are reused between turns
 (aiohttp rather than the MCP SDK's httpx2: with dozens of kept-alive connections its pool
@@ -341,7 +342,12 @@ async def _stream_chat(
         retry_delay: float | None = None
         try:
             async with session.post(
-                llm.url, json=body, headers=headers, timeout=timeout, proxy=proxy_for(llm.url)
+                llm.url,
+                json=body,
+                headers=headers,
+                timeout=timeout,
+                proxy=proxy_for(llm.url),
+                allow_redirects=False,
             ) as response:
                 if response.status != 200:
                     error = await _status_error(response, llm)
@@ -451,6 +457,15 @@ async def _status_error(response: aiohttp.ClientResponse, llm: LLMSettings) -> L
     detail = _error_detail(raw.decode("utf-8", errors="replace"))
     status = response.status
     suffix = f": {detail}" if detail else ""
+    if 300 <= status < 400:
+        # The base URL is the administrator's; where the server sends BooCode instead is its word.
+        location = response.headers.get("location", "")[:300] or "nowhere"
+        return LLMError(
+            f"The model server at {llm.display_url} redirects (HTTP {status}) to {location}; "
+            "BooCode does not follow a model server's redirects: set BOOCODE_LLM_BASE_URL to where it leads.",
+            kind="request",
+            status=status,
+        )
     if status in (401, 403):
         return LLMError(
             f"The model server at {llm.display_url} refused the credentials (HTTP {status}){suffix}. "
@@ -664,7 +679,9 @@ async def fetch_models(llm: LLMSettings) -> list[str]:
     try:
         async with (
             aiohttp.ClientSession(cookie_jar=aiohttp.DummyCookieJar()) as session,
-            session.get(url, headers=llm.auth_headers(), timeout=timeout, proxy=proxy_for(url)) as response,
+            session.get(
+                url, headers=llm.auth_headers(), timeout=timeout, proxy=proxy_for(url), allow_redirects=False
+            ) as response,
         ):
             if response.status != 200:
                 error = await _status_error(response, llm)

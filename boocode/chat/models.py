@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from django.conf import settings
 from django.db import models
+from django.utils import timezone
 
 DEFAULT_TITLE = "New conversation"
 TITLE_MAX_LENGTH = 120
@@ -220,3 +221,56 @@ class ToolApproval(models.Model):
 
     def __str__(self) -> str:
         return f"{self.name} ({self.decision})"
+
+
+class ToolCallAudit(models.Model):
+    """One tool call, kept for audit: append-only (the admin neither changes nor deletes rows).
+
+    Written by every process that runs calls (:mod:`boocode.chat.audit`), whichever way the
+    call came: the model, the tool console or a view (MCP Apps). No foreign key to the
+    conversation: the row outlives it. Arguments are kept with secrets masked, cut at
+    ``boocode.chat.audit.MAX_ARGUMENTS`` characters; results only by size.
+    """
+
+    class Origin(models.TextChoices):
+        MODEL = "model"
+        CONSOLE = "console"
+        VIEW = "view"
+
+    class Outcome(models.TextChoices):
+        OK = "ok"
+        ERROR = "error"
+        REFUSED = "refused", "refused (not run)"
+        CANCELLED = "cancelled"
+
+    created_at = models.DateTimeField(default=timezone.now, db_index=True, help_text="When the call began.")
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    username = models.CharField(max_length=150, blank=True, help_text="Who, as named when the call ran.")
+    conversation_id = models.BigIntegerField(null=True, blank=True, db_index=True)
+    agent = models.CharField(max_length=100, blank=True)
+    origin = models.CharField(max_length=10, choices=Origin.choices)
+    server = models.CharField(max_length=100, help_text='The MCP server, or "native".')
+    tool = models.CharField(max_length=255, help_text="The tool's name on its server.")
+    name = models.CharField(max_length=200, help_text="The name the model sees.")
+    digest = models.CharField(max_length=64, blank=True, help_text="SHA-256 of the tool's definition.")
+    arguments = models.TextField(blank=True, help_text="The arguments, secrets masked (JSON text).")
+    argument_bytes = models.PositiveIntegerField(default=0)
+    result_bytes = models.PositiveIntegerField(default=0)
+    outcome = models.CharField(max_length=10, choices=Outcome.choices)
+    error = models.CharField(max_length=300, blank=True, help_text="The start of the error the model read.")
+    duration_ms = models.PositiveIntegerField(default=0)
+    approval = models.CharField(max_length=10, blank=True, help_text="The decision, if the call needed one.")
+    decided_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+
+    class Meta:
+        ordering = ("-created_at", "-id")
+        verbose_name = "tool call (audit)"
+        verbose_name_plural = "tool calls (audit)"
+        indexes = [models.Index(fields=["server", "created_at"])]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.outcome})"

@@ -60,6 +60,7 @@ from boocode.chat import llm as llm_client
 from boocode.chat import metrics as chat_metrics
 from boocode.chat.agent_skills import start_with_skills
 from boocode.chat.attachments import model_content, read_for_turn, unread
+from boocode.chat.audit import AuditRecord
 from boocode.chat.calls import call_scope, execute, prepare_hub, server_of
 from boocode.chat.console import parse_command, run_command
 from boocode.chat.events import Emit
@@ -719,7 +720,13 @@ class Turn:
                 started = time.monotonic()
                 with call_scope(self.conversation_id, call, self.emit, recorded):
                     result = await execute(
-                        request.name, request.arguments, context.tools, stream_ended=self.stream_ended
+                        request.name,
+                        request.arguments,
+                        context.tools,
+                        stream_ended=self.stream_ended,
+                        audit=AuditRecord(
+                            "model", self.request.user_id, self.conversation_id, agent=context.agent_name
+                        ),
                     )
                 duration = int((time.monotonic() - started) * 1000)
                 await asyncio.shield(recorded)  # its row (and card) first

@@ -42,6 +42,7 @@ from django.utils import timezone
 
 from boocode.chat import agent_choice
 from boocode.chat.approval_requests import gate_for
+from boocode.chat.audit import AuditRecord
 from boocode.chat.calls import execute, prepare_hub
 from boocode.chat.events import group_emitter
 from boocode.chat.models import ToolCall
@@ -298,7 +299,12 @@ class ViewRequests:
         emit, conversation = group_emitter(self.conversation_id), self.conversation_id
         logger.info('conversation %s: the view of call %s calls "%s"', conversation, view.call_id, name)
         with asking(asker_for(conversation, call, emit)), approving(gate_for(conversation, call, emit)):
-            result = await execute(found.prefixed_name, json.dumps(arguments, ensure_ascii=False), allowed)
+            result = await execute(
+                found.prefixed_name,
+                json.dumps(arguments, ensure_ascii=False),
+                allowed,
+                audit=AuditRecord("view", self.user_id, conversation, agent=agent.name),
+            )
         return view_result(result)
 
     async def _read(self, view: View, params: dict[str, Any]) -> dict[str, Any]:

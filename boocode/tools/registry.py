@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import dataclasses
 import hashlib
 import json
 import logging
@@ -53,7 +54,7 @@ from jsonschema.protocols import Validator
 from jsonschema.validators import validator_for
 from referencing.exceptions import Unresolvable
 
-from agents.policy import is_allowed
+from agents.policy import ASK, DENY, approval_rule, is_allowed
 from boocode.tools import skills
 from boocode.tools.approval_gate import check_approval
 from boocode.tools.native import NATIVE_TOOLS, Deadline, NativeTool, ToolTimeoutError, time_limit_message
@@ -122,6 +123,12 @@ class Tool:
     annotations: dict[str, Any] | None = None
     user_id: int | None = None  # whose sessions an MCP tool's calls run in
     views: bool = False  # a tool its server's views may call (MCP Apps), not the model's
+    # The MCP tool's name on its server, and the SHA-256 of its accepted definition
+    # (mcpclient.core.pinning); "" for a native tool.
+    remote_name: str = ""
+    definition_digest: str = ""
+    # Why the agent's approval rules ask for each call ("" when they do not; :func:`agent_tools`).
+    rule_reason: str = ""
 
     async def execute(self, arguments: dict[str, Any]) -> ToolResult:
         """Run the tool with already-validated ``arguments``."""
@@ -138,6 +145,7 @@ class Tool:
             self.output_schema,
             self.annotations,
             self.approval_reason,
+            self.definition_digest,
         ]
         return hashlib.sha256(json.dumps(shown, sort_keys=True, default=str).encode()).hexdigest()[:32]
 
@@ -356,6 +364,8 @@ def _mcp_tool(hub_tool: HubTool, user_id: int | None, *, views: bool = False) ->
         annotations=hub_tool.annotations,
         user_id=user_id,
         views=views,
+        remote_name=hub_tool.name,
+        definition_digest=hub_tool.digest,
     )
 
 
@@ -370,19 +380,43 @@ def as_it_is_now(tool: Tool) -> Tool | None:
         return tool
     now = hub_tools(tool.user_id, views=tool.views)
     current = next((t for t in now if t.prefixed_name == tool.name), None)
-    return _mcp_tool(current, tool.user_id, views=tool.views) if current is not None else None
+    if current is None:
+        return None
+    return _with_rule(_mcp_tool(current, tool.user_id, views=tool.views), tool.rule_reason)
 
+
+def _with_rule(tool: Tool, reason: str) -> Tool:
+    """``tool`` asked for by the agent's rules (``reason``); the server's own reason, if any, stays."""
+    if not reason:
+        return tool
+    return dataclasses.replace(tool, approval_reason=tool.approval_reason or reason, rule_reason=reason)
+
+
+def rule_reason(pattern: str) -> str:
+    """What the approval card says of a call asked for by the agent's ``approve: ask`` rule."""
+    return f'the agent\'s approval rules ask for each call ("approve: ask" matches "{pattern}")'
 
 def agent_tools(
     agent: HasToolPatterns, tools: Iterable[Tool] | None = None, *, user_id: int | None = None
 ) -> list[Tool]:
     """The tools ``agent`` may use now (for ``user_id``): its patterns applied to the registry.
 
+    Its approval rules (``approve:``, :func:`agents.policy.approval_rule`) apply too: a denied
+    tool is left out, a tool the rules ask for needs the person's approval for each call.
     ``tools`` defaults to :func:`available_tools`; pass a list to reuse one already built.
     """
     candidates = available_tools(user_id) if tools is None else list(tools)
     patterns = agent.tools
-    return [tool for tool in candidates if is_allowed(patterns, tool.name)]
+    rules = getattr(agent, "approve", None)
+    allowed = []
+    for tool in candidates:
+        if not is_allowed(patterns, tool.name):
+            continue
+        rule, pattern = approval_rule(rules, tool.name)
+        if rule == DENY:
+            continue
+        allowed.append(_with_rule(tool, rule_reason(pattern)) if rule == ASK else tool)
+    return allowed
 
 
 def openai_tools(tools: Iterable[Tool]) -> list[dict[str, Any]]:

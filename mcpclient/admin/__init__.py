@@ -49,6 +49,8 @@ from mcpclient.admin import changes
 from mcpclient.admin.changes import ServerChangeError
 from mcpclient.admin.forms import McpServerForm
 from mcpclient.admin.logs import ServerLogsAdmin
+from mcpclient.admin.pins import ToolPinAdmin as ToolPinAdmin  # registers the tool definitions' pages
+from mcpclient.admin.pins import findings_list
 from mcpclient.core import apps
 from mcpclient.core.approval import stored_approval_reason
 from mcpclient.core.redaction import masked_entry
@@ -126,6 +128,8 @@ def tool_state(tool: McpTool) -> str:
     / "not callable" (its ``_meta.ui.visibility`` leaves the model out), as a span."""
     if tool.filtered or tool.rejected:
         state = label = "filtered" if tool.filtered else "rejected"
+    elif tool.held:
+        state, label = "held", "held for review"
     elif apps.MODEL in (tool.visibility or ()):
         state = label = "offered"
     else:
@@ -159,12 +163,13 @@ class McpToolAdmin(admin.ModelAdmin):
     """Discovered tools, read-only: whoever may see the servers sees their tools' pages."""
 
     list_display = ("prefixed_name", "title", "server", "state", "read_only", "approval")
-    list_filter = ("server", "rejected", "filtered")
+    list_filter = ("server", "rejected", "filtered", "held")
     list_select_related = ("server",)
     search_fields = ("name", "prefixed_name", "title", "description")
     fieldsets = (
         (None, {"fields": ("server", "name", "prefixed_name", "title", "description")}),
         ("State", {"fields": ("state", "read_only", "approval", "reject_reason", "warning")}),
+        ("Definition", {"fields": ("digest", "pin_note", "flagged")}),
         ("View (MCP Apps)", {"fields": ("ui_resource_uri", "visibility")}),
         ("Schemas", {"fields": ("input_schema_display", "output_schema_display")}),
         ("Annotations and icons", {"fields": ("annotations_display", "icons_display")}),
@@ -180,6 +185,9 @@ class McpToolAdmin(admin.ModelAdmin):
         "approval",
         "reject_reason",
         "warning",
+        "digest",
+        "pin_note",
+        "flagged",
         "ui_resource_uri",
         "visibility",
         "input_schema_display",
@@ -213,6 +221,11 @@ class McpToolAdmin(admin.ModelAdmin):
     @admin.display(description="read-only")
     def read_only(self, tool: McpTool) -> str:
         return yes_no(tool.read_only)
+
+    @admin.display(description="flagged")
+    def flagged(self, tool: McpTool) -> str:
+        """What the poisoning check found in its description."""
+        return findings_list(tool.findings)
 
     @admin.display(description="input schema")
     def input_schema_display(self, tool: McpTool) -> str:
@@ -329,7 +342,15 @@ class McpServerAdmin(ServerLogsAdmin, admin.ModelAdmin):
             (None, {"fields": ("name", "transport", "enabled", "loaded")}),
             ("stdio", {"fields": ("command", "args", "env", "env_file", "cwd")}),
             ("Streamable HTTP / SSE", {"fields": ("url", "headers")}),
-            ("Safety", {"fields": ("write_tools", "trusted", "apps", "include_tools", "exclude_tools")}),
+            (
+                "Safety",
+                {
+                    "fields": (
+                        "write_tools", "trusted", "apps", "pin_tools", "accept_new_tools", "include_tools",
+                        "exclude_tools",
+                    )
+                },
+            ),
             ("Limits and other keys", {"fields": (("timeout", "init_timeout"), "extra")}),
         ]
         if obj is not None:

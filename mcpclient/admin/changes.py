@@ -44,6 +44,7 @@ from mcpclient.config.model import STDIO, ConfigError, ServerConfig
 from mcpclient.config.resolve import command_allowed, lookup_path
 from mcpclient.config.shapes import entry_for
 from mcpclient.config.writeback import WritebackError, file_shape, set_enabled, update_server
+from mcpclient.core.pinning import PIN_BLOCK, PIN_MODES
 from mcpclient.core.redaction import MASK, mask_args, redact_url
 from mcpclient.engine.authorization import signed_in_servers
 from mcpclient.engine.hub import Hub
@@ -72,6 +73,8 @@ KEY_FIELDS: dict[str, str] = {
     "writeTools": "write_tools",
     "trusted": "trusted",
     "apps": "apps",
+    "pinTools": "pin_tools",
+    "acceptNewTools": "accept_new_tools",
     "includeTools": "include_tools",
     "excludeTools": "exclude_tools",
 }
@@ -253,6 +256,8 @@ def entry_values(entry: object) -> dict[str, Any]:
         "write_tools": "approve" if raw.get("writeTools") == "approve" else "reject",
         "trusted": raw.get("trusted") is not False,
         "apps": raw.get("apps") is not False,
+        "pin_tools": raw.get("pinTools") if raw.get("pinTools") in PIN_MODES else PIN_BLOCK,
+        "accept_new_tools": raw.get("acceptNewTools") is True,
         "include_tools": patterns("includeTools"),
         "exclude_tools": patterns("excludeTools"),
         "extra": {key: value for key, value in raw.items() if key not in KEY_FIELDS},
@@ -322,6 +327,10 @@ def build_entry(original: object, changes: Mapping[str, Any]) -> dict[str, Any]:
         put("trusted", False, changes["trusted"])
     if "apps" in changes:
         put("apps", False, changes["apps"])
+    if "pin_tools" in changes:
+        put("pinTools", changes["pin_tools"], changes["pin_tools"] == PIN_BLOCK)
+    if "accept_new_tools" in changes:
+        put("acceptNewTools", True, not changes["accept_new_tools"])
     for field, key in (("include_tools", "includeTools"), ("exclude_tools", "excludeTools")):
         if field in changes:
             put(key, list(changes[field]), not changes[field])

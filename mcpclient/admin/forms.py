@@ -18,6 +18,7 @@ from django.core.exceptions import ValidationError
 from mcpclient.admin import changes as server_changes
 from mcpclient.admin.changes import MASK, ServerChangeError
 from mcpclient.config.document import MAX_JSON_DEPTH, json_depth
+from mcpclient.core.pinning import PIN_BLOCK, PIN_MODES
 from mcpclient.core.redaction import mask_args, mask_values, redact_url
 from mcpclient.models import McpServer
 
@@ -33,7 +34,10 @@ TEXT_FIELDS = (
     "exclude_tools",
     "extra",
 )
-VALUE_FIELDS = ("transport", "enabled", "timeout", "init_timeout", "write_tools", "trusted", "apps")
+VALUE_FIELDS = (
+    "transport", "enabled", "timeout", "init_timeout", "write_tools", "trusted", "apps", "pin_tools",
+    "accept_new_tools",
+)
 
 
 def _normalise(text: str | None) -> str:
@@ -135,6 +139,20 @@ class McpServerForm(forms.ModelForm):
             "Untick to keep this server's views (MCP Apps) off the conversation: its tools then "
             "give their text results only (docs/apps.md)."
         ),
+    )
+    pin_tools = forms.ChoiceField(
+        choices=[(mode, mode) for mode in PIN_MODES],
+        initial=PIN_BLOCK,
+        label="pinTools",
+        help_text=(
+            'A tool whose definition changes after it was accepted: "block" holds it back until it is '
+            'accepted under Tool definitions, "warn" offers it and flags it, "off" accepts every change.'
+        ),
+    )
+    accept_new_tools = forms.BooleanField(
+        required=False,
+        label="acceptNewTools",
+        help_text="Tick to offer new tools of this server without a review (changed ones are still held).",
     )
     include_tools = forms.CharField(
         required=False,

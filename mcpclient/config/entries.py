@@ -45,6 +45,7 @@ from mcpclient.config.model import (
     IdentityProviderConfig,
     LoadedConfig,
     OAuthConfig,
+    SandboxConfig,
     ServerConfig,
 )
 from mcpclient.config.shapes import (
@@ -53,6 +54,7 @@ from mcpclient.config.shapes import (
     input_ids,
 )
 from mcpclient.core.approval import WRITE_TOOLS, WRITE_TOOLS_REJECT
+from mcpclient.core.pinning import PIN_BLOCK, PIN_MODES
 from mcpclient.core.redaction import redact_url
 
 logger = logging.getLogger("mcpclient.config")
@@ -103,6 +105,7 @@ _OAUTH_KEYS = frozenset(
     }
 )
 _IDP_KEYS = frozenset({"tokenEndpoint", "clientId", "clientSecret", "idToken"})
+_SANDBOX_KEYS = ("write", "read", "network")
 
 
 class EntryChecker:
@@ -337,6 +340,11 @@ def parse_server(name: str, entry: object, *, source: str = "mcp.json") -> Serve
         raise check.fail(f'"writeTools" must be "reject" or "approve", got {shown_value(write_tools)}')
     trusted = check.boolean("trusted", True)
     apps = check.boolean("apps", True)
+    pin_tools = entry.get("pinTools", PIN_BLOCK)
+    if pin_tools not in PIN_MODES:
+        raise check.fail(f'"pinTools" must be one of "block", "warn" or "off", got {shown_value(pin_tools)}')
+    accept_new_tools = check.boolean("acceptNewTools", False)
+    sandbox = _sandbox_of(check, transport)
 
     return ServerConfig(
         name=name,
@@ -358,6 +366,9 @@ def parse_server(name: str, entry: object, *, source: str = "mcp.json") -> Serve
         write_tools=write_tools,
         trusted=trusted,
         apps=apps,
+        pin_tools=pin_tools,
+        accept_new_tools=accept_new_tools,
+        sandbox=sandbox,
         raw=copy.deepcopy(entry),
         source=source,
     )
@@ -431,6 +442,34 @@ def inputs_used(value: object) -> list[str]:
         elif isinstance(current, list):
             stack.extend(reversed(current))
     return found
+
+
+def _sandbox_of(check: EntryChecker, transport: str) -> SandboxConfig | None:
+    """The entry's ``sandbox`` (see :class:`SandboxConfig`); None without one or with ``false``."""
+    value = check.entry.get("sandbox")
+    if "sandbox" not in check.entry or value is False:
+        return None
+    if transport != STDIO:
+        raise check.fail(f'"sandbox" only applies to stdio servers, not {transport}')
+    if value is True:
+        return SandboxConfig()
+    if not isinstance(value, dict):
+        raise check.fail(
+            '"sandbox" must be true, false or an object such as {"write": [...], "read": [...], '
+            f'"network": false}}, got {json_type(value)}'
+        )
+    sandbox = EntryChecker("", "", value)
+    sandbox.prefix = f'{check.prefix}: "sandbox"'
+    unknown = sorted(set(value) - set(_SANDBOX_KEYS))
+    if unknown:
+        known = ", ".join(f'"{key}"' for key in _SANDBOX_KEYS)
+        raise sandbox.fail(f'unknown key "{unknown[0]}" (known: {known})')
+    paths = {key: sandbox.string_list(key) for key in ("write", "read")}
+    for key, listed in paths.items():
+        for index, path in enumerate(listed):
+            if not path.strip():
+                raise sandbox.fail(f'"{key}[{index}]" must not be empty')
+    return SandboxConfig(write=paths["write"], read=paths["read"], network=sandbox.boolean("network", False))
 
 
 def _oauth_of(check: EntryChecker, transport: str, headers: Mapping[str, str]) -> OAuthConfig | None:

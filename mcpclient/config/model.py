@@ -63,9 +63,50 @@ class ServerConfig:
     trusted: bool = True
     # MCP Apps: false keeps this server's views from being rendered (its tools give text only).
     apps: bool = True
+    # Pinned tool definitions (mcpclient.core.pinning): "block", "warn" or "off"; whether a known
+    # server's new tools are accepted without a review.
+    pin_tools: str = "block"
+    accept_new_tools: bool = False
+    # stdio only: run the server under bubblewrap (None: not asked, or "sandbox": false).
+    sandbox: SandboxConfig | None = None
     raw: dict[str, Any] = field(default_factory=dict)
     # The config file's name, for error messages raised when resolving.
     source: str = "mcp.json"
+
+
+@dataclass(frozen=True)
+class SandboxConfig:
+    """A stdio entry's ``sandbox``, as written (its paths may hold placeholders).
+
+    ``"sandbox": true`` is every default: the system read-only, a private ``/tmp``, nothing
+    writable, no network. ``write`` lists what the server may change, ``read`` what it may read
+    of what the sandbox otherwise hides (inside ``/tmp``, say), ``network`` lets it reach the
+    network. :mod:`mcpclient.config.sandbox` turns it into a :class:`SandboxPlan`.
+    """
+
+    write: tuple[str, ...] = ()
+    read: tuple[str, ...] = ()
+    network: bool = False
+
+
+@dataclass(frozen=True)
+class SandboxPlan:
+    """How one sandboxed stdio server runs: absolute paths, symbolic links resolved, checked.
+
+    ``hidden_dirs`` and ``hidden_files`` are BooCode's own (its data folder, secret keys, database,
+    mcp.json, the .env file) and, without the network, ``/run``: the server finds an empty folder
+    in place of each folder and a file it cannot open in place of each file. ``write`` holds the entry's
+    ``write`` paths and the caches its launcher (``npx``, ``uvx``) needs; ``read`` the entry's
+    ``read`` paths. ``chdir`` is the entry's ``cwd``, if it has one.
+    """
+
+    bwrap: str
+    write: tuple[str, ...] = ()
+    read: tuple[str, ...] = ()
+    hidden_dirs: tuple[str, ...] = ()
+    hidden_files: tuple[str, ...] = ()
+    network: bool = False
+    chdir: str | None = None
 
 
 SHARED = "shared"
@@ -167,6 +208,8 @@ class ResolvedServer:
     headers: dict[str, str] = field(repr=False)
     # The entry's OAuth secrets, placeholders expanded.
     oauth_secrets: OAuthSecrets = field(default_factory=OAuthSecrets, repr=False)
+    # stdio: how bubblewrap runs the server (None: it runs as it is).
+    sandbox: SandboxPlan | None = None
 
 
 @dataclass

@@ -135,7 +135,7 @@ ENTRY_KEYS = frozenset(
     {
         "type", "command", "args", "env", "environment", "envFile", "cwd", "url", "serverUrl", "httpUrl",
         "headers", "enabled", "disabled", "timeout", "initTimeout", "requestTimeout", "includeTools",
-        "excludeTools", "oauth", "writeTools", "trusted", "apps",
+        "excludeTools", "oauth", "writeTools", "trusted", "apps", "pinTools", "acceptNewTools", "sandbox",
     }
 )
 DEFAULT_TIMEOUT = 60.0
@@ -201,8 +201,14 @@ def entry_for(shape: Shape, config: Any) -> dict[str, Any]:
         entry["trusted"] = False
     if not config.apps:
         entry["apps"] = False
+    if config.pin_tools != "block":
+        entry["pinTools"] = config.pin_tools
+    if config.accept_new_tools:
+        entry["acceptNewTools"] = True
     if "oauth" in config.raw:  # as written: its clientSecret may be a placeholder
         entry["oauth"] = copy.deepcopy(config.raw["oauth"])
+    if "sandbox" in config.raw:  # as written: its paths may hold placeholders
+        entry["sandbox"] = copy.deepcopy(config.raw["sandbox"])
     for key, value in config.raw.items():
         if key not in ENTRY_KEYS and key not in entry:
             entry[key] = copy.deepcopy(value)

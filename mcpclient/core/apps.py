@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 EXTENSION = "io.modelcontextprotocol/ui"
@@ -159,6 +159,22 @@ class ViewPolicy:
     def allow_attribute(self) -> str:
         """The frame's ``allow`` attribute: only the features the view declared ("" for none)."""
         return "; ".join(self.permissions)
+
+    def origins(self) -> list[str]:
+        """Every origin the view declares, once each."""
+        return list(dict.fromkeys(origin for origins in self.domains.values() for origin in origins))
+
+    def without(self, refused: Mapping[str, str]) -> ViewPolicy:
+        """This policy without the origins ``refused`` names (origin: why), said in its note."""
+        if not refused:
+            return self
+        domains = {
+            key: kept
+            for key, origins in self.domains.items()
+            if (kept := tuple(origin for origin in origins if origin not in refused))
+        }
+        said = "; ".join(f"{origin} left out: {why}" for origin, why in refused.items())
+        return replace(self, domains=domains, note="; ".join(filter(None, [self.note, said])))
 
 
 def view_policy(meta: Mapping[str, Any] | None) -> ViewPolicy:

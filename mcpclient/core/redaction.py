@@ -32,6 +32,7 @@ __all__ = [
     "mask_args",
     "mask_values",
     "masked_entry",
+    "redact_arguments",
     "redact_text",
     "redact_url",
 ]
@@ -184,3 +185,25 @@ class RedactingFormatter(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
         """The formatted record, redacted."""
         return redact_text(super().format(record))
+
+
+def redact_arguments(value: object, *, depth: int = 0) -> object:
+    """A tool call's arguments as they may be kept (the audit log): secrets masked, JSON kept.
+
+    A value under a key whose name mentions a secret (``password``, ``apiKey``, ``token``...)
+    is masked whole; a string shaped like a credential (``sk-...``, ``ghp_...``, a long mix of
+    letters and digits) is masked; URLs and bearer tokens inside text go through
+    :func:`redact_text`. Nesting past 20 levels is cut (``"…"``).
+    """
+    if depth > 20:
+        return "…"
+    if isinstance(value, Mapping):
+        return {
+            str(key): MASK if _SECRET_NAME_RE.search(str(key)) else redact_arguments(item, depth=depth + 1)
+            for key, item in value.items()
+        }
+    if isinstance(value, list | tuple):
+        return [redact_arguments(item, depth=depth + 1) for item in value]
+    if isinstance(value, str):
+        return MASK if _looks_like_token(value) else redact_text(value)
+    return value

@@ -64,6 +64,13 @@ class DiscoveredTool:
     ui_resource_uri: str = ""
     visibility: tuple[str, ...] = apps.VISIBILITY
     ui_note: str = ""
+    # Pinning (mcpclient.core.pinning): the digest of its definition; held back until an
+    # administrator accepts a changed or new definition; the sentence the admin shows; what the
+    # poisoning check found in its description.
+    digest: str = ""
+    held: bool = False
+    pin_note: str = ""
+    findings: tuple[str, ...] = ()
 
     @property
     def needs_approval(self) -> bool:
@@ -77,8 +84,8 @@ class DiscoveredTool:
 
     @property
     def usable(self) -> bool:
-        """Neither filtered nor rejected: the model or a view may call it, as its visibility says."""
-        return not (self.rejected or self.filtered)
+        """Neither filtered, rejected nor held: the model or a view may call it, as its visibility says."""
+        return not (self.rejected or self.filtered or self.held)
 
     @property
     def offered(self) -> bool:
@@ -110,6 +117,7 @@ class HubTool:
     ui_resource_uri: str = ""  # the view its results are shown in (MCP Apps), "" for none
     model: bool = True  # offered to the model (its _meta.ui.visibility holds "model")
     app: bool = False  # callable from its server's views (visibility holds "app"; views are on)
+    digest: str = ""  # of the accepted definition it is offered under (mcpclient.core.pinning)
 
 
 @dataclass(frozen=True)

@@ -32,7 +32,7 @@ from urllib.parse import parse_qs, urlsplit
 import httpx2
 from channels.db import database_sync_to_async
 from django.conf import settings
-from mcp.client.auth import OAuthClientProvider, OAuthFlowError, OAuthTokenError
+from mcp.client.auth import OAuthClientProvider, OAuthFlowError
 from mcp.client.auth.extensions.client_credentials import SignedJWTParameters
 from mcp.client.auth.utils import is_valid_client_metadata_url, issuers_match, union_scopes
 from mcp.shared.auth import (
@@ -55,7 +55,11 @@ from mcpclient.config.model import (
     OAuthConfig,
     OAuthSecrets,
 )
-from mcpclient.engine.inbound import bounded_client
+from mcpclient.core import egress
+from mcpclient.core.egress import Endpoint
+from mcpclient.core.redaction import redact_url
+from mcpclient.engine.egress import EgressRefused
+from mcpclient.engine.inbound import AnswerRefused, document_client
 from mcpclient.secrets import store as secret_store
 
 logger = logging.getLogger(__name__)
@@ -75,6 +79,17 @@ _WELL_KNOWN = (
 
 # Steps of the flow, as failures name them.
 DISCOVERY, REGISTRATION, CONSENT, TOKEN, REFRESH = "discovery", "registration", "consent", "token", "refresh"
+# OAuth error codes (RFC 6749, 6750, 7591, 8628, 8693, 8707, 9449): the only words of an error
+# answer a person is shown; what else a server writes stays in the log.
+OAUTH_ERRORS = frozenset(
+    """
+    invalid_request invalid_client invalid_grant unauthorized_client unsupported_grant_type invalid_scope
+    access_denied unsupported_response_type server_error temporarily_unavailable invalid_token
+    insufficient_scope invalid_redirect_uri invalid_client_metadata invalid_software_statement
+    unapproved_software_statement invalid_target authorization_pending slow_down expired_token
+    invalid_dpop_proof use_dpop_nonce interaction_required login_required consent_required
+    """.split()
+)
 
 
 class SignInRequired(Exception):
@@ -83,6 +98,10 @@ class SignInRequired(Exception):
 
 class ConsentFailed(Exception):
     """The person refused, the provider answered with an error, or the consent timed out."""
+
+
+class SignInStopped(OAuthFlowError):
+    """A sign-in BooCode stopped, said in its own words (nothing a server sent is quoted)."""
 
 
 @dataclass(frozen=True)
@@ -294,6 +313,10 @@ def preregistered_client(oauth: OAuthConfig, client_secret: str | None) -> OAuth
 class Consent:
     """Who answers "send the person to this URL" and "wait for the code"."""
 
+    # The endpoints the administrator declared for the server signing in (set by HubOAuth): a
+    # consent that fetches the authorization URL itself reaches them as declared.
+    declared: frozenset[Endpoint] = frozenset()
+
     async def redirect(self, url: str) -> None:
         """Send the person to the authorization URL."""
         raise NotImplementedError
@@ -325,8 +348,9 @@ def _code_from_redirect(location: str) -> AuthorizationCodeResult:
         return values[0] if values else None
 
     if first("error"):
-        description = first("error_description")
-        raise ConsentFailed(f"{first('error')}" + (f": {description}" if description else ""))
+        error = first("error")
+        said = error if error in OAUTH_ERRORS else "an error"
+        raise ConsentFailed(f"the authorization server answered {said}")
     code = first("code")
     if not code:
         raise ConsentFailed("the authorization response has no code")
@@ -344,7 +368,7 @@ class HeadlessConsent(Consent):
         self._result: AuthorizationCodeResult | None = None
 
     async def redirect(self, url: str) -> None:
-        async with bounded_client() as client:
+        async with document_client(self.declared) as client:
             response = await client.get(url, follow_redirects=False)
         location = response.headers.get("location")
         if not response.is_redirect or not location:
@@ -453,6 +477,8 @@ class _Steps:
 
     current: str = DISCOVERY
     refresh_refused: str = ""
+    answer: str = ""  # how the last request of the flow was answered ("HTTP 400 invalid_grant")
+    answered_at: str = ""  # the step it belonged to
     requests: list[str] = field(default_factory=list)
 
 
@@ -495,6 +521,9 @@ class HubOAuth(OAuthClientProvider):
         self.secrets = secrets or OAuthSecrets()
         self.failure: AuthFailure | None = None
         self.signed_in = False  # a sign-in completed during this connection
+        # The server's own endpoints: the flow reaches them as declared, anything else is checked.
+        self.declared = egress.declared(url)
+        consent.declared = self.declared
         self._got_through = False  # the server answered a request of this connection without 401
         self._steps = _Steps()
 
@@ -526,15 +555,14 @@ class HubOAuth(OAuthClientProvider):
         the client's secret, key or ID-JAG goes nowhere else."""
         metadata = self.context.oauth_metadata
         if metadata is None:
-            raise OAuthFlowError(
-                "the authorization server publishes no metadata (needed for a token request)"
-            )
+            raise SignInStopped("the authorization server publishes no metadata (needed for a token request)")
         issuer = str(metadata.issuer)
         if self.oauth.issuer and not issuers_match(issuer, self.oauth.issuer):
             self.context.oauth_metadata = None
-            raise OAuthFlowError(
-                f"the server sends BooCode to the authorization server {issuer}, not the configured "
-                f'"issuer" {self.oauth.issuer}; nothing was sent'
+            logger.info('MCP server "%s" leads to the authorization server %s', self.server, issuer)
+            raise SignInStopped(
+                f'the server sends BooCode to an authorization server that is not the configured "issuer" '
+                f"{self.oauth.issuer}; nothing was sent"
             )
         return issuer
 
@@ -573,7 +601,7 @@ class HubOAuth(OAuthClientProvider):
                 lifetime_seconds=120,
             ).create_assertion_provider()(audience)
         except (ValueError, TypeError) as exc:  # PyJWT: a key that is not a PEM of the algorithm's kind
-            raise OAuthFlowError(
+            raise SignInStopped(
                 f'"privateKey" cannot sign {self.oauth.signing_algorithm}: {type(exc).__name__}: {exc}'
             ) from None
 
@@ -581,7 +609,7 @@ class HubOAuth(OAuthClientProvider):
         """SEP-990 leg 1: the identity provider exchanges the ID token for an ID-JAG (RFC 8693)."""
         idp = self.oauth.identity_provider
         if idp is None or not self.secrets.id_token:
-            raise OAuthFlowError('"identityProvider.idToken" is empty')
+            raise SignInStopped('"identityProvider.idToken" is empty')
         data = {
             "grant_type": "urn:ietf:params:oauth:grant-type:token-exchange",
             "requested_token_type": "urn:ietf:params:oauth:token-type:id-jag",
@@ -595,23 +623,25 @@ class HubOAuth(OAuthClientProvider):
         if self.secrets.idp_client_secret:
             auth = httpx2.BasicAuth(idp.client_id, self.secrets.idp_client_secret)
             data.pop("client_id")
-        async with bounded_client() as http:
+        # The token endpoint is the administrator's (mcp.json): reached as declared, like the server.
+        async with document_client(self.declared | egress.declared(idp.token_endpoint)) as http:
             response = await http.post(
                 idp.token_endpoint, data=data, auth=auth if auth is not None else httpx2.USE_CLIENT_DEFAULT
             )
         where = f"the identity provider ({idp.token_endpoint})"
         if response.status_code != 200:
-            raise OAuthTokenError(
+            _log_answer(self.server, response)
+            raise SignInStopped(
                 f"{where} refused the token exchange: HTTP {response.status_code}{_oauth_error(response)}"
             )
         try:
             answer = response.json()
             token = answer["access_token"]
         except (ValueError, KeyError, TypeError):
-            raise OAuthTokenError(f"{where} answered without an access_token") from None
+            raise SignInStopped(f"{where} answered without an access_token") from None
         issued = answer.get("issued_token_type")
         if not isinstance(token, str) or issued not in (None, "urn:ietf:params:oauth:token-type:id-jag"):
-            raise OAuthTokenError(f"{where} issued {issued!r}, not an ID-JAG")
+            raise SignInStopped(f"{where} issued another kind of token than an ID-JAG")
         return token
 
     async def _initialize(self) -> None:
@@ -697,11 +727,13 @@ class HubOAuth(OAuthClientProvider):
         try:
             outgoing = await flow.__anext__()
             while True:
-                if outgoing is not request:
+                if outgoing is request:
+                    response = yield outgoing
+                    if response.status_code not in (401, 403):
+                        self._got_through = True
+                else:
                     self._steps.current = self._step_of(outgoing)
-                response = yield outgoing
-                if outgoing is request and response.status_code not in (401, 403):
-                    self._got_through = True
+                    response = await self._fetch(outgoing)
                 outgoing = await flow.asend(response)
         except StopAsyncIteration:
             return
@@ -713,6 +745,22 @@ class HubOAuth(OAuthClientProvider):
         request.headers.pop("Authorization", None)
         yield request  # the server's own answer (401) reaches the transport as a normal reply
 
+    async def _fetch(self, request: httpx2.Request) -> httpx2.Response:
+        """A request of the flow (metadata, registration, token; a redirect of one), sent here.
+
+        Not through the connection's transport: only where the egress policy allows (the
+        server's own endpoints as declared), its answer read whole within
+        :data:`~mcpclient.engine.inbound.MAX_DOCUMENT_BYTES`, and with no cookie or header of
+        the MCP session. A refusal raises here, inside the flow, so it is the step's failure.
+        """
+        async with document_client(self.declared) as http:
+            response = await http.send(request)
+        self._steps.answer = f"HTTP {response.status_code}{_oauth_error(response)}"
+        self._steps.answered_at = self._steps.current
+        if response.status_code >= 400:
+            _log_answer(self.server, response)
+        return response
+
     def _failure(self, exc: Exception) -> AuthFailure:
         step = self._steps.current
         if isinstance(exc, SignInRequired):
@@ -720,9 +768,16 @@ class HubOAuth(OAuthClientProvider):
             if self._steps.refresh_refused:
                 message = f"the token could not be refreshed ({self._steps.refresh_refused}); {message}"
             return AuthFailure(CONSENT, message, sign_in_required=True)
-        text = str(exc) or type(exc).__name__
-        if isinstance(exc, httpx2.TransportError):
-            text = f"{type(exc).__name__}: {text}"
+        if isinstance(exc, SignInStopped | EgressRefused | AnswerRefused | httpx2.ConnectError):
+            text = str(exc)
+        elif isinstance(exc, OAuthFlowError | ValueError | httpx2.TransportError):
+            # The SDK's messages (and pydantic's, and a broken exchange's) quote what servers sent:
+            # bodies, fields of their documents. The person reads BooCode's words and the status;
+            # the log keeps what raised.
+            text = _in_own_words(exc, step, self._steps.answer if self._steps.answered_at == step else "")
+            logger.info('MCP server "%s": sign-in stopped at %s (%s)', self.server, step, type(exc).__name__)
+        else:
+            text = str(exc) or type(exc).__name__
         return AuthFailure(step, text if len(text) < 400 else text[:400] + "...")
 
 
@@ -732,16 +787,71 @@ def _insufficient_scope(response: httpx2.Response) -> bool:
     )
 
 
-def _oauth_error(response: httpx2.Response) -> str:
-    """`` error: description`` of an OAuth error answer (RFC 6749 §5.2), bounded; else ""."""
+def _error_fields(response: httpx2.Response) -> tuple[str, str]:
+    """``error`` and ``error_description`` of an OAuth error answer (RFC 6749 §5.2); "" where absent."""
     with contextlib.suppress(Exception):
         body = json.loads(response.content or b"{}")
         error, description = body.get("error"), body.get("error_description")
-        if isinstance(error, str):
-            if isinstance(description, str) and description.strip():
-                return f" {error[:100]}: {' '.join(description.split())[:200]}"
-            return f" {error[:100]}"
-    return ""
+        return (
+            error if isinstance(error, str) else "",
+            " ".join(description.split())[:200] if isinstance(description, str) else "",
+        )
+    return "", ""
+
+
+def _oauth_error(response: httpx2.Response) -> str:
+    """`` <error>`` of an OAuth error answer when it is a registered code (:data:`OAUTH_ERRORS`); else ""."""
+    error, _ = _error_fields(response)
+    return f" {error}" if error in OAUTH_ERRORS else ""
+
+
+def _log_answer(server: str, response: httpx2.Response) -> None:
+    """An error answer of the flow, for staff: where, the status, the error and its description."""
+    error, description = _error_fields(response)
+    logger.info(
+        'MCP server "%s": %s %s answered HTTP %d %s %s',
+        server,
+        response.request.method,
+        redact_url(str(response.request.url)),
+        response.status_code,
+        error[:100],
+        description,
+    )
+
+
+# The SDK's flow errors whose text quotes what a server sent, in BooCode's words (by their start).
+_SDK_FLOW_ERRORS = (
+    (
+        "Authorization server metadata issuer mismatch",
+        "the authorization server's metadata names another issuer than the one it was fetched for",
+    ),
+    ("Protected resource metadata request failed", "the protected resource metadata could not be fetched"),
+    ("Protected resource ", "the protected resource metadata names another resource than this server"),
+    ("Authorization response iss mismatch", "the authorization response names another issuer"),
+    ("Authorization response missing iss", "the authorization response has no issuer (its server sends one)"),
+    ("State parameter mismatch", "the authorization response's state is not the request's"),
+    ("No authorization code", "the authorization response has no code"),
+)
+_STEP_FAILED = {
+    DISCOVERY: "the sign-in metadata could not be used",
+    REGISTRATION: "the client registration failed",
+    CONSENT: "the authorization failed",
+    TOKEN: "the token request failed",
+    REFRESH: "the token refresh failed",
+}
+
+
+def _in_own_words(exc: Exception, step: str, answer: str) -> str:
+    """What stopped the flow at ``step``, without quoting a server (``answer``: its status, if any)."""
+    said = str(exc)
+    if isinstance(exc, OAuthFlowError):
+        for start, words in _SDK_FLOW_ERRORS:
+            if said.startswith(start):
+                return words
+    if isinstance(exc, httpx2.TransportError):
+        return f"{_STEP_FAILED.get(step, 'the sign-in')}: {type(exc).__name__}"
+    words = _STEP_FAILED.get(step, "the sign-in could not go on")
+    return f"{words} ({answer})" if answer else words
 
 
 # --- revocation ----------------------------------------------------------------------------
@@ -770,7 +880,7 @@ async def revoke(store: CredentialStore) -> str:
     elif client.client_secret:
         data["client_secret"] = client.client_secret
     failures = []
-    async with bounded_client() as http:
+    async with document_client(egress.declared(store.url)) as http:
         for hint, token in (("refresh_token", tokens.refresh_token), ("access_token", tokens.access_token)):
             if not token:
                 continue

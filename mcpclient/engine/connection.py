@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import datetime as dt
 import functools
 import logging
@@ -39,6 +40,8 @@ from mcp_types import CONNECTION_CLOSED, REQUEST_TIMEOUT
 from mcpclient.config.entries import inputs_used
 from mcpclient.config.model import SSE, STDIO, STREAMABLE_HTTP, ConfigError, ResolvedServer, ServerConfig
 from mcpclient.config.resolve import InputLookup, resolve_server
+from mcpclient.core import pinning
+from mcpclient.core.pinning import PinBook
 from mcpclient.core.redaction import redact_text
 from mcpclient.core.results import ToolResult, extract_result
 from mcpclient.core.state import DiscoveredTool, ServerSnapshot, Status, discover_tool
@@ -117,8 +120,11 @@ class ServerConnection:
         consent_timeout: float = 600.0,
         client_version: str = "0",
         apps: bool = True,
+        pins: PinBook | None = None,
     ) -> None:
         self.config = config
+        # Where accepted tool definitions are kept (mcpclient.core.pinning; None: nothing pinned).
+        self._pins = pins
         # Handed down by the hub (mcpclient.runtime.new_hub fills them from the settings): where
         # ${input:} values come from, how long a person may take to sign in, what the hub calls itself.
         self._input_value = input_value
@@ -386,8 +392,53 @@ class ServerConnection:
             for tool in tools[: protocol.MAX_TOOLS]
         ]
 
-    def _set_tools(self, tools: list[types.Tool], client: Client) -> None:
-        self.tools = self._discover(tools, client)
+    async def _reviewed(self, tools: list[types.Tool], client: Client) -> list[DiscoveredTool]:
+        """The listed tools discovered, each with its pinned digest and the pin review's verdict.
+
+        Every listed tool is reviewed (a filtered one too, so that including it later is no
+        surprise); a verdict holds back only what the policy would offer. A review that cannot be
+        made (the database is down) holds back every tool: fail closed.
+        """
+        discovered = self._discover(tools, client)
+        definitions = {tool.name: pinning.definition(tool) for tool in tools[: protocol.MAX_TOOLS]}
+        seen = [
+            pinning.Seen(tool.name, pinning.digest(definitions[tool.name]), definitions[tool.name])
+            for tool in discovered
+        ]
+        if self._pins is None:
+            return [
+                dataclasses.replace(d, digest=item.digest) for d, item in zip(discovered, seen, strict=True)
+            ]
+        config = self.config
+        try:
+            verdicts = await self._pins.review(
+                self.name, seen, mode=config.pin_tools, accept_new=config.accept_new_tools
+            )
+        except Exception:
+            logger.exception('MCP server "%s": its tools could not be checked against their pins', self.name)
+            unchecked = pinning.Verdict(
+                held=True, note="could not be checked against its accepted definition"
+            )
+            verdicts = {item.name: unchecked for item in seen}
+        reviewed = []
+        for tool, item in zip(discovered, seen, strict=True):
+            verdict = verdicts.get(item.name, pinning.ACCEPTED)
+            reviewed.append(
+                dataclasses.replace(
+                    tool,
+                    digest=item.digest,
+                    held=verdict.held,
+                    pin_note=verdict.note,
+                    findings=verdict.findings,
+                )
+            )
+        if held := [tool.name for tool in reviewed if tool.held]:
+            shown = ", ".join(held[:10])
+            logger.warning('MCP server "%s": %d tool(s) held for review: %s', self.name, len(held), shown)
+        return reviewed
+
+    def _set_tools(self, tools: list[DiscoveredTool]) -> None:
+        self.tools = tools
         self._notify(self)
 
     def _set_unavailable(self, reason: str, client: Client | None = None) -> None:
@@ -614,7 +665,7 @@ class ServerConnection:
             await watchers.start(keep_listed, self, client)
             await watchers.start(prompts.watch, self, client)  # mcpclient.engine.prompts keeps them listed
             await watchers.start(skills.keep_listed, self, client)  # and mcpclient.engine.skills these
-            tools = await protocol.list_all_tools(client)
+            tools = await self._reviewed(await protocol.list_all_tools(client), client)
             await self.logs.apply(client)  # the log level, applied at every connect (server_logs)
             scope.deadline = float("inf")
             self._ready(client, tools, transport, fell_back)
@@ -626,7 +677,9 @@ class ServerConnection:
             await self._wait_for_commands()
             watchers.cancel_scope.cancel()
 
-    def _ready(self, client: Client, tools: list[types.Tool], transport: str, fell_back: str = "") -> None:
+    def _ready(
+        self, client: Client, tools: list[DiscoveredTool], transport: str, fell_back: str = ""
+    ) -> None:
         self._release_slot()
         if self.retry.attempts:
             logger.info('MCP server "%s" reconnected after %d attempt(s)', self.name, self.retry.attempts)
@@ -637,7 +690,7 @@ class ServerConnection:
         self.status = Status.READY
         self.reason = self.last_error = ""
         self.connected_at = dt.datetime.now(dt.UTC)
-        self.tools = self._discover(tools, client)
+        self.tools = tools
         logger.info(
             'MCP server "%s" ready over %s%s: %d tools (%d rejected, %d filtered, %d not for the model), '
             "protocol %s",
@@ -660,7 +713,7 @@ class ServerConnection:
     async def _relist_tools(self, client: Client) -> bool:
         """List the tools again into :attr:`tools`; False once the session has ended."""
         try:
-            self._set_tools(await self._list_within_timeout(client, fresh=True), client)
+            self._set_tools(await self._reviewed(await self._list_within_timeout(client, fresh=True), client))
             self.tool_list.error = ""
         except MCPError as exc:
             if self.mark_unavailable_if_closed(exc, client):

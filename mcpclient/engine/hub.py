@@ -29,6 +29,7 @@ from mcpclient.config.model import (
 )
 from mcpclient.config.resolve import InputLookup
 from mcpclient.core.naming import assign_names
+from mcpclient.core.pinning import PinBook
 from mcpclient.core.results import ToolResult
 from mcpclient.core.state import HubTool, Listener, ServerSnapshot, Status
 from mcpclient.engine import prompts, resources, skills
@@ -113,6 +114,7 @@ def _catalog(
                     ui_resource_uri=tool.ui_resource_uri if connection.apps else "",
                     model=tool.offered,
                     app=app,
+                    digest=tool.digest,
                 )
             )
     tools.sort(key=lambda tool: tool.prefixed_name)
@@ -161,6 +163,8 @@ class Hub:
     # MCP Apps for the installation (BOOCODE_APPS): sessions advertise the extension only when
     # this and the server's own "apps" key allow it.
     apps: bool = True
+    # Where accepted tool definitions are kept (mcpclient.core.pinning; None: nothing is pinned).
+    pins: PinBook | None = None
     _healer: Healer | None = None
 
     def healer(self) -> Healer:
@@ -276,6 +280,7 @@ class Hub:
             consent_timeout=self.consent_timeout,
             client_version=self.client_version,
             apps=self.apps,
+            pins=self.pins,
         )
         connection.logs.level = self.log_levels.get(config.name, "")
         connection.logs.listener = self._on_log
@@ -427,6 +432,7 @@ class Hub:
             consent_timeout=self.consent_timeout,
             client_version=self.client_version,
             apps=self.apps,
+            pins=self.pins,
         )
         connection.logs.level = self.log_levels.get(config.name, "")  # its messages stay in memory
         self._user_connections[(config.name, user_id)] = connection

@@ -13,6 +13,10 @@ in C-speed passes over its bytes, and one over a limit is refused unread:
   objects become models). A real ``tools/list`` page weighs about 130 units per tool; the
   limit keeps one message's parse and validation within tens of milliseconds.
 
+A document the sign-in fetches on a server's word (OAuth metadata, a registration, a token) is
+read whole within :data:`MAX_DOCUMENT_BYTES` (1 MiB) on a :func:`document_client`, which also
+connects only where the egress policy allows (:mod:`mcpclient.engine.egress`).
+
 A refused message is answered the way a reader needs: a response is replaced by a JSON-RPC error
 for the request it answered (the caller reads at once why, instead of waiting out its time
 limit); a request from the server is answered with an error for its id. Whose message it is
@@ -27,7 +31,7 @@ from __future__ import annotations
 import json
 import logging
 import re
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Collection
 from dataclasses import dataclass
 from typing import Any
 
@@ -37,9 +41,15 @@ import pydantic
 from mcp.shared._httpx_utils import MCP_DEFAULT_SSE_READ_TIMEOUT, MCP_DEFAULT_TIMEOUT
 from mcp.shared.message import SessionMessage
 
+from mcpclient.core.egress import Endpoint
+from mcpclient.engine.egress import EgressTransport
+
 logger = logging.getLogger("mcpclient.hub")
 
 MAX_MESSAGE_BYTES = 16 * 1024 * 1024
+# A document a server points BooCode at (OAuth metadata, a registration, a token) is far smaller.
+MAX_DOCUMENT_BYTES = 1024 * 1024
+DOCUMENT_TIMEOUT = httpx2.Timeout(30.0)
 MAX_MESSAGE_WEIGHT = 100_000
 # Below this size a message is parsed without weighing (the worst 64 KiB parses in a few ms).
 WEIGH_FROM = 64 * 1024
@@ -246,26 +256,31 @@ class BoundedBodies(httpx2.AsyncBaseTransport):
     """Every answer read within the limits before anyone parses it.
 
     A body (decoded: a compressed one counts as it will be read) is read here in full, up to
-    :data:`MAX_MESSAGE_BYTES` and weighed (:func:`problem`); a larger or heavier one raises
-    :class:`AnswerRefused` as soon as that is known. An event stream passes through event by
-    event, each bounded the same way (:class:`_EventStream`).
+    ``limit`` (:data:`MAX_MESSAGE_BYTES` unless told) and weighed (:func:`problem`); a larger or
+    heavier one raises :class:`AnswerRefused` as soon as that is known. An event stream passes
+    through event by event, each bounded the same way (:class:`_EventStream`), unless ``events``
+    is false: a document (OAuth metadata, a token) is read whole whatever its type says.
     """
 
-    def __init__(self, inner: httpx2.AsyncBaseTransport) -> None:
+    def __init__(
+        self, inner: httpx2.AsyncBaseTransport, *, limit: int = MAX_MESSAGE_BYTES, events: bool = True
+    ) -> None:
         self._inner = inner
+        self._limit = min(limit, MAX_MESSAGE_BYTES)
+        self._events = events
 
     async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
         """Send ``request``; its answer bounded (see the class docstring)."""
         response = await self._inner.handle_async_request(request)
-        if response.headers.get("content-type", "").startswith("text/event-stream"):
+        if self._events and response.headers.get("content-type", "").startswith("text/event-stream"):
             assert isinstance(response.stream, httpx2.AsyncByteStream)
             response.stream = _EventStream(response.stream, _request_id(request))
             return response
         declared = response.headers.get("content-length", "")
         try:
-            if declared.isdigit() and int(declared) > MAX_MESSAGE_BYTES:
-                raise AnswerRefused(problem(b"", int(declared)) or "too large", request)
-            body = await _read_bounded(response, request)
+            if declared.isdigit() and int(declared) > self._limit:
+                raise AnswerRefused(_over(self._limit, int(declared)), request)
+            body = await _read_bounded(response, request, self._limit)
         finally:
             await response.aclose()
         headers = [
@@ -304,7 +319,14 @@ def _request_id(request: httpx2.Request) -> int | str | None:
     return found if isinstance(found, int | str) else None
 
 
-async def _read_bounded(response: httpx2.Response, request: httpx2.Request) -> bytes:
+def _over(limit: int, size: int) -> str:
+    """Why a body of ``size`` bytes is refused under ``limit``."""
+    if limit == MAX_MESSAGE_BYTES:
+        return problem(b"", size) or "too large"
+    return f"a document of {_megabytes(size)}, over the {_megabytes(limit)} limit"
+
+
+async def _read_bounded(response: httpx2.Response, request: httpx2.Request, limit: int) -> bytes:
     """The decoded body of ``response``, refused (:class:`AnswerRefused`) past the limits."""
     reading = httpx2.Response(
         response.status_code, headers=response.headers, stream=response.stream, request=request
@@ -312,8 +334,9 @@ async def _read_bounded(response: httpx2.Response, request: httpx2.Request) -> b
     body = bytearray()
     async for chunk in reading.aiter_bytes():
         body += chunk
-        if len(body) > MAX_MESSAGE_BYTES:
-            raise AnswerRefused(f"a message over the {_megabytes(MAX_MESSAGE_BYTES)} limit", request)
+        if len(body) > limit:
+            what = "a message" if limit == MAX_MESSAGE_BYTES else "a document"
+            raise AnswerRefused(f"{what} over the {_megabytes(limit)} limit", request)
     reason = problem(body)
     if reason is not None:
         raise AnswerRefused(reason, request)
@@ -372,11 +395,32 @@ def bounded_client(
     headers: dict[str, str] | None = None,
     timeout: httpx2.Timeout | None = None,
     auth: httpx2.Auth | None = None,
+    *,
+    declared: Collection[Endpoint] = (),
 ) -> httpx2.AsyncClient:
-    """An httpx2 client like the SDK's (its timeouts, redirects off) whose answers are bounded."""
+    """An httpx2 client like the SDK's (its timeouts, redirects off) whose answers are bounded.
+
+    It connects only where the egress policy allows (:mod:`mcpclient.engine.egress`), ``declared``
+    (the server's own endpoints) as the administrator wrote them.
+    """
     return httpx2.AsyncClient(
         headers=headers,
         auth=auth,
         timeout=timeout or httpx2.Timeout(MCP_DEFAULT_TIMEOUT, read=MCP_DEFAULT_SSE_READ_TIMEOUT),
-        transport=BoundedBodies(httpx2.AsyncHTTPTransport(limits=KEEPALIVE)),
+        transport=BoundedBodies(EgressTransport(declared=declared, limits=KEEPALIVE)),
+    )
+
+
+def document_client(declared: Collection[Endpoint] = ()) -> httpx2.AsyncClient:
+    """A client for one document a server points at (OAuth metadata, a token, a registration).
+
+    Its answers are read whole within :data:`MAX_DOCUMENT_BYTES` (never passed on as a stream),
+    within :data:`DOCUMENT_TIMEOUT`, redirects not followed, and only where the egress policy
+    allows, ``declared`` as written.
+    """
+    return httpx2.AsyncClient(
+        timeout=DOCUMENT_TIMEOUT,
+        transport=BoundedBodies(
+            EgressTransport(declared=declared, limits=KEEPALIVE), limit=MAX_DOCUMENT_BYTES, events=False
+        ),
     )

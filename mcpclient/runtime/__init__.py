@@ -39,6 +39,7 @@ from mcpclient.engine.api import HubApi
 from mcpclient.engine.healing import HealPolicy, retry_fields
 from mcpclient.engine.hub import Hub
 from mcpclient.runtime.log_store import LogTailWriter, read_log_levels
+from mcpclient.runtime.pins import DatabasePins
 from mcpclient.runtime.shutdown import on_server_shutdown
 from mcpclient.runtime.sync import (
     config_mtime_ns,
@@ -164,6 +165,7 @@ def new_hub(*, persist: bool = True) -> Hub:
         consent_timeout=float(settings.OAUTH_CONSENT_TIMEOUT),
         idle_seconds=float(settings.OAUTH_IDLE_SECONDS),
         apps=bool(settings.MCP_APPS),
+        pins=DatabasePins() if persist else None,
     )
     if persist:
         hub.healing = heal_policy()  # a long-lived hub heals (pings, reconnects)

@@ -8,6 +8,8 @@ tells other processes that servers changed.
 from __future__ import annotations
 
 import logging
+import os
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -18,10 +20,12 @@ from django.db.models import F
 
 from mcpclient.config.entries import load_config, parse_server
 from mcpclient.config.model import ConfigError, ServerConfig
+from mcpclient.config.resolve import lookup_path
+from mcpclient.config.sandbox import MISSING_BWRAP, find_bwrap, sandboxed
 from mcpclient.config.shapes import MCP_SERVERS, Shape
 from mcpclient.core import apps
 from mcpclient.core.state import ServerSnapshot, Status
-from mcpclient.models import McpServer, McpState, McpTool
+from mcpclient.models import McpServer, McpState, McpTool, ToolPin
 
 logger = logging.getLogger(__name__)
 
@@ -133,6 +137,10 @@ def sync_servers(path: Path | None = None) -> SyncReport:
     for name, row in existing.items():
         row.delete()
         report.deleted.append(name)
+    if report.deleted:
+        # What was accepted of a server goes with its entry: one declared again under the name is
+        # a server seen for the first time (mcpclient.core.pinning).
+        ToolPin.objects.filter(server__in=report.deleted).delete()
     state = current_state()
     if report.changed or state.config_mtime_ns != mtime:
         McpState.objects.filter(pk=1).update(
@@ -141,7 +149,19 @@ def sync_servers(path: Path | None = None) -> SyncReport:
     if report.errors:
         for message in report.errors.values():
             logger.warning("%s", message)
+    _check_bubblewrap(loaded.servers.values(), source=path.name)
     return report
+
+
+def _check_bubblewrap(servers: Iterable[ServerConfig], *, source: str) -> None:
+    """Say at once (a sync comes first at start) that sandboxed servers cannot start without
+    bubblewrap; each of them fails with the same error when it is connected."""
+    required = settings.MCP_STDIO_SANDBOX == "required"
+    names = [
+        f'"{server.name}"' for server in servers if server.enabled and sandboxed(server, required=required)
+    ]
+    if names and find_bwrap(lookup_path(os.environ.get("PATH"))) is None:
+        logger.error("%s: sandboxed servers %s will not start: %s", source, ", ".join(names), MISSING_BWRAP)
 
 
 def _initial_status(row: McpServer) -> None:
@@ -191,6 +211,10 @@ _TOOL_FIELDS = [
     "position",
     "ui_resource_uri",
     "visibility",
+    "digest",
+    "held",
+    "pin_note",
+    "findings",
 ]
 
 
@@ -244,6 +268,10 @@ def _store_tools(row: McpServer, snapshot: ServerSnapshot) -> None:
             "position": position,
             "ui_resource_uri": tool.ui_resource_uri,
             "visibility": list(tool.visibility),
+            "digest": tool.digest,
+            "held": tool.held,
+            "pin_note": tool.pin_note,
+            "findings": list(tool.findings),
         }
         existing = current.pop(tool.name, None)
         if existing is None:

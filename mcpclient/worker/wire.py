@@ -124,7 +124,9 @@ def form_in(data: dict[str, Any]) -> Form:
 def discovered_in(data: dict[str, Any]) -> DiscoveredTool:
     """A server's listed tool from ``dataclasses.asdict``."""
     visibility = tuple(data.get("visibility", VISIBILITY))
-    return DiscoveredTool(**{**data, "icons": tuple(data.get("icons") or ()), "visibility": visibility})
+    findings = tuple(data.get("findings") or ())
+    icons = tuple(data.get("icons") or ())
+    return DiscoveredTool(**{**data, "icons": icons, "visibility": visibility, "findings": findings})
 
 
 def resources_out(catalog: ResourceCatalog) -> dict[str, Any]:

@@ -76,7 +76,7 @@ function renderApproval(approval, send) {
     for (const badge of badges) list.append(el("li", badge.warning ? "hint warning" : "hint", badge.text));
     card.append(list);
   }
-  if (approval.reason) card.append(el("p", "approval-reason", `Why: ${approval.reason}`));
+  if (approval.reason) card.append(el("p", "approval-reason", `Asked because: ${approval.reason}`));
 
   const argsLabel = el("p", "approval-args-label", "Arguments");
   const argsId = `approval-args-${uniqueId}`;

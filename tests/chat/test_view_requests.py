@@ -17,8 +17,8 @@ from asgiref.sync import sync_to_async
 from django.contrib.auth import get_user_model
 from django.test import AsyncClient
 
-from boocode.chat import view_requests
-from boocode.chat.models import ToolApproval, ToolCall
+from boocode.chat import audit, view_requests
+from boocode.chat.models import ToolApproval, ToolCall, ToolCallAudit
 from mcpclient.core.state import Status
 from mcpclient.engine.hub import Hub
 from mcpclient.runtime import set_hub
@@ -195,6 +195,22 @@ async def test_a_views_write_call_waits_for_the_person_and_says_a_view_asks(
     assert await rows() == [
         ("tb_set_alarm", "denied", view.call_id, "asked by a view: "),
         ("tb_set_alarm", "approved", view.call_id, "asked by a view: "),
+    ]
+
+    # The audit log says the view asked, and who decided each time.
+    await audit.drain()
+
+    @sync_to_async
+    def audited() -> list[tuple[str, str, str, str, str]]:
+        found = ToolCallAudit.objects.filter(conversation_id=alice[0], name="tb_set_alarm").order_by("id")
+        return [
+            (row.origin, row.outcome, row.approval, str(row.decided_by), row.arguments)
+            for row in found.select_related("decided_by")
+        ]
+
+    assert await audited() == [
+        ("view", "refused", "denied", "alice", '{"at": "7:00"}'),
+        ("view", "ok", "approved", "alice", '{"at": "7:30"}'),
     ]
 
 

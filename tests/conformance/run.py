@@ -361,6 +361,9 @@ def run_one(
             "BOOCODE_DATA_DIR": str(env_dir),
             "BOOCODE_PUBLIC_URL": PUBLIC_URL,
             "BOOCODE_CLIENT_METADATA_URL": CLIENT_METADATA_URL,
+            # The suite's authorization servers listen on other ports of this machine than the
+            # MCP server it declares: local addresses are allowed, as an administrator would.
+            "BOOCODE_EGRESS_ALLOW": "127.0.0.0/8 ::1 localhost",
         },
     )
     running.add(process)

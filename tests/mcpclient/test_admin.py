@@ -266,11 +266,18 @@ def test_the_safety_keys_have_fields_of_their_own(
     page = admin_client.get(url).content.decode()
     data = form_fields(page)
     assert data["write_tools"] == "reject" and data["trusted"] == "on"  # the defaults, nothing written
+    assert data["pin_tools"] == "block" and "accept_new_tools" not in data
     assert data["include_tools"] == data["exclude_tools"] == ""
     assert "Safety" in page and "waits for the person" in page
     assert "Keys BooCode does not use" not in page
 
-    data |= {"write_tools": "approve", "include_tools": "echo\n add_* \n", "exclude_tools": "add_secret"}
+    data |= {
+        "write_tools": "approve",
+        "include_tools": "echo\n add_* \n",
+        "exclude_tools": "add_secret",
+        "pin_tools": "warn",
+        "accept_new_tools": "on",
+    }
     data.pop("trusted")  # untick
     assert admin_client.post(url, {**data, "_save": "Save"}).status_code == 302
     entry = json.loads(synced.read_text())["mcpServers"]["tb"]
@@ -280,6 +287,8 @@ def test_the_safety_keys_have_fields_of_their_own(
         "trusted": False,
         "includeTools": ["echo", "add_*"],
         "excludeTools": ["add_secret"],
+        "pinTools": "warn",
+        "acceptNewTools": True,
     }
     row = McpServer.objects.get(name="tb")
     assert (
@@ -299,8 +308,10 @@ def test_the_safety_keys_have_fields_of_their_own(
         "trusted": "on",
         "include_tools": "",
         "exclude_tools": "",
+        "pin_tools": "block",
         "_save": "Save",
     }
+    data.pop("accept_new_tools")  # untick
     assert admin_client.post(url, data).status_code == 302
     assert json.loads(synced.read_text())["mcpServers"]["tb"] == servers["tb"]
 
@@ -514,7 +525,8 @@ async def test_toggling_a_server_of_the_live_hub_removes_and_restores_its_tools(
 ) -> None:
     settings.MCP_AUTOSTART = True
     tag = f"admin-live-{os.getpid()}"
-    write_config(mcp_file, {"tb": toolbox_entry("--tag", tag), "other": toolbox_entry()})
+    # acceptNewTools: the edit below adds tools to a known server (held for review otherwise).
+    write_config(mcp_file, {"tb": toolbox_entry("--tag", tag, acceptNewTools=True), "other": toolbox_entry()})
     await database_sync_to_async(call_command)("mcp_sync", stdout=StringIO())
     layer = get_channel_layer()
     channel = await layer.new_channel()
@@ -581,7 +593,8 @@ async def test_rediscover_action_lists_tools_the_hub_was_not_told_about(
 ) -> None:
     settings.MCP_AUTOSTART = True
     server = http_toolbox()
-    write_config(mcp_file, {"web": {"url": server.url}})
+    # acceptNewTools: the new tool of a known server would wait for review (tests/mcpclient/test_pins.py).
+    write_config(mcp_file, {"web": {"url": server.url, "acceptNewTools": True}})
     await database_sync_to_async(call_command)("mcp_sync", stdout=StringIO())
     other = Hub(base_dir=ROOT, allowed_commands=TEST_COMMANDS)
     try:

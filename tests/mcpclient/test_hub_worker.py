@@ -28,6 +28,7 @@ from typing import Any
 from unittest import mock
 
 import aiohttp
+import psycopg
 import pytest
 from yarl import URL
 
@@ -147,11 +148,7 @@ def deployment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployment]
     entry = {
         "command": PYTHON,
         "args": [str(TOOLBOX), "--tag", tag]
-        + [
-            arg
-            for feature in FEATURES
-            for arg in ("--feature", feature)
-        ],
+        + [arg for feature in FEATURES for arg in ("--feature", feature)],
         "timeout": TIMEOUT_S * 1000,
         "writeTools": "approve",
     }
@@ -248,6 +245,35 @@ def test_a_call_from_each_web_process_reaches_the_one_child(deployment: Deployme
     assert deployment.worker is not None
     # One stdio child for one stdio server, whatever the number of web processes: the worker's.
     assert [parent for _, parent in deployment.children()] == [deployment.worker.pid]
+    # Each call left its audit row, written by the web process that ran the turn, in the one
+    # database every process shares; the definition's digest is the one the worker reviewed.
+    expected = [
+        (f"live{index}", "model", "toolbox", "echo", "ok", json.dumps({"text": f"from {port}"}))
+        for index, port in enumerate(deployment.ports)
+    ]
+    deadline = time.monotonic() + 10
+    while (rows := _audit_rows(deployment)) != expected and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert rows == expected
+    digests = _query(
+        deployment,
+        "SELECT a.digest, p.digest FROM chat_toolcallaudit a JOIN mcpclient_toolpin p "
+        "ON p.server = a.server AND p.tool = a.tool",
+    )
+    assert digests and all(len(audited) == 64 and audited == pinned for audited, pinned in digests)
+
+
+def _query(deployment: Deployment, sql: str) -> list[tuple[Any, ...]]:
+    with psycopg.connect(deployment.env["BOOCODE_DATABASE_URL"]) as connection:
+        return connection.execute(sql).fetchall()
+
+
+def _audit_rows(deployment: Deployment) -> list[tuple[Any, ...]]:
+    return _query(
+        deployment,
+        "SELECT username, origin, server, tool, outcome, arguments FROM chat_toolcallaudit "
+        "WHERE name = 'toolbox_echo' ORDER BY created_at, id",
+    )
 
 
 def test_a_call_through_the_worker_is_one_trace_down_to_the_request_the_server_received(
@@ -725,8 +751,16 @@ async def _reply(layer: SignedRedisPubSubChannelLayer, reply: str, within: float
 
 
 def _call(reply: str, name: str, arguments: dict[str, Any], **extra: Any) -> dict[str, Any]:
-    return {"type": "hub.call", "id": uuid.uuid4().hex, "reply": reply, "name": name, "arguments": arguments,
-            "user_id": None, "ask": False, **extra}
+    return {
+        "type": "hub.call",
+        "id": uuid.uuid4().hex,
+        "reply": reply,
+        "name": name,
+        "arguments": arguments,
+        "user_id": None,
+        "ask": False,
+        **extra,
+    }
 
 
 def test_hub_messages_unsigned_forged_misaddressed_stale_or_replayed_are_refused(
@@ -842,9 +876,17 @@ def test_a_tool_that_needs_approval_runs_in_the_worker_only_with_the_approval_it
 
 def _owner_of(deployment: Deployment, conversation: int) -> str:
     done = subprocess.run(
-        [PYTHON, "-c", "import django; django.setup()\nfrom boocode.chat.models import Conversation\n"
-         f"print(Conversation.objects.get(pk={conversation}).owner_id)"],
-        cwd=ROOT, env=deployment.env, check=True, capture_output=True, text=True,
+        [
+            PYTHON,
+            "-c",
+            "import django; django.setup()\nfrom boocode.chat.models import Conversation\n"
+            f"print(Conversation.objects.get(pk={conversation}).owner_id)",
+        ],
+        cwd=ROOT,
+        env=deployment.env,
+        check=True,
+        capture_output=True,
+        text=True,
     )
     return done.stdout.strip()
 

@@ -80,7 +80,9 @@ async def test_discovery_and_toggles_in_another_process_reach_the_running_hub(
     settings.MCP_STDIO_COMMANDS = TEST_COMMANDS
     settings.MCP_AUTOSTART = True
     server = http_toolbox()
-    config.write_text(json.dumps({"mcpServers": {"web": {"url": server.url}}}, indent=2))
+    # acceptNewTools: the tool added below is a new tool of a known server (held for review otherwise).
+    entry = {"url": server.url, "acceptNewTools": True}
+    config.write_text(json.dumps({"mcpServers": {"web": entry}}, indent=2))
     await database_sync_to_async(call_command)("mcp_sync", stdout=StringIO())
     other_client = Hub(base_dir=ROOT, allowed_commands=TEST_COMMANDS)
     try:

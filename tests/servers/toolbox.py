@@ -20,7 +20,7 @@ groups in ``tests/servers/toolbox_<name>.py``: progress, logs, resources, prompt
 (tools with ``readOnlyHint: false``), questions (elicitation in form and URL mode), hang
 (a tool after which the server answers nothing, pings included), meta (a tool that returns its
 request's ``_meta``), apps (tools with MCP Apps views and visibilities) and skills (skills served
-by the skills extension, SEP-2640).
+by the skills extension, SEP-2640) and pins (a tool whose definition changes while it runs).
 """
 
 from __future__ import annotations
@@ -69,6 +69,7 @@ FEATURES = (
     "meta",
     "apps",
     "skills",
+    "pins",
 )
 
 

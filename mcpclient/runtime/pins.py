@@ -1,0 +1,92 @@
+"""The database's pin book: accepted tool definitions, what servers list now, and accepting.
+
+:class:`DatabasePins` is the hub's :class:`~mcpclient.core.pinning.PinBook`: each listing of a
+server is reviewed against the ``ToolPin`` rows (in a thread; the database is the truth every web
+process and the hub worker share) and recorded, so the admin can show a held tool's change as a
+diff. :func:`accept` is the administrator's side; the hub then lists the server again and offers
+the tool under its new definition.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from typing import Any
+
+from channels.db import database_sync_to_async
+from django.db import transaction
+from django.utils import timezone
+
+from mcpclient.core import pinning
+from mcpclient.models import McpTool, ToolPin
+
+
+def review_listing(
+    server: str, seen: Sequence[pinning.Seen], *, mode: str, accept_new: bool
+) -> dict[str, pinning.Verdict]:
+    """Review ``seen`` against the accepted definitions of ``server`` and record the listing."""
+    with transaction.atomic():
+        rows = {row.tool: row for row in ToolPin.objects.select_for_update().filter(server=server)}
+        accepted = {name: row.digest for name, row in rows.items() if row.digest}
+        verdicts = pinning.review(seen, accepted, mode=mode, accept_new=accept_new)
+        others = list(
+            McpTool.objects.exclude(server__name=server).values_list("server__name", "name", "prefixed_name")
+        )
+        now = timezone.now()
+        added: list[ToolPin] = []
+        for item in seen:
+            verdict = verdicts[item.name]
+            description = item.definition.get("description") or ""
+            found = tuple(pinning.findings(str(description), server=server, other_tools=others))
+            verdicts[item.name] = dataclasses.replace(verdict, findings=found)
+            row = rows.get(item.name)
+            if row is None:
+                row = ToolPin(server=server, tool=item.name)
+            before = (row.digest, row.listed_digest, row.findings)
+            if not verdict.kind and row.digest != item.digest:  # accepted as it is listed
+                row.digest, row.definition, row.accepted_at, row.accepted_by = (
+                    item.digest,
+                    item.definition,
+                    now,
+                    None,
+                )
+            if row.listed_digest != item.digest:
+                row.listed_digest, row.listed, row.listed_at = item.digest, item.definition, now
+            row.findings = list(found)
+            if row.pk is None:
+                added.append(row)
+            elif (row.digest, row.listed_digest, row.findings) != before:
+                row.save()
+        # Another process listing the same server at the same moment recorded the same rows.
+        ToolPin.objects.bulk_create(added, ignore_conflicts=True)
+    return verdicts
+
+
+class DatabasePins:
+    """The pin book the long-lived hubs use (:func:`mcpclient.runtime.new_hub`)."""
+
+    async def review(
+        self, server: str, seen: Sequence[pinning.Seen], *, mode: str, accept_new: bool
+    ) -> dict[str, pinning.Verdict]:
+        review = database_sync_to_async(review_listing, thread_sensitive=False)
+        return await review(server, seen, mode=mode, accept_new=accept_new)
+
+
+def accept(pins: Sequence[ToolPin], user: Any) -> list[str]:
+    """Accept the listed definition of each of ``pins`` (by ``user``); the servers to list again."""
+    now = timezone.now()
+    servers: list[str] = []
+    for pin in pins:
+        if not pin.pending or pin.listed is None:
+            continue
+        pin.digest, pin.definition = pin.listed_digest, pin.listed
+        pin.accepted_at, pin.accepted_by = now, user
+        pin.save(update_fields=["digest", "definition", "accepted_at", "accepted_by"])
+        if pin.server not in servers:
+            servers.append(pin.server)
+    return servers
+
+
+def change_of(pin: ToolPin) -> str:
+    """The change between a pin's accepted and listed definitions, as a unified diff."""
+    return pinning.diff(pin.definition if pin.digest else None, pin.listed or {})
