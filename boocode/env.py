@@ -6,6 +6,7 @@ so a typo in the environment stops the process at start-up instead of being gues
 
 from __future__ import annotations
 
+import ipaddress
 import math
 import os
 from urllib.parse import urlsplit
@@ -109,3 +110,44 @@ def env_egress_allow(name: str) -> EgressAllow:
         return EgressAllow.parse(env_str(name))
     except ValueError as exc:
         raise ImproperlyConfigured(f"{name}: {exc}") from None
+
+
+def env_choice(name: str, choices: tuple[str, ...], default: str) -> str:
+    """One of ``choices`` (case-insensitive), or ``default`` when unset or empty."""
+    value = env_str(name).lower() or default
+    if value not in choices:
+        raise ImproperlyConfigured(f"{name}={value!r}: expected one of {', '.join(choices)}")
+    return value
+
+
+def _loopback(host: str) -> bool:
+    if host == "localhost" or host.endswith(".localhost"):
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def env_issuer(name: str) -> str:
+    """An OpenID issuer URL exactly as written (its ``issuer`` must match it), or "" when unset.
+
+    ``https://`` with a host, no query or fragment; ``http://`` only for this machine (localhost,
+    127.0.0.0/8, ::1), where nothing travels over a network.
+    """
+    value = env_str(name)
+    if not value:
+        return ""
+    parts = urlsplit(value)
+    try:
+        parts.port  # noqa: B018 - raises ValueError for a port that is not a number
+    except ValueError:
+        parts = parts._replace(netloc="")
+    host = parts.hostname or ""
+    secure = parts.scheme == "https" or (parts.scheme == "http" and _loopback(host))
+    if not host or not secure or parts.query or parts.fragment or parts.username:
+        raise ImproperlyConfigured(
+            f"{name}={value!r}: expected the provider's issuer URL, https://host[/path] without query or "
+            "fragment (http:// only for localhost), e.g. https://login.example.com/realms/staff"
+        )
+    return value

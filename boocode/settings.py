@@ -18,7 +18,17 @@ from django.core.exceptions import ImproperlyConfigured
 from dotenv import load_dotenv
 
 from boocode import __version__
-from boocode.env import env_bool, env_egress_allow, env_float, env_int, env_list, env_origins, env_str
+from boocode.env import (
+    env_bool,
+    env_choice,
+    env_egress_allow,
+    env_float,
+    env_int,
+    env_issuer,
+    env_list,
+    env_origins,
+    env_str,
+)
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -96,6 +106,8 @@ TEMPLATES = [
                 "django.template.context_processors.request",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
+                # local_login and sso_name: which ways of signing in the pages offer
+                "boocode.security.signin.sign_in_options",
             ],
         },
     },
@@ -282,6 +294,48 @@ AXES_LOCKOUT_CALLABLE = "boocode.security.logins.lockout_response"
 AXES_RESET_ON_SUCCESS = False  # see boocode/security/logins.py: a login must not clear an address
 AXES_VERBOSE = False
 
+# Single sign-on with OpenID Connect (boocode/security/oidc.py, docs/teams.md). With no issuer
+# nothing changes: local accounts only, as before.
+OIDC_ISSUER = env_issuer("BOOCODE_OIDC_ISSUER")
+OIDC_CLIENT_ID = env_str("BOOCODE_OIDC_CLIENT_ID")
+# Empty: a public client (PKCE alone), for a provider that registers BooCode so.
+OIDC_CLIENT_SECRET = env_str("BOOCODE_OIDC_CLIENT_SECRET")
+OIDC_SCOPES = env_str("BOOCODE_OIDC_SCOPES", "openid email profile").split()
+# The ID-token claim whose values are the person's groups (empty: groups are left alone).
+OIDC_GROUPS_CLAIM = env_str("BOOCODE_OIDC_GROUPS_CLAIM", "groups")
+# The login page's button: "Sign in with <OIDC_NAME>".
+OIDC_NAME = env_str("BOOCODE_OIDC_NAME") or "single sign-on"
+# Which existing account a new identity joins: by verified email, by subject (the account named
+# after it), or none (always a new account). docs/teams.md, *Account linking*.
+OIDC_LINK = env_choice("BOOCODE_OIDC_LINK", ("email", "subject", "none"), "email")
+# A person the provider signs in who matches no account gets one (false: refused).
+OIDC_CREATE_ACCOUNTS = env_bool("BOOCODE_OIDC_CREATE_ACCOUNTS", True)
+# Local accounts' passwords: the login form, the password pages and the admin's login.
+LOCAL_LOGIN = env_bool("BOOCODE_LOCAL_LOGIN", True)
+if OIDC_ISSUER and not OIDC_CLIENT_ID:
+    raise ImproperlyConfigured(
+        "BOOCODE_OIDC_ISSUER needs BOOCODE_OIDC_CLIENT_ID: BooCode's client id at the provider"
+    )
+if OIDC_CLIENT_ID and not OIDC_ISSUER:
+    raise ImproperlyConfigured(
+        "BOOCODE_OIDC_CLIENT_ID is set but BOOCODE_OIDC_ISSUER is not: set the provider's issuer"
+    )
+if OIDC_ISSUER and "openid" not in OIDC_SCOPES:
+    raise ImproperlyConfigured(f"BOOCODE_OIDC_SCOPES={' '.join(OIDC_SCOPES)!r}: must include openid")
+if not LOCAL_LOGIN and not OIDC_ISSUER:
+    raise ImproperlyConfigured(
+        "BOOCODE_LOCAL_LOGIN=false needs BOOCODE_OIDC_ISSUER: without single sign-on nobody could log in"
+    )
+if OIDC_ISSUER:
+    # Restores the people signed in by the provider; it checks no password itself.
+    AUTHENTICATION_BACKENDS = [*AUTHENTICATION_BACKENDS, "boocode.security.signin.SignedInBackend"]
+if not LOCAL_LOGIN:
+    # No backend checks a password: the throttle (which never logs anyone in) and the provider's.
+    AUTHENTICATION_BACKENDS = [
+        "boocode.security.logins.LoginThrottleBackend",
+        "boocode.security.signin.SignedInBackend",
+    ]
+
 # --- MCP -----------------------------------------------------------------------------------
 MCP_CONFIG = Path(env_str("BOOCODE_MCP_CONFIG", str(DATA_DIR / "mcp.json"))).resolve()
 # What a first start copies to MCP_CONFIG and AGENTS_FILE when they do not exist (boocode_prepare):
@@ -295,6 +349,8 @@ MCP_STDIO_COMMANDS = env_list("BOOCODE_MCP_STDIO_COMMANDS", ["npx", "uvx", "node
 MCP_STDIO_SANDBOX = env_str("BOOCODE_STDIO_SANDBOX", "off").lower()
 if MCP_STDIO_SANDBOX not in ("off", "required"):
     raise ImproperlyConfigured(f"BOOCODE_STDIO_SANDBOX={MCP_STDIO_SANDBOX!r}: expected off or required")
+# "scope": "perUser" stdio servers: how many people's processes one such server runs at once.
+STDIO_PER_USER_MAX = env_int("BOOCODE_STDIO_PER_USER_MAX", 20, minimum=1)
 # Start the hub (connect the enabled servers) lazily in the ASGI process. Tests turn it off.
 MCP_AUTOSTART = env_bool("BOOCODE_MCP_AUTOSTART", True)
 # MCP Apps (docs/apps.md): servers' views in the conversation. Off: no session advertises the
@@ -309,6 +365,9 @@ TOOL_SEARCH_SEMANTIC = env_bool("BOOCODE_TOOL_SEARCH_SEMANTIC", True)
 # The audit log of tool calls (docs/security.md): rows older than this many days are deleted;
 # 0 keeps every row.
 AUDIT_DAYS = env_int("BOOCODE_AUDIT_DAYS", 365, minimum=0)
+# Tokens a day (UTC) each person may spend before their turns are refused (docs/teams.md); a
+# person's or a group's budget in the admin comes first. 0: no budget.
+DAILY_TOKEN_BUDGET = env_int("BOOCODE_DAILY_TOKEN_BUDGET", 0, minimum=0)
 # Where the MCP sessions live: "inprocess" (each web process holds its own hub, the embedded
 # default) or "worker" (one `manage.py hub_worker` process holds them all and the web processes
 # reach it over the Redis channel layer; see docs/deployment.md).

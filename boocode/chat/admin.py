@@ -10,6 +10,10 @@ Tool approvals are an audit trail: staff see every decision (who, when, which to
 arguments, whether it was remembered for the conversation), filterable, and nobody can add,
 change or delete one here.
 
+Usage per person and day (:mod:`boocode.chat.daily_usage`) is read-only, filtered by person and
+by a range of days, and exported as CSV; daily token budgets (:mod:`boocode.chat.budgets`) of a
+person or a group are set here.
+
 Agents are read-only too (AGENTS.md is their source): each shows its patterns as written, the
 tools they resolve to right now (native tools and the tools of MCP servers ready in this
 process) and the patterns that match nothing, usually a typo or a server that is down. Opening
@@ -19,10 +23,15 @@ the tool registry it asks, so that ``agents`` stays below the tools.
 
 from __future__ import annotations
 
+import datetime as dt
+from collections.abc import Iterator
 from typing import Any
 
+from django.conf import settings
 from django.contrib import admin, messages
-from django.db.models import QuerySet
+from django.contrib.admin.options import IncorrectLookupParameters
+from django.contrib.admin.views.main import ChangeList
+from django.db.models import F, Field, Model, QuerySet
 from django.http import HttpRequest, HttpResponse
 from django.utils import timezone
 from django.utils.html import format_html, format_html_join
@@ -30,8 +39,16 @@ from django.utils.html import format_html, format_html_join
 from agents import roster
 from agents.models import Agent
 from agents.policy import unmatched_patterns
-from boocode.chat import audit
-from boocode.chat.models import Conversation, Message, ToolApproval, ToolCall, ToolCallAudit
+from boocode.chat import audit, daily_usage
+from boocode.chat.models import (
+    Conversation,
+    DailyUsage,
+    Message,
+    TokenBudget,
+    ToolApproval,
+    ToolCall,
+    ToolCallAudit,
+)
 from boocode.tools.registry import Tool, agent_tools, available_tools
 from mcpclient.runtime import get_hub
 
@@ -169,11 +186,150 @@ class ToolCallAuditAdmin(admin.ModelAdmin):
         return _download(audit.export_json(rows), "application/json", "json")
 
 
-def _download(body: str, content_type: str, extension: str) -> HttpResponse:
+def _download(body: str, content_type: str, extension: str, name: str = "tool-calls") -> HttpResponse:
     stamp = timezone.now().strftime("%Y%m%d-%H%M%S")
     response = HttpResponse(body, content_type=f"{content_type}; charset=utf-8")
-    response["Content-Disposition"] = f'attachment; filename="tool-calls-{stamp}.{extension}"'
+    response["Content-Disposition"] = f'attachment; filename="{name}-{stamp}.{extension}"'
     return response
+
+
+class DayRangeFilter(admin.FieldListFilter):
+    """A range of days, both ends included, typed as dates: ``?day__gte=2026-05-01&day__lte=2026-05-31``.
+
+    Either end may be left empty. A date that is not one (``2026-13-01``) is the admin's usual
+    "incorrect lookup" page, never a server error.
+    """
+
+    template = "admin/chat/day_range_filter.html"
+
+    def __init__(
+        self,
+        field: Field[Any, Any],
+        request: HttpRequest,
+        params: dict[str, list[str]],
+        model: type[Model],
+        model_admin: admin.ModelAdmin[Any],
+        field_path: str,
+    ) -> None:
+        self.since_key, self.until_key = f"{field_path}__gte", f"{field_path}__lte"
+        super().__init__(field, request, params, model, model_admin, field_path)
+        self.title = "day (UTC)"
+
+    def expected_parameters(self) -> list[str]:
+        return [self.since_key, self.until_key]
+
+    def _bounds(self) -> dict[str, dt.date]:
+        bounds = {}
+        for key, given in self.used_parameters.items():
+            value = (given[-1] if isinstance(given, list) else given).strip()
+            if not value:
+                continue
+            try:
+                bounds[key] = dt.date.fromisoformat(value)
+            except ValueError:
+                problem = f"{key}: expected a date like 2026-05-01, got {value!r}"
+                raise IncorrectLookupParameters(problem) from None
+        return bounds
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
+        return queryset.filter(**self._bounds())
+
+    def choices(self, changelist: ChangeList) -> Iterator[dict[str, Any]]:
+        bounds = self._bounds()
+        ours = (self.since_key, self.until_key)
+        yield {
+            "since_key": self.since_key,
+            "until_key": self.until_key,
+            "since": bounds[self.since_key].isoformat() if self.since_key in bounds else "",
+            "until": bounds[self.until_key].isoformat() if self.until_key in bounds else "",
+            # The other filters and the ordering ride along when the form is sent.
+            "hidden": [
+                (name, value)
+                for name, values in changelist.filter_params.items()
+                if name not in ours
+                for value in values
+            ],
+            "selected": bool(bounds),
+            "clear": changelist.get_query_string(remove=list(ours)),
+        }
+
+
+@admin.register(DailyUsage)
+class DailyUsageAdmin(admin.ModelAdmin):
+    """Usage per person and day: read-only (it is what was spent), filtered, exported as CSV."""
+
+    list_display = (
+        "day", "user", "prompt_tokens", "completion_tokens", "total", "answers", "answers_without_usage",
+        "tool_calls",
+    )
+    list_filter = (("day", DayRangeFilter), ("user", admin.RelatedOnlyFieldListFilter))
+    search_fields = ("user__username",)
+    list_select_related = ("user",)
+    show_facets = admin.ShowFacets.NEVER
+    actions = ["export_csv"]
+    fields = (
+        "day", "user", "prompt_tokens", "completion_tokens", "total", "answers", "answers_without_usage",
+        "tool_calls",
+    )
+    readonly_fields = fields
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[DailyUsage]:
+        return super().get_queryset(request).annotate(total=F("prompt_tokens") + F("completion_tokens"))
+
+    @admin.display(description="total tokens", ordering="total")
+    def total(self, row: DailyUsage) -> int:
+        return row.total_tokens
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: DailyUsage | None = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: DailyUsage | None = None) -> bool:
+        return False
+
+    def has_export_permission(self, request: HttpRequest) -> bool:
+        """Who may see the rows may export them."""
+        return self.has_view_permission(request)
+
+    @admin.action(description="Export the selected rows as CSV", permissions=["export"])
+    def export_csv(self, request: HttpRequest, queryset: QuerySet[DailyUsage]) -> HttpResponse:
+        rows = queryset.select_related("user").order_by("-day", "user__username")
+        return _download(daily_usage.export_csv(rows), "text/csv", "csv", name="usage")
+
+
+@admin.register(TokenBudget)
+class TokenBudgetAdmin(admin.ModelAdmin):
+    """Daily token budgets of people and groups; the rule that picks one is shown above the list."""
+
+    list_display = ("who", "tokens", "updated_at")
+    search_fields = ("user__username", "group__name")
+    list_select_related = ("user", "group")
+    fields = ("user", "group", "tokens_per_day")
+
+    def changelist_view(
+        self, request: HttpRequest, extra_context: dict[str, Any] | None = None
+    ) -> HttpResponse:
+        """Say which budget applies to whom, and what the setting gives everyone else."""
+        default = int(settings.DAILY_TOKEN_BUDGET)
+        everyone = f"{default:,} tokens a day" if default else "no budget"
+        messages.info(
+            request,
+            "A person's budget is their own row; else the largest of their groups' rows; else "
+            f"BOOCODE_DAILY_TOKEN_BUDGET ({everyone}). 0 means no limit. Days are in UTC.",
+        )
+        return super().changelist_view(request, extra_context)
+
+    @admin.display(description="person or group", ordering="group__name")
+    def who(self, budget: TokenBudget) -> str:
+        if budget.user is not None:
+            return f"person: {budget.user.get_username()}"
+        return f"group: {budget.group.name}" if budget.group is not None else "-"
+
+    @admin.display(description="tokens a day", ordering="tokens_per_day")
+    def tokens(self, budget: TokenBudget) -> str:
+        return f"{budget.tokens_per_day:,}" if budget.tokens_per_day else "no limit"
 
 
 def _patterns_text(agent: Agent) -> str:

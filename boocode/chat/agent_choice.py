@@ -14,7 +14,8 @@ from agents.roster import default_agent, get_agent, list_agents, refresh_agents_
 from boocode.chat import conversations
 from boocode.chat.rendering import shorten
 from boocode.tools.registry import agent_tools, available_tools
-from mcpclient.runtime import hub_tools
+from mcpclient.config.model import STDIO, per_user
+from mcpclient.runtime import get_hub, hub_tools
 
 TOOL_DESCRIPTION_CHARS = 1000  # of a tool's description in the agent picker
 
@@ -38,6 +39,7 @@ def agents_info(user_id: int | None = None) -> list[dict[str, Any]]:
     refresh_agents_if_changed()
     names = {tool.prefixed_name: tool for tool in hub_tools(user_id)}
     tools = available_tools(user_id)
+    shared = shared_processes()
     result = []
     for position, agent in enumerate(list_agents()):
         entries = []
@@ -51,6 +53,8 @@ def agents_info(user_id: int | None = None) -> list[dict[str, Any]]:
                     "tool": hub_tool.name if hub_tool else tool.name,
                     "title": tool.title,
                     "description": shorten(description, TOOL_DESCRIPTION_CHARS),
+                    # One process for everybody: its files and state are the same for every person.
+                    "shared": bool(hub_tool and hub_tool.server in shared),
                 }
             )
         result.append(
@@ -63,6 +67,19 @@ def agents_info(user_id: int | None = None) -> list[dict[str, Any]]:
             }
         )
     return result
+
+
+def shared_processes() -> set[str]:
+    """The stdio servers that run one process for everybody (not ``"scope": "perUser"``)."""
+    hub = get_hub()
+    if hub is None:
+        return set()
+    found = set()
+    for snapshot in hub.snapshots():
+        config = hub.config(snapshot.name)
+        if config is not None and config.transport == STDIO and not per_user(config):
+            found.add(snapshot.name)
+    return found
 
 
 def conversation_agent(conversation_id: int) -> Agent:

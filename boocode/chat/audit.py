@@ -6,7 +6,8 @@ gate notes its decision on it (:func:`note_approval`); when the call ends, :func
 the row in a task of its own, so the audit never delays a result and a stopped turn's call is
 recorded as "cancelled". Who, which conversation and agent, which server and tool (with its
 accepted definition's digest), when, the arguments with secrets masked (:func:`kept_arguments`),
-the argument and result sizes, the outcome and the time taken.
+the argument and result sizes, the outcome and the time taken. The same write counts the call
+in the person's usage of the day (:mod:`boocode.chat.daily_usage`), unless it was refused.
 
 Retention: rows older than ``BOOCODE_AUDIT_DAYS`` days (0 keeps them all) are deleted by
 :func:`prune`, which each process runs at most once an hour after a write, and by
@@ -18,9 +19,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
-import csv
 import datetime as dt
-import io
 import json
 import logging
 import time
@@ -30,9 +29,12 @@ from typing import Any
 
 from channels.db import database_sync_to_async
 from django.conf import settings
+from django.db import transaction
 from django.utils import timezone
 
+from boocode.chat import daily_usage
 from boocode.chat.models import ToolCallAudit
+from boocode.chat.spreadsheet import csv_text
 from mcpclient.core.redaction import redact_arguments, redact_text
 from mcpclient.core.results import ToolResult
 
@@ -172,7 +174,10 @@ def _store(fields: dict[str, Any], began: dt.datetime) -> None:
         username = (
             get_user_model().objects.filter(pk=user_id).values_list("username", flat=True).first() or ""
         )
-    ToolCallAudit.objects.create(username=username, created_at=began, **fields)
+    with transaction.atomic():
+        ToolCallAudit.objects.create(username=username, created_at=began, **fields)
+        if user_id is not None and fields["outcome"] != ToolCallAudit.Outcome.REFUSED:
+            daily_usage.record(user_id, at=began, tool_calls=1)  # the person's day (not pruned with rows)
     if time.monotonic() - _pruned_at > PRUNE_EVERY:
         _pruned_at = time.monotonic()
         prune()
@@ -205,19 +210,7 @@ def _values(row: ToolCallAudit) -> list[Any]:
 
 def export_csv(rows: Iterable[ToolCallAudit]) -> str:
     """``rows`` as CSV with a header line (:data:`EXPORT_FIELDS`); no cell reads as a formula."""
-    out = io.StringIO()
-    writer = csv.writer(out)
-    writer.writerow(EXPORT_FIELDS)
-    for row in rows:
-        writer.writerow([_cell(value) for value in _values(row)])
-    return out.getvalue()
-
-
-def _cell(value: Any) -> Any:
-    """A spreadsheet never runs a cell as a formula: text starting with = + - @ gets a leading '."""
-    if isinstance(value, str) and value[:1] in ("=", "+", "-", "@", "\t", "\r"):
-        return "'" + value
-    return value
+    return csv_text(EXPORT_FIELDS, (_values(row) for row in rows))
 
 
 def export_json(rows: Iterable[ToolCallAudit]) -> str:

@@ -128,16 +128,18 @@ def server_of(name: str, tools: Sequence[Tool] | None) -> str:
     return found or "unknown"
 
 
-async def prepare_hub(user_id: int | None, *, fresh: bool = False, skills: bool = True) -> None:
+async def prepare_hub(user_id: int | None, *, fresh: bool = False, skills: bool = True) -> list[str]:
     """The hub (started, changes applied) with ``user_id``'s own sessions open and, with ``skills``,
     their skills at hand (the registry's ``load_skill`` lists them; through the hub worker they are
     fetched here, so a caller that runs no model tool, like a view's request, leaves them).
 
     A model turn may reuse a check of other processes' changes made within the last
     ``TURN_CHECK_INTERVAL`` seconds; with ``fresh`` (the tool console) they are read now.
-    An edited mcp.json is applied either way.
+    An edited mcp.json is applied either way. Returns what of ``user_id``'s own sessions could
+    not be opened (a per-person server at its limit), in sentences for them.
     """
     hub = await ensure_hub(max_age=0.0 if fresh else TURN_CHECK_INTERVAL)
-    await open_sessions(hub, user_id)
+    refused = await open_sessions(hub, user_id)
     if skills:
         await hub.load_skills(user_id)
+    return refused

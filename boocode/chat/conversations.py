@@ -25,6 +25,7 @@ from django.db import connection, transaction
 from django.db.models import QuerySet
 from django.utils import timezone
 
+from boocode.chat import daily_usage
 from boocode.chat.llm import Usage
 from boocode.chat.model_history import INTERRUPTED
 from boocode.chat.models import (
@@ -420,13 +421,15 @@ def finish_message(
     conversation_id: int | None = None,
     model: str | None = None,
     usage: Usage | None = None,
+    counted_for: int | None = None,
 ) -> dict[str, Any]:
     """Store a streamed message's final text and status, and the tool calls it requested; its payload.
 
     The calls are created running; ``identities`` maps a call's name to its (server, tool,
     title). ``model`` (the model that answered) and ``usage`` are stored when given. The turn
     passes ``created_at``, ``conversation_id`` and ``model`` (it knows them from
-    ``message_start``), which saves reading the row back.
+    ``message_start``), which saves reading the row back. ``counted_for``: the person whose usage
+    of the day this completed answer adds to (its tokens and one answer, :mod:`.daily_usage`).
     """
     now = timezone.now()
     content, error = storable(content), storable(error)
@@ -438,6 +441,16 @@ def finish_message(
     with transaction.atomic():
         if not Message.objects.filter(pk=message_id).update(**fields):
             raise Message.DoesNotExist(f"message {message_id} does not exist")
+        if counted_for is not None:
+            prompt, completion = usage or (0, 0)
+            daily_usage.record(
+                counted_for,
+                at=now,
+                prompt_tokens=prompt or 0,
+                completion_tokens=completion or 0,
+                answers=1,
+                answers_without_usage=int(usage is None),
+            )
         role = Message.Role.ASSISTANT
         if created_at is None or conversation_id is None or model is None:
             role, created_at, conversation_id, model, prompt, completion = (

@@ -274,3 +274,94 @@ class ToolCallAudit(models.Model):
 
     def __str__(self) -> str:
         return f"{self.name} ({self.outcome})"
+
+
+class DailyUsage(models.Model):
+    """What one person spent on one day (UTC): tokens, model answers and tool calls.
+
+    One row per (user, day), added to where the spending is stored (:mod:`boocode.chat.daily_usage`,
+    ``F()`` increments), so the budget check reads one row and the admin lists one row per person
+    and day. Kept when a conversation is deleted or the audit log is pruned: it is what was spent.
+    """
+
+    # No index of its own: the unique (user, day) constraint's index starts with it.
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+", db_index=False
+    )
+    day = models.DateField(help_text="The day, in UTC.")
+    prompt_tokens = models.PositiveBigIntegerField(default=0)
+    completion_tokens = models.PositiveBigIntegerField(default=0)
+    answers = models.PositiveIntegerField(default=0, help_text="Answers the model completed.")
+    answers_without_usage = models.PositiveIntegerField(
+        default=0, help_text="Completed answers the model server reported no tokens for."
+    )
+    tool_calls = models.PositiveIntegerField(
+        default=0, help_text="Tool calls run (the model's, /call, a view's); refused calls are not counted."
+    )
+
+    class Meta:
+        ordering = ("-day", "user_id")
+        verbose_name = "usage per person and day"
+        verbose_name_plural = "usage per person and day"
+        constraints = [models.UniqueConstraint(fields=["user", "day"], name="chat_dailyusage_user_day")]
+        indexes = [models.Index(fields=["day"], name="chat_dailyusage_day")]
+
+    def __str__(self) -> str:
+        return f"{self.user_id} on {self.day}"
+
+    @property
+    def total_tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+
+class TokenBudget(models.Model):
+    """A daily token budget of one person or one group (which one applies: :mod:`boocode.chat.budgets`)."""
+
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        on_delete=models.CASCADE,
+        null=True,
+        blank=True,
+        related_name="+",
+        help_text="The person (leave empty for a group).",
+    )
+    group = models.ForeignKey(
+        "auth.Group",
+        on_delete=models.CASCADE,
+        null=True,
+        blank=True,
+        related_name="+",
+        help_text="The group (leave empty for a person).",
+    )
+    tokens_per_day = models.PositiveBigIntegerField(
+        help_text="Prompt and completion tokens a day (UTC). 0: no limit."
+    )
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ("group_id", "user_id")
+        verbose_name = "daily token budget"
+        constraints = [
+            models.CheckConstraint(
+                condition=models.Q(user__isnull=False, group__isnull=True)
+                | models.Q(user__isnull=True, group__isnull=False),
+                name="chat_tokenbudget_user_or_group",
+                violation_error_message="Choose a person or a group (one of them).",
+            ),
+            models.UniqueConstraint(
+                fields=["user"],
+                condition=models.Q(user__isnull=False),
+                name="chat_tokenbudget_one_per_user",
+                violation_error_message="This person has a budget already: change that one.",
+            ),
+            models.UniqueConstraint(
+                fields=["group"],
+                condition=models.Q(group__isnull=False),
+                name="chat_tokenbudget_one_per_group",
+                violation_error_message="This group has a budget already: change that one.",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        limit = f"{self.tokens_per_day:,} tokens a day" if self.tokens_per_day else "no limit"
+        return f"{self.user or self.group}: {limit}"

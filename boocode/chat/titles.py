@@ -18,9 +18,10 @@ from typing import Any
 
 from channels.db import database_sync_to_async
 from django.core.exceptions import ObjectDoesNotExist
-from django.db import DatabaseError
+from django.db import DatabaseError, transaction
 from django.db.models import F
 
+from boocode.chat import daily_usage
 from boocode.chat.events import Emit
 from boocode.chat.llm import Completion, LLMError, LLMSettings, Usage, stream_chat
 from boocode.chat.model_history import llm_history
@@ -71,12 +72,17 @@ def conversation_title(conversation_id: int) -> str:
 
 
 def record_title_usage(conversation_id: int, usage: Usage) -> None:
-    """Add the tokens of a title request (BOOCODE_TITLE_FROM_MODEL) to the conversation's totals."""
+    """Add the tokens of a title request (BOOCODE_TITLE_FROM_MODEL) to the conversation's totals
+    and to its owner's usage of the day (no answer: a title is not one)."""
     prompt, completion = usage
-    Conversation.objects.filter(pk=conversation_id).update(
-        title_prompt_tokens=F("title_prompt_tokens") + (prompt or 0),
-        title_completion_tokens=F("title_completion_tokens") + (completion or 0),
-    )
+    with transaction.atomic():
+        Conversation.objects.filter(pk=conversation_id).update(
+            title_prompt_tokens=F("title_prompt_tokens") + (prompt or 0),
+            title_completion_tokens=F("title_completion_tokens") + (completion or 0),
+        )
+        owner = Conversation.objects.filter(pk=conversation_id).values_list("owner_id", flat=True).first()
+        if owner is not None:
+            daily_usage.record(owner, prompt_tokens=prompt or 0, completion_tokens=completion or 0)
 
 
 _titling: set[asyncio.Task[None]] = set()  # title requests running after their turn ended

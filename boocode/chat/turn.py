@@ -33,6 +33,9 @@ task group cancels them and the hub the MCP requests). The turn then saves the p
 Failures: an :class:`~boocode.chat.llm.LLMError` (or any unexpected error, which is logged)
 marks the message ``failed`` with a message for the user and ends the turn ``failed``;
 everything stored before stays. A prompt that cannot be got ends it ``failed`` with a notice.
+A person whose daily token budget is spent (:mod:`boocode.chat.budgets`, checked in the read
+before the model request) gets the turn ended ``failed`` with code ``budget_spent``, what they
+sent stored and no model request made.
 """
 
 from __future__ import annotations
@@ -55,7 +58,7 @@ from django.db import DatabaseError
 
 from agents.models import Agent
 from agents.roster import refresh_agents_if_changed
-from boocode.chat import agent_choice, conversations, model_history, payloads, titles
+from boocode.chat import agent_choice, budgets, conversations, model_history, payloads, titles
 from boocode.chat import llm as llm_client
 from boocode.chat import metrics as chat_metrics
 from boocode.chat.agent_skills import start_with_skills
@@ -169,18 +172,19 @@ class TurnContext:
 
 
 def _read_for_model(conversation_id: int, text: str | None) -> Read:
-    """The read before the model request: the agent, the conversation's model and the messages.
+    """The read before the model request: the agent, the conversation's model, the messages and
+    the owner's daily token budget (read with the conversation's choices: no query of its own).
 
     Re-reads AGENTS.md if it changed. The history ends with ``text``, the message that is
     stored while the request goes out (``None``: the history already ends with it).
     """
     refresh_agents_if_changed()
-    agent_name, model = conversations.conversation_choices(conversation_id)
+    agent_name, model, standing = budgets.conversation_standing(conversation_id)
     agent = agent_choice.resolve_agent(agent_name)
-    return agent, model, model_history.llm_history(conversation_id, agent.prompt, then=text)
+    return agent, model, model_history.llm_history(conversation_id, agent.prompt, then=text), standing
 
 
-type Read = tuple[Agent, str, list[dict[str, Any]]]
+type Read = tuple[Agent, str, list[dict[str, Any]], budgets.Standing]
 
 
 def _admitted_read(
@@ -277,6 +281,8 @@ class Turn:
         self.attachments: list[dict[str, Any]] = []  # the attached resources as read (stored)
         self.prefetched: Read | None = None  # the read before the model request, done by the admission
         self.stream_ended: float | None = None  # when the last model stream ended (time.monotonic())
+        self.spender: int | None = None  # whose usage of the day the answers count in (the owner)
+        self.code = ""  # why the turn failed, for clients (turn_end's code): "budget_spent"
 
     @property
     def text(self) -> str:
@@ -363,6 +369,10 @@ class Turn:
             await self._failed(error)
         except agent_choice.AgentUnavailable as exc:
             status, error = "failed", str(exc)
+            await self._stored()
+            await self._failed(error)
+        except budgets.BudgetSpent as exc:  # no model request was made; what was sent is stored
+            status, error, self.code = "failed", str(exc), "budget_spent"
             await self._stored()
             await self._failed(error)
         except (conversations.NothingToRegenerate, conversations.UnknownMessage):
@@ -489,12 +499,18 @@ class Turn:
 
     # --- the conversation with the model -----------------------------------------------------
     async def _converse(self) -> None:
+        if self.request.kind == "regenerate":
+            # Checked before the answer is superseded: a refused regenerate leaves the page as it was.
+            _, _, standing = await db_read(budgets.conversation_standing)(self.conversation_id)
+            if standing.exhausted:
+                raise budgets.BudgetSpent(budgets.refusal(standing))
         if self.request.kind in ("regenerate", "edit"):
             await self._supersede()
         text = None if self.request.kind in ("regenerate", "prompt") else self.request.text
         try:
             read, self.prefetched = self.prefetched, None
-            agent, model, history = read or await db_read(_read_for_model)(self.conversation_id, text)
+            read = read or await db_read(_read_for_model)(self.conversation_id, text)
+            agent, model, history, standing = read
         except agent_choice.AgentUnavailable:
             self.storing = asyncio.ensure_future(self._store_message(answer=False))  # kept, never lost
             raise
@@ -511,6 +527,10 @@ class Turn:
                 self.storing = asyncio.ensure_future(self._store_message(answer=False))
                 raise
             history[-1] = {"role": "user", "content": model_content(text, self.attachments)}
+        self.spender = standing.user_id
+        if standing.exhausted:  # the model is not asked; the message (and what it attached) is kept
+            self.storing = asyncio.ensure_future(self._store_message(answer=False))
+            raise budgets.BudgetSpent(budgets.refusal(standing))
         llm = LLMSettings.from_settings(model or agent.model)
         self.model = llm.model
         tracing.annotate(**{"gen_ai.agent.name": agent.name, "gen_ai.request.model": llm.model})
@@ -521,7 +541,8 @@ class Turn:
         else:
             self.storing = asyncio.ensure_future(self._store_message(answer=configured))
         # The first turn may wait here while the MCP servers start; the echo goes out meanwhile.
-        await prepare_hub(self.request.user_id)
+        for refused in await prepare_hub(self.request.user_id):
+            await self._notice(refused)
         # AGENTS.md skills: (boocode.chat.agent_skills) go after the system prompt, read each turn.
         skills_notice = await start_with_skills(agent, history, self.request.user_id)
         context = _context(agent, history, self.request.user_id, model)
@@ -643,6 +664,7 @@ class Turn:
             conversation_id=self.conversation_id,
             model=completion.model or context.llm.model,
             usage=completion.usage,
+            counted_for=self.spender,
         )
         if not requested:
             await self._announce(record, [])
@@ -787,6 +809,7 @@ class Turn:
                 "turn_id": self.request.turn_id,
                 "status": status,
                 "error": error or None,
+                "code": self.code or None,
                 "cap_hit": self.cap_hit,
             }
         )

@@ -9,6 +9,7 @@ for stdio``. Nothing here reads the environment or expands a placeholder.
 from __future__ import annotations
 
 import copy
+import json
 import logging
 import re
 import threading
@@ -78,6 +79,7 @@ _HEADER_NAME_RE = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
 # "${not a name}") stays literal.
 PLACEHOLDER_RE = re.compile(
     r"\$\{input:(?P<input>[A-Za-z0-9_.-]+)\}"
+    r"|\$\{user\.(?P<user>id|name)\}"
     r"|\$\{(?P<prefix>env:)?(?P<var>[A-Za-z_][A-Za-z0-9_]*)(?::-(?P<default>[^}]*))?\}"
     r"|\{env:(?P<bare>[A-Za-z_][A-Za-z0-9_]*)\}"
 )
@@ -345,6 +347,7 @@ def parse_server(name: str, entry: object, *, source: str = "mcp.json") -> Serve
         raise check.fail(f'"pinTools" must be one of "block", "warn" or "off", got {shown_value(pin_tools)}')
     accept_new_tools = check.boolean("acceptNewTools", False)
     sandbox = _sandbox_of(check, transport)
+    scope = _scope_of(check, transport)
 
     return ServerConfig(
         name=name,
@@ -369,6 +372,7 @@ def parse_server(name: str, entry: object, *, source: str = "mcp.json") -> Serve
         pin_tools=pin_tools,
         accept_new_tools=accept_new_tools,
         sandbox=sandbox,
+        scope=scope,
         raw=copy.deepcopy(entry),
         source=source,
     )
@@ -444,6 +448,33 @@ def inputs_used(value: object) -> list[str]:
     return found
 
 
+USER_PLACEHOLDER_RE = re.compile(r"\$\{user\.(id|name)\}")
+
+
+def _scope_of(check: EntryChecker, transport: str) -> str:
+    """``scope``: ``"shared"`` (one process for everybody, the default) or ``"perUser"`` (stdio).
+
+    ``${user.id}`` and ``${user.name}`` are only for ``"perUser"``: a shared process has no person.
+    """
+    entry = check.entry
+    scope = entry.get("scope", SHARED)
+    if scope not in (SHARED, PER_USER):
+        raise check.fail(f'"scope" must be "shared" or "perUser", got {shown_value(scope)}')
+    if scope == PER_USER and transport != STDIO:
+        raise check.fail(
+            '"scope": "perUser" is for stdio servers; a remote server is per person with '
+            '"oauth": {"mode": "perUser"}'
+        )
+    if scope == SHARED:
+        for key in ("command", "args", "env", "environment", "cwd", "sandbox"):
+            if key in entry and USER_PLACEHOLDER_RE.search(json.dumps(entry[key])):
+                raise check.fail(
+                    f'"{key}" uses ${{user.id}} or ${{user.name}}, which only a server with '
+                    '"scope": "perUser" has'
+                )
+    return str(scope)
+
+
 def _sandbox_of(check: EntryChecker, transport: str) -> SandboxConfig | None:
     """The entry's ``sandbox`` (see :class:`SandboxConfig`); None without one or with ``false``."""
     value = check.entry.get("sandbox")
@@ -502,7 +533,7 @@ def _oauth_of(check: EntryChecker, transport: str, headers: Mapping[str, str]) -
     grant = oauth.string("grant") or AUTHORIZATION_CODE
     if grant not in GRANTS:
         raise oauth.fail(f'"grant" must be one of {", ".join(GRANTS)}, got {shown_value(grant)}')
-    if grant != AUTHORIZATION_CODE and mode == PER_USER:
+    if grant == CLIENT_CREDENTIALS and mode == PER_USER:
         raise oauth.fail(f'"grant": "{grant}" signs BooCode itself in, so it cannot be "{PER_USER}"')
     issuer = oauth.string("issuer")
     if issuer is not None:
@@ -570,7 +601,7 @@ def _oauth_of(check: EntryChecker, transport: str, headers: Mapping[str, str]) -
                     f'"grant": "{IDENTITY_ASSERTION}" needs "clientSecret" (and no "privateKey")'
                 )
             method = method or "client_secret_basic"
-            identity_provider = _identity_provider_of(oauth)
+            identity_provider = _identity_provider_of(oauth, per_person=mode == PER_USER)
     return OAuthConfig(
         mode=mode,
         grant=grant,
@@ -585,7 +616,9 @@ def _oauth_of(check: EntryChecker, transport: str, headers: Mapping[str, str]) -
     )
 
 
-def _identity_provider_of(oauth: EntryChecker) -> IdentityProviderConfig:
+def _identity_provider_of(oauth: EntryChecker, *, per_person: bool) -> IdentityProviderConfig:
+    """``identityProvider``; with ``per_person`` ("mode": "perUser") its ``idToken`` is each person's
+    own, from their single sign-on to BooCode, and the entry may not name one."""
     value = oauth.entry.get("identityProvider")
     if not isinstance(value, dict):
         raise oauth.fail(
@@ -602,10 +635,18 @@ def _identity_provider_of(oauth: EntryChecker) -> IdentityProviderConfig:
         idp.string("clientId"),
         idp.string("idToken"),
     )
-    for key, found in (("tokenEndpoint", token_endpoint), ("clientId", client_id), ("idToken", id_token)):
+    required = [("tokenEndpoint", token_endpoint), ("clientId", client_id)]
+    if per_person and id_token is not None:
+        raise idp.fail(
+            f'"idToken" is each person\'s own with "mode": "{PER_USER}" (from their sign-in to BooCode): '
+            "leave it out"
+        )
+    if not per_person:
+        required.append(("idToken", id_token))
+    for key, found in required:
         if found is None:
             raise idp.fail(f'"{key}" is required')
-    assert token_endpoint is not None and client_id is not None and id_token is not None
+    assert token_endpoint is not None and client_id is not None
     check_url(idp, token_endpoint, expanded=True, key="tokenEndpoint")
     return IdentityProviderConfig(
         token_endpoint=token_endpoint,

@@ -67,6 +67,9 @@ class ServerConfig:
     # server's new tools are accepted without a review.
     pin_tools: str = "block"
     accept_new_tools: bool = False
+    # stdio only: "shared" (one process for everybody) or "perUser" (one process per person, with
+    # ${user.id} and ${user.name} in its args, env and cwd).
+    scope: str = "shared"
     # stdio only: run the server under bubblewrap (None: not asked, or "sandbox": false).
     sandbox: SandboxConfig | None = None
     raw: dict[str, Any] = field(default_factory=dict)
@@ -141,7 +144,7 @@ class IdentityProviderConfig:
 
     token_endpoint: str
     client_id: str
-    id_token: str = field(repr=False)
+    id_token: str | None = field(default=None, repr=False)  # None: each person's own ("perUser")
     client_secret: str | None = field(default=None, repr=False)
 
 
@@ -226,6 +229,39 @@ class LoadedConfig:
     shape: Shape = MCP_SERVERS  # the host shape the file is written in
 
 
+@dataclass(frozen=True)
+class Person:
+    """Whose process a ``"scope": "perUser"`` stdio server is: ``${user.id}`` and ``${user.name}``.
+
+    ``name`` is made safe for a path or an argument by :func:`person_slug`.
+    """
+
+    id: int
+    name: str
+
+
+def person_slug(username: str, user_id: int) -> str:
+    """``username`` as ``${user.name}`` gives it: letters, digits, ``.``, ``_`` and ``-`` only (others
+    become ``_``), never starting with a dot, at most 64 characters; ``user<id>`` when nothing is left."""
+    slug = re.sub(r"[^A-Za-z0-9._-]", "_", username)[:64].lstrip(".")
+    return slug or f"user{user_id}"
+
+
 def per_user(config: ServerConfig) -> bool:
-    """True for a server each person signs in to with their own account."""
-    return config.oauth is not None and config.oauth.per_user
+    """True for a server each person has a session of their own with: they sign in to it with their
+    own account (``"oauth": {"mode": "perUser"}``), or it is a stdio server run once per person
+    (``"scope": "perUser"``)."""
+    return config.scope == PER_USER or (config.oauth is not None and config.oauth.per_user)
+
+
+def opens_by_itself(config: ServerConfig) -> bool:
+    """True for a "perUser" server whose sessions open for each person without a Connect: a stdio
+    server run once per person, or an ``identity_assertion`` server (their SSO ID token, SEP-990)."""
+    if config.scope == PER_USER:
+        return True
+    return config.oauth is not None and config.oauth.per_user and config.oauth.grant == IDENTITY_ASSERTION
+
+
+def per_user_process(config: ServerConfig) -> bool:
+    """True for a stdio server run once per person (``"scope": "perUser"``): no sign-in, a process each."""
+    return config.scope == PER_USER

@@ -20,7 +20,15 @@ from django.conf import settings
 from mcpclient.config.document import read_bounded, shown_value
 from mcpclient.config.dotenv import parse_env_file
 from mcpclient.config.entries import PLACEHOLDER_RE, URL_KEYS, EntryChecker, check_url
-from mcpclient.config.model import STDIO, ConfigError, OAuthConfig, OAuthSecrets, ResolvedServer, ServerConfig
+from mcpclient.config.model import (
+    STDIO,
+    ConfigError,
+    OAuthConfig,
+    OAuthSecrets,
+    Person,
+    ResolvedServer,
+    ServerConfig,
+)
 from mcpclient.config.sandbox import plan_sandbox, sandboxed
 
 # VS Code's and Cursor's predefined variables, written without "env:".
@@ -63,11 +71,13 @@ class _Expander:
         scope: Mapping[str, str],
         base_dir: Path | None = None,
         input_value: InputLookup | None = None,
+        person: Person | None = None,
     ) -> None:
         self.check = check
         self.scope = scope
         self.base_dir = base_dir
         self.input_value = input_value or env_input
+        self.person = person
 
     def _predefined(self, name: str) -> str | None:
         if name == "userHome":
@@ -80,6 +90,11 @@ class _Expander:
         def replace(match: re.Match[str]) -> str:
             if match.group("input"):
                 return self._input(match.group("input"), where)
+            if match.group("user"):
+                if self.person is None:
+                    shown = f"${{user.{match.group('user')}}}"
+                    raise self.check.fail(f'"{shown}" has no person here (used in "{where}")')
+                return str(self.person.id) if match.group("user") == "id" else self.person.name
             variable = match.group("var") or match.group("bare")
             if match.group("var") and not match.group("prefix") and variable in _PREDEFINED:
                 predefined = self._predefined(variable)
@@ -200,6 +215,7 @@ def resolve_server(
     input_value: InputLookup | None = None,
     sandbox_required: bool | None = None,
     sandbox_hidden: Sequence[Path] | None = None,
+    person: Person | None = None,
 ) -> ResolvedServer:
     """Prepare ``config`` for connecting. Raises ``ConfigError``.
 
@@ -210,7 +226,8 @@ def resolve_server(
     * stdio: the command must pass the allowlist ``allowed_commands`` (default
       ``settings.MCP_STDIO_COMMANDS``; see :func:`command_allowed`) and runs as the file it was
       checked as, without a shell: args are passed as a list, never joined. A relative ``cwd``
-      is taken relative to ``base_dir``.
+      is taken relative to ``base_dir``. ``${user.id}`` and ``${user.name}`` are ``person``'s (a
+      ``"scope": "perUser"`` server's session of that person; :func:`person_slug`).
     * stdio ``env`` = envFile values, overridden by the expanded explicit ``env``, plus
       SSL_CERT_FILE, SSL_CERT_DIR, REQUESTS_CA_BUNDLE, NODE_EXTRA_CA_CERTS and PATH copied
       from ``environ`` when set there and not given. The SDK's ``stdio_client`` itself only
@@ -230,9 +247,9 @@ def resolve_server(
     file_values: dict[str, str] = {}
     if config.env_file:
         file_values = _load_env_file(
-            check, config.env_file, base_dir, _Expander(check, environ, base_dir, input_value)
+            check, config.env_file, base_dir, _Expander(check, environ, base_dir, input_value, person)
         )
-    expand = _Expander(check, {**environ, **file_values}, base_dir, input_value)
+    expand = _Expander(check, {**environ, **file_values}, base_dir, input_value, person)
     env_key = "environment" if "environment" in config.raw else "env"
 
     if config.transport == STDIO:
@@ -268,6 +285,7 @@ def resolve_server(
                 # The SDK's default environment gives the server BooCode's HOME unless env sets one.
                 home=env.get("HOME") or environ.get("HOME") or str(Path.home()),
                 cwd=cwd,
+                args=args,
                 hidden=settings.MCP_SANDBOX_HIDDEN if sandbox_hidden is None else sandbox_hidden,
                 search_path=lookup_path(environ.get("PATH")),
             )
@@ -309,6 +327,6 @@ def _oauth_secrets(oauth: OAuthConfig | None, expand: _Expander) -> OAuthSecrets
     return OAuthSecrets(
         client_secret=expanded(oauth.client_secret, "clientSecret"),
         private_key=expanded(oauth.private_key, "privateKey"),
-        id_token=expanded(idp.id_token, "identityProvider.idToken") if idp else None,
+        id_token=expanded(idp.id_token, "identityProvider.idToken") if idp and idp.id_token else None,
         idp_client_secret=expanded(idp.client_secret, "identityProvider.clientSecret") if idp else None,
     )

@@ -72,6 +72,7 @@ def plan_sandbox(
     cwd: str | None,
     hidden: Iterable[Path],
     search_path: str | None,
+    args: Sequence[str] = (),
 ) -> SandboxPlan:
     """How ``command`` runs in ``sandbox``; raises ``ConfigError`` naming the server and the key.
 
@@ -108,7 +109,7 @@ def plan_sandbox(
             paths.append(real)
         return paths
 
-    read = listed("read", sandbox.read)
+    read = listed("read", sandbox.read) + [path for path in made_of(command, args, cwd) if path not in kept]
     write = listed("write", sandbox.write)
     caches = [real for real in map(_real, launcher_caches(command, env, home)) if real not in kept]
     for index, path in enumerate([*write, *caches]):
@@ -132,6 +133,30 @@ def plan_sandbox(
         network=sandbox.network,
         chdir=cwd,
     )
+
+
+PRIVATE_TMP = "/tmp"
+
+
+def made_of(command: str, args: Sequence[str], cwd: str | None) -> list[str]:
+    """What the server is made of that the sandbox's private ``/tmp`` would hide: the command's
+    installation (a virtualenv's ``bin/..``), the folders of the files its arguments name, and
+    its ``cwd``, when they live under ``/tmp``; they are then mounted read-only in their place."""
+    found: list[str] = []
+    candidates = []
+    # As run (a virtualenv's python is a link out of it) and as resolved.
+    for binary in (Path(command), Path(_real(Path(command)))):
+        candidates.append(binary.parent.parent if binary.parent.name == "bin" else binary.parent)
+    for arg in args:
+        if os.path.isabs(arg) and os.path.exists(arg):
+            candidates.append(Path(arg) if os.path.isdir(arg) else Path(arg).parent)
+    if cwd is not None:
+        candidates.append(Path(cwd))
+    for candidate in candidates:
+        real = _real(candidate)
+        if real.startswith(PRIVATE_TMP + "/") and os.path.isdir(real) and real not in found:
+            found.append(real)
+    return found
 
 
 def _real(path: Path) -> str:

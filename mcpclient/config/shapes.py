@@ -135,7 +135,8 @@ ENTRY_KEYS = frozenset(
     {
         "type", "command", "args", "env", "environment", "envFile", "cwd", "url", "serverUrl", "httpUrl",
         "headers", "enabled", "disabled", "timeout", "initTimeout", "requestTimeout", "includeTools",
-        "excludeTools", "oauth", "writeTools", "trusted", "apps", "pinTools", "acceptNewTools", "sandbox",
+        "excludeTools", "oauth", "writeTools", "trusted", "apps", "pinTools", "acceptNewTools", "scope",
+        "sandbox",
     }
 )
 DEFAULT_TIMEOUT = 60.0
@@ -201,6 +202,8 @@ def entry_for(shape: Shape, config: Any) -> dict[str, Any]:
         entry["trusted"] = False
     if not config.apps:
         entry["apps"] = False
+    if config.scope != "shared":
+        entry["scope"] = config.scope
     if config.pin_tools != "block":
         entry["pinTools"] = config.pin_tools
     if config.accept_new_tools:

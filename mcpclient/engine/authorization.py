@@ -24,7 +24,7 @@ import json
 import logging
 import random
 import time
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, cast
 from urllib.parse import parse_qs, urlsplit
@@ -425,11 +425,15 @@ class BrowserConsent(Consent):
             PENDING.pop(self.state, None)
 
     def fail(self, message: str) -> None:
-        """End the wait with an error (the connection attempt was abandoned)."""
-        if not self.url.done():
-            self.url.set_exception(ConsentFailed(message))
-        if not self._response.done():
-            self._response.set_exception(ConsentFailed(message))
+        """End the wait with an error (the connection attempt was abandoned).
+
+        Whoever waits gets it; a wait nobody started (the flow failed before its callback) is
+        not an error to log, so each exception is marked as seen here.
+        """
+        for future in (self.url, self._response):
+            if not future.done():
+                future.set_exception(ConsentFailed(message))
+                future.exception()
 
     def resolve(self, result: AuthorizationCodeResult | Exception) -> None:
         """Deliver the authorization response (or the provider's error) to the waiting flow."""
@@ -494,6 +498,7 @@ class HubOAuth(OAuthClientProvider):
         consent: Consent,
         oauth: OAuthConfig,
         secrets: OAuthSecrets | None = None,
+        subject_token: Callable[[], Awaitable[str | None]] | None = None,
     ) -> None:
         machine = oauth.grant != AUTHORIZATION_CODE
         if machine:  # no person, no redirect, no registration: the entry's client only
@@ -519,6 +524,8 @@ class HubOAuth(OAuthClientProvider):
         self.consent = consent
         self.oauth = oauth
         self.secrets = secrets or OAuthSecrets()
+        # "perUser" identity_assertion: the person's own ID token, from their sign-in to BooCode.
+        self._subject_token = subject_token
         self.failure: AuthFailure | None = None
         self.signed_in = False  # a sign-in completed during this connection
         # The server's own endpoints: the flow reaches them as declared, anything else is checked.
@@ -608,12 +615,20 @@ class HubOAuth(OAuthClientProvider):
     async def _identity_assertion(self, audience: str) -> str:
         """SEP-990 leg 1: the identity provider exchanges the ID token for an ID-JAG (RFC 8693)."""
         idp = self.oauth.identity_provider
-        if idp is None or not self.secrets.id_token:
+        id_token = self.secrets.id_token
+        if id_token is None and self._subject_token is not None:
+            id_token = await self._subject_token()
+            if not id_token:
+                raise SignInStopped(
+                    "this person has no ID token to exchange: they sign in to BooCode with its single "
+                    "sign-on (docs/teams.md), then the server signs them in by itself"
+                )
+        if idp is None or not id_token:
             raise SignInStopped('"identityProvider.idToken" is empty')
         data = {
             "grant_type": "urn:ietf:params:oauth:grant-type:token-exchange",
             "requested_token_type": "urn:ietf:params:oauth:token-type:id-jag",
-            "subject_token": self.secrets.id_token,
+            "subject_token": id_token,
             "subject_token_type": "urn:ietf:params:oauth:token-type:id_token",
             "audience": audience,
             "resource": self.context.get_resource_url(),

@@ -38,7 +38,18 @@ from mcp.client import InputRequiredRoundsExceededError
 from mcp_types import CONNECTION_CLOSED, REQUEST_TIMEOUT
 
 from mcpclient.config.entries import inputs_used
-from mcpclient.config.model import SSE, STDIO, STREAMABLE_HTTP, ConfigError, ResolvedServer, ServerConfig
+from mcpclient.config.model import (
+    IDENTITY_ASSERTION,
+    SSE,
+    STDIO,
+    STREAMABLE_HTTP,
+    ConfigError,
+    Person,
+    ResolvedServer,
+    ServerConfig,
+    per_user_process,
+    person_slug,
+)
 from mcpclient.config.resolve import InputLookup, resolve_server
 from mcpclient.core import pinning
 from mcpclient.core.pinning import PinBook
@@ -121,8 +132,14 @@ class ServerConnection:
         client_version: str = "0",
         apps: bool = True,
         pins: PinBook | None = None,
+        person_name: Callable[[int], str] | None = None,
+        person_id_token: Callable[[int], str | None] | None = None,
     ) -> None:
         self.config = config
+        # A person's ID token from their sign-in to BooCode ("perUser" identity_assertion; database).
+        self._person_id_token = person_id_token
+        # A person's username by id, for ${user.name} (reads the database: run in its thread).
+        self._person_name = person_name
         # Where accepted tool definitions are kept (mcpclient.core.pinning; None: nothing pinned).
         self._pins = pins
         # Handed down by the hub (mcpclient.runtime.new_hub fills them from the settings): where
@@ -568,15 +585,28 @@ class ServerConnection:
             self._healer.slots.release()
 
     async def _resolve(self) -> ResolvedServer:
-        """The entry with its placeholders expanded (see :func:`~mcpclient.config.resolve.resolve_server`)."""
-        resolve = functools.partial(
-            resolve_server,
-            self.config,
-            base_dir=self._base_dir,
-            allowed_commands=self._allowed_commands,
-            input_value=self._input_value,
-        )
-        if inputs_used(self.config.raw):
+        """The entry with its placeholders expanded (see :func:`~mcpclient.config.resolve.resolve_server`).
+
+        A person's own process of a ``"scope": "perUser"`` server gets their ``${user.id}`` and
+        ``${user.name}`` (the name read where the hub was told to read it: the database).
+        """
+        owner, lookup = self.owner_id, self._person_name
+        person_wanted = owner is not None and per_user_process(self.config)
+
+        def resolve() -> ResolvedServer:
+            person = None
+            if person_wanted and owner is not None:
+                name = lookup(owner) if lookup is not None else ""
+                person = Person(owner, person_slug(name, owner))
+            return resolve_server(
+                self.config,
+                base_dir=self._base_dir,
+                allowed_commands=self._allowed_commands,
+                input_value=self._input_value,
+                person=person,
+            )
+
+        if inputs_used(self.config.raw) or (person_wanted and lookup is not None):
             # ${input:} values may come from the secret store: the ORM runs in the database thread.
             return await database_sync_to_async(resolve)()
         return resolve()
@@ -782,6 +812,14 @@ class ServerConnection:
             if oauth.per_user
             else "an administrator must connect it (Connect on the server's admin page)"
         )
+        subject_token = None
+        owner, lookup = self.owner_id, self._person_id_token
+        if oauth.per_user and oauth.grant == IDENTITY_ASSERTION and owner is not None and lookup is not None:
+
+            async def subject_token() -> str | None:
+                assert owner is not None and lookup is not None
+                return await database_sync_to_async(lookup)(owner)  # the person's ID token (SEP-990)
+
         self.auth = HubOAuth(
             server=self.name,
             url=resolved.url or "",
@@ -789,6 +827,7 @@ class ServerConnection:
             consent=consent,
             oauth=oauth,
             secrets=resolved.oauth_secrets,
+            subject_token=subject_token,
         )
         return self.auth
 

@@ -26,6 +26,7 @@ import mcp.types as types
 from mcpclient.config.model import (
     ServerConfig,
     per_user,
+    per_user_process,
 )
 from mcpclient.config.resolve import InputLookup
 from mcpclient.core.naming import assign_names
@@ -165,6 +166,12 @@ class Hub:
     apps: bool = True
     # Where accepted tool definitions are kept (mcpclient.core.pinning; None: nothing is pinned).
     pins: PinBook | None = None
+    # "scope": "perUser" stdio servers: a person's username by id (for ${user.name}), and how many
+    # people's processes one such server may run at once.
+    person_name: Callable[[int], str] | None = None
+    per_user_processes: int = 20
+    # "perUser" identity_assertion servers: a person's ID token from their sign-in to BooCode.
+    person_id_token: Callable[[int], str | None] | None = None
     _healer: Healer | None = None
 
     def healer(self) -> Healer:
@@ -316,13 +323,16 @@ class Hub:
         task.add_done_callback(self._signins.discard)
         return connection, consent
 
-    async def open_user_sessions(self, user_id: int, names: Iterable[str]) -> None:
-        """Open ``user_id``'s sessions with the "perUser" servers in ``names`` (they signed in to).
+    async def open_user_sessions(self, user_id: int, names: Iterable[str]) -> list[str]:
+        """Open ``user_id``'s sessions with the "perUser" servers in ``names`` (they signed in to, or
+        run once per person); what could not be opened for them, as sentences for the person.
 
         A session that is open, opening, or waiting for a sign-in is left alone: a refused
-        sign-in is not retried until the person connects again.
+        sign-in is not retried until the person connects again. A ``"scope": "perUser"`` stdio
+        server runs at most :attr:`per_user_processes` people's processes at once: past that, a
+        person without one is told so, and the others' processes go on.
         """
-        starts = []
+        starts, refused = [], []
         async with self._lock:
             for name in names:
                 config = self._configs.get(name)
@@ -333,9 +343,19 @@ class Hub:
                     current.running or current.status in (Status.AUTH_REQUIRED, Status.READY)
                 ):
                     continue
+                if per_user_process(config) and current is None:
+                    running = sum(1 for (server, _) in self._user_connections if server == name)
+                    if running >= self.per_user_processes:
+                        refused.append(
+                            f'The MCP server "{name}" runs one process per person and already runs '
+                            f"{running}, its limit (BOOCODE_STDIO_PER_USER_MAX): its tools are left out "
+                            "for you until others' processes close after their idle time."
+                        )
+                        continue
                 await self._stop_user((name, user_id))
                 starts.append(self._new_user_connection(config, user_id, None).start())
         await asyncio.gather(*starts)
+        return refused
 
     async def close_user_session(self, name: str, user_id: int | None) -> None:
         """Close a person's session with a server (their own, or the shared one for ``None``)."""
@@ -433,6 +453,8 @@ class Hub:
             client_version=self.client_version,
             apps=self.apps,
             pins=self.pins,
+            person_name=self.person_name,
+            person_id_token=self.person_id_token,
         )
         connection.logs.level = self.log_levels.get(config.name, "")  # its messages stay in memory
         self._user_connections[(config.name, user_id)] = connection

@@ -155,6 +155,24 @@ def _tools_changed_listener(snapshot: ServerSnapshot) -> None:
             logger.exception("a tools-changed hook failed")
 
 
+_id_tokens: Callable[[int], str | None] | None = None
+
+
+def id_tokens_from(source: Callable[[int], str | None] | None) -> None:
+    """Where a person's ID token from their sign-in to BooCode is read (the application registers
+    it at start: boocode.security); "perUser" identity_assertion servers exchange it (SEP-990)."""
+    global _id_tokens
+    _id_tokens = source
+
+
+def username_of(user_id: int) -> str:
+    """A person's username ("" for nobody), for ``${user.name}`` (runs in the database thread)."""
+    from django.contrib.auth import get_user_model
+
+    found = get_user_model().objects.filter(pk=user_id).values_list("username", flat=True).first()
+    return str(found or "")
+
+
 def new_hub(*, persist: bool = True) -> Hub:
     """A hub configured from settings; with ``persist`` its state is written to the database."""
     hub = Hub(
@@ -166,6 +184,9 @@ def new_hub(*, persist: bool = True) -> Hub:
         idle_seconds=float(settings.OAUTH_IDLE_SECONDS),
         apps=bool(settings.MCP_APPS),
         pins=DatabasePins() if persist else None,
+        person_name=username_of,
+        person_id_token=lambda user_id: _id_tokens(user_id) if _id_tokens is not None else None,
+        per_user_processes=int(settings.STDIO_PER_USER_MAX),
     )
     if persist:
         hub.healing = heal_policy()  # a long-lived hub heals (pings, reconnects)

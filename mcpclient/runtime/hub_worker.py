@@ -213,8 +213,9 @@ class HubConsumer(AsyncConsumer):
                 result = await hub.set_log_level(args["name"], args["level"])
                 await broadcast_state(hub)  # no state change: every admin shows the new note
             elif op == "open_user":
-                await hub.open_user_sessions(args["user_id"], args["names"])
-                result = [worker_wire.tool_out(tool) for tool in hub.every_tool(args["user_id"])]
+                refused = await hub.open_user_sessions(args["user_id"], args["names"])
+                tools = [worker_wire.tool_out(tool) for tool in hub.every_tool(args["user_id"])]
+                result = {"tools": tools, "refused": refused}
             elif op == "close_user":
                 await hub.close_user_session(args["name"], args["user_id"])
                 result = None

@@ -27,7 +27,7 @@ from typing import Any
 
 from channels.db import database_sync_to_async
 
-from mcpclient.config.model import per_user
+from mcpclient.config.model import opens_by_itself, per_user
 from mcpclient.core.state import Status
 from mcpclient.engine import authorization
 from mcpclient.engine.connection import ServerConnection
@@ -152,15 +152,20 @@ async def _in_worker(hub: Any, step: str, wait: float, **args: Any) -> tuple[Out
     return Outcome(**done["outcome"]), done["back"] or "/"
 
 
-async def open_sessions(hub: Hub, user_id: int | None) -> None:
-    """Open ``user_id``'s sessions with the "perUser" servers they connected (before a turn)."""
+async def open_sessions(hub: Hub, user_id: int | None) -> list[str]:
+    """Open ``user_id``'s sessions with the "perUser" servers they connected, and their own processes
+    of the ``"scope": "perUser"`` stdio servers (before a turn); what could not be opened, said for them.
+    """
     if user_id is None:
-        return
+        return []
     servers = hub.per_user_servers()
     if not servers:
-        return
-    connected = await database_sync_to_async(authorization.signed_in_servers)(user_id)
-    await hub.open_user_sessions(user_id, [config.name for config in servers if config.name in connected])
+        return []
+    names = [config.name for config in servers if opens_by_itself(config)]
+    if len(names) < len(servers):  # servers they sign in to: only those they connected
+        connected = await database_sync_to_async(authorization.signed_in_servers)(user_id)
+        names += [config.name for config in servers if config.name in connected]
+    return await hub.open_user_sessions(user_id, names)
 
 
 async def person_hub(user_id: int | None, *, max_age: float = 0.0, wait: float = 0.0) -> Hub:
@@ -183,6 +188,8 @@ def account_states(user_id: int) -> list[dict[str, Any]]:
     connected = authorization.signed_in_servers(user_id)
     states = []
     for config in hub.per_user_servers():
+        if opens_by_itself(config):
+            continue  # nothing to connect: each person's own session opens with their turn
         connection = hub.user_connection(config.name, user_id)
         if connection is not None and connection.status is not Status.DISABLED:
             status, reason = connection.status.value, connection.reason

@@ -511,19 +511,21 @@ class RemoteHub:
         found = await self._query("read_skill", server, unreachable, skill=skill, path=path, user_id=user_id)
         return worker_wire.skill_text_in(found)
 
-    async def open_user_sessions(self, user_id: int, names: Iterable[str]) -> None:
-        """Open ``user_id``'s "perUser" sessions in the worker and keep the tools they see.
+    async def open_user_sessions(self, user_id: int, names: Iterable[str]) -> list[str]:
+        """Open ``user_id``'s "perUser" sessions in the worker and keep the tools they see; what
+        could not be opened, as the worker says it.
 
         A worker that does not answer leaves the tools as they were: the turn goes on, and a
         call of a tool then says why it fails.
         """
         try:
-            tools = await self.request("open_user", user_id=user_id, names=list(names))
+            opened = await self.request("open_user", user_id=user_id, names=list(names))
         except WorkerUnavailable as exc:
             logger.warning("could not open the sessions of user %s: %s", user_id, exc)
-            return
-        every = [worker_wire.tool_in(tool) for tool in tools]
+            return []
+        every = [worker_wire.tool_in(tool) for tool in opened["tools"]]
         self._user_tools[user_id] = (self.boot, self.version, every, _split(every))
+        return [str(sentence) for sentence in opened["refused"]]
 
     async def close_user_session(self, name: str, user_id: int | None) -> None:
         """Close a person's session of ``name`` in the worker."""

@@ -8,6 +8,8 @@ import { el, getJSON, icon, post } from "./dom.js";
 import { Popover } from "./popup.js";
 
 const CARD_TOOLS = 8;
+// A stdio server run once for everybody (docs/security.md): what its "(shared)" mark means.
+const SHARED_NOTE = "Shared: one process of this server serves everyone, so its files and memory are the same for every person.";
 const OPTION_TOOLS = 6;
 
 function toolChips(tools, limit) {
@@ -17,6 +19,7 @@ function toolChips(tools, limit) {
     if (tool.server) chip.append(el("span", "chip-server", `${tool.server} · `));
     chip.append(document.createTextNode(tool.title || tool.tool || tool.name));
     chip.title = tool.description ? `${tool.name}: ${tool.description}` : tool.name;
+    if (tool.shared) chip.title += `\n${SHARED_NOTE}`;
     list.append(chip);
   }
   if (tools.length > limit) list.append(el("li", "tool-chip more", `+${tools.length - limit} more`));
@@ -28,10 +31,11 @@ function toolsSentence(agent) {
   if (!Array.isArray(agent.tools)) return "";
   if (!tools.length) return "No tools: it answers from the conversation only.";
   const counts = new Map();
+  const sharedServers = new Set(tools.filter((tool) => tool.shared).map((tool) => tool.server));
   for (const tool of tools) counts.set(tool.server || "", (counts.get(tool.server || "") || 0) + 1);
   const parts = [...counts.entries()]
     .sort((a, b) => b[1] - a[1] || a[0].localeCompare(b[0]))
-    .map(([server, count]) => (server ? `${count} from ${server}` : `${count} built in`));
+    .map(([server, count]) => (server ? `${count} from ${server}${sharedServers.has(server) ? " (shared)" : ""}` : `${count} built in`));
   return `May use ${tools.length} tool${tools.length === 1 ? "" : "s"}: ${parts.join(", ")}.`;
 }
 

@@ -22,8 +22,10 @@ SHOTS = Path("/work/issue13/shots")
 PINNED = (
     "\n## Pinned\n---\ndescription: Always answers with the other model\nmodel: other-model\n---\nPinned.\n"
 )
-EVERY_TOOL = "May use 20 tools: 14 from toolbox, 3 built in, 3 from catalog."
-WITH_SPARE = "May use 23 tools: 14 from toolbox, 3 built in, 3 from catalog, 3 from spare."
+EVERY_TOOL = "May use 20 tools: 14 from toolbox (shared), 3 built in, 3 from catalog (shared)."
+WITH_SPARE = (
+    "May use 23 tools: 14 from toolbox (shared), 3 built in, 3 from catalog (shared), 3 from spare (shared)."
+)
 
 
 class Spare:

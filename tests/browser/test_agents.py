@@ -24,7 +24,10 @@ def test_agent_picker_and_card(open_page: Any, site: Site, width: int) -> None:
     expect(button).to_contain_text("Assistant")
     card = page.locator(".agent-card")
     expect(card).to_contain_text("General assistant that may use every tool")
-    expect(card).to_contain_text("May use 20 tools: 14 from toolbox, 3 built in, 3 from catalog.")
+    # Every server of the site is a stdio server run once for everybody: marked "(shared)".
+    expect(card).to_contain_text(
+        "May use 20 tools: 14 from toolbox (shared), 3 built in, 3 from catalog (shared)."
+    )
 
     # The panel: every agent with its description and its tools.
     button.click()
@@ -32,7 +35,9 @@ def test_agent_picker_and_card(open_page: Any, site: Site, width: int) -> None:
     expect(panel).to_be_visible()
     clerk = panel.locator(".agent-option", has_text="Clerk")
     expect(clerk).to_contain_text("Keeps the catalogue; uses only the catalog server")
-    expect(clerk).to_contain_text("May use 3 tools: 3 from catalog.")
+    expect(clerk).to_contain_text("May use 3 tools: 3 from catalog (shared).")
+    title = clerk.locator(".tool-chip").first.get_attribute("title") or ""
+    assert "one process of this server serves everyone" in title
     expect(clerk.locator(".tool-chip")).to_have_text(
         ["catalog · lines", "catalog · Catalogue rows", "catalog · tree"]
     )

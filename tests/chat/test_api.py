@@ -195,6 +195,9 @@ async def test_agents_api_follows_mcp_json_edits_at_once(settings: Any, tmp_path
         tools = (await client.get("/api/agents/")).json()["agents"][0]["tools"]
         names = {t["name"] for t in tools}
         assert "tb2_echo" in names and "tb_echo" not in names
+        # A stdio server run once for everybody is marked shared; a native tool is not.
+        shared = {t["name"]: t["shared"] for t in tools}
+        assert shared["tb2_echo"] is True and shared["view_file"] is False
     finally:
         await stop_process_hub()
 

@@ -38,6 +38,8 @@ from tests.support.hubs import make_config
 from tests.support.processes import NODE_DIR, PYTHON, REAL_PYTHON, ROOT, TEST_COMMANDS, free_port, pids_with
 
 PROBE = ROOT / "tests" / "servers" / "sandbox_probe.py"
+# A checkout under /tmp: a sandboxed server's private /tmp holds its own (empty, writable) copy of it.
+IN_PRIVATE_TMP = os.path.realpath(ROOT).startswith("/tmp/")
 UVX_CACHE = ROOT / "tests" / "python" / "uvx-cache"
 TIME_SERVER = "mcp-server-time==2026.10.19"  # as the Makefile puts it in UVX_CACHE
 
@@ -148,8 +150,9 @@ def test_paths_take_placeholders_and_a_missing_write_folder_is_made(tmp_path: Pa
         ({"read": ["nowhere"]}, '"sandbox.read[0]": {base}/nowhere does not exist'),
         ({"write": ["/"]}, '"sandbox.write[0]" cannot be "/": list the folders the server may change'),
         (
+            # A shared server has no person (a "scope": "perUser" one does: test_per_user_stdio.py).
             {"write": ["out/${user.id}"]},
-            '"sandbox.write[0]" holds a placeholder BooCode cannot expand: "out/${user.id}"',
+            '"sandbox" uses ${user.id} or ${user.name}, which only a server with "scope": "perUser" has',
         ),
         (
             {"read": ["${UNSET_FOLDER}"]},
@@ -285,7 +288,9 @@ async def test_the_filesystem_server_reaches_only_what_the_sandbox_lets_through(
     error, said = await call(hub, "fs_write_file", path=str(tmp_path / "docs" / "readme.txt"), content="x")
     assert error and "EROFS" in said and (tmp_path / "docs" / "readme.txt").read_text() == "shared docs"
     error, said = await call(hub, "fs_write_file", path=str(ROOT / "sandbox-escape.txt"), content="x")
-    assert error and "EROFS" in said and not (ROOT / "sandbox-escape.txt").exists()
+    assert not (ROOT / "sandbox-escape.txt").exists()
+    # (A checkout under /tmp is in the server's private /tmp: the write lands there and vanishes.)
+    assert IN_PRIVATE_TMP or (error and "EROFS" in said)
 
     # /tmp listed whole: its files are there, BooCode's data folder inside it is not.
     assert await call(hub, "wide_read_text_file", path=str(tmp_path / "private.txt")) == (
@@ -353,9 +358,9 @@ async def test_required_sandboxes_a_server_without_the_key(
     assert (await call(hub, "probe_fetch", url=listener))[1].startswith("refused: ")
     said = (await call(hub, "probe_read", path=str(data_marker)))[1]
     assert said.startswith("refused: [Errno 2] No such file or directory")
-    assert (await call(hub, "probe_write", path=str(ROOT / "sandbox-escape.txt"), text="x"))[1].startswith(
-        "refused: [Errno 30] Read-only file system"
-    )
+    said = (await call(hub, "probe_write", path=str(ROOT / "sandbox-escape.txt"), text="x"))[1]
+    assert not (ROOT / "sandbox-escape.txt").exists()
+    assert IN_PRIVATE_TMP or said.startswith("refused: [Errno 30] Read-only file system")
 
 
 @pytest.mark.processes
@@ -368,3 +373,26 @@ async def test_without_bubblewrap_only_the_sandboxed_server_fails(
     assert snapshots["boxed"].last_error == f'mcp.json: server "boxed": {MISSING_BWRAP}'
     assert snapshots["plain"].status is Status.READY
     assert await call(hub, "plain_read", path=str(PROBE)) == (False, PROBE.read_text())
+
+
+def test_what_a_server_is_made_of_under_tmp_is_mounted_read_only(tmp_path: Path) -> None:
+    """The private /tmp would hide a server installed under /tmp (a checkout there): its command's
+    installation, the folders of the files its arguments name and its cwd are mounted back, read-only."""
+    from mcpclient.config.sandbox import made_of
+
+    (tmp_path / "venv" / "bin").mkdir(parents=True)
+    (tmp_path / "venv" / "bin" / "tool").write_text("")
+    (tmp_path / "srv").mkdir()
+    (tmp_path / "srv" / "server.py").write_text("")
+    (tmp_path / "work").mkdir()
+    found = made_of(
+        str(tmp_path / "venv" / "bin" / "tool"),
+        ["/", "--flag", str(tmp_path / "srv" / "server.py")],
+        str(tmp_path / "work"),
+    )
+    if not os.path.realpath(tmp_path).startswith("/tmp/"):
+        assert found == []
+        return
+    real = Path(os.path.realpath(tmp_path))
+    assert found == [str(real / "venv"), str(real / "srv"), str(real / "work")]
+    assert made_of("/usr/bin/node", ["/etc/hosts"], None) == []  # outside /tmp: the system view has it

@@ -334,6 +334,39 @@ async def test_identity_assertion_signs_in_as_the_user(
 
 
 @hub_test
+async def test_per_person_identity_assertion_exchanges_each_persons_own_id_token(oauth_server: Start) -> None:
+    """ "mode": "perUser": no ID token in mcp.json; each person's own (from their single sign-on to
+    BooCode) is exchanged, so each person's session is theirs at the server; nobody clicks Connect."""
+    server = oauth_server(
+        "--no-registration", "--pre-registered", f"app:{SECRET}", "--idp-client", "idp-client::app"
+    )
+    tokens = {1: _id_token(server, "bob"), 2: _id_token(server, "alice")}
+    oauth = _identity_assertion(server, "unused")
+    del oauth["identityProvider"]["idToken"]
+    hub = Hub(base_dir=ROOT, person_id_token=tokens.get)
+    try:
+        await hub.start([_config(server, mode="perUser", **oauth)])
+        assert _snapshot(hub).status is Status.PER_USER  # no shared session, no token of its own
+        for user_id, user in ((1, "bob"), (2, "alice")):
+            assert await hub.open_user_sessions(user_id, ["secure"]) == []
+            session = hub.user_connection("secure", user_id)
+            assert session is not None and session.status is Status.READY, session and session.reason
+            result = await hub.call_tool("secure_whoami", {}, user_id=user_id)
+            assert json.loads(result.output)["user"] == user
+        # Somebody without a sign-in to BooCode gets no session, and the reason says what to do.
+        await hub.open_user_sessions(3, ["secure"])
+        nobody = hub.user_connection("secure", 3)
+        assert nobody is not None and nobody.status is not Status.READY
+        assert "this person has no ID token to exchange: they sign in to BooCode with its single sign-on" in (
+            nobody.reason
+        )
+    finally:
+        await hub.stop()
+    users = [exchange["user"] for exchange in server.state()["token_exchanges"] if exchange["status"] == 200]
+    assert sorted(users) == ["alice", "bob"]
+
+
+@hub_test
 @pytest.mark.parametrize("presented", ["unknown user", "expired", "garbage"])
 async def test_a_refusing_identity_provider_is_named(oauth_server: Start, presented: str) -> None:
     server = oauth_server(
@@ -497,6 +530,21 @@ def test_the_server_checks_id_jags(oauth_server: Start) -> None:
             },
             'needs "clientSecret"',
         ),
+        (
+            {
+                "grant": "identity_assertion",
+                "mode": "perUser",
+                "clientId": "app",
+                "clientSecret": "x",
+                "identityProvider": {
+                    "tokenEndpoint": "https://idp.example/token",
+                    "clientId": "c",
+                    "idToken": "t",
+                },
+            },
+            '"idToken" is each person\'s own with "mode": "perUser" (from their sign-in to BooCode): '
+            "leave it out",
+        ),
         ({"grant": "password", "clientId": "app"}, '"grant" must be one of'),
         (
             {"grant": CLIENT_CREDENTIALS, "clientId": "svc", "clientSecret": "x", "issuer": "not a url"},
@@ -513,6 +561,7 @@ def test_the_server_checks_id_jags(oauth_server: Start) -> None:
         "no-identityProvider",
         "no-idToken",
         "identity_assertion-without-secret",
+        "perUser-with-idToken",
         "unknown-grant",
         "bad-issuer",
     ],
@@ -523,3 +572,12 @@ def test_config_errors_name_the_key(oauth: dict[str, Any], expected: str) -> Non
     message = str(error.value)
     assert message.startswith('mcp.json: server "secure": "oauth"'), message
     assert expected in message, message
+
+
+def test_the_hub_reads_each_persons_id_token_where_their_sign_in_keeps_it() -> None:
+    """The application tells the hub at start where a person's ID token is (boocode.security)."""
+    from boocode.security import oidc
+    from mcpclient import runtime
+
+    assert runtime._id_tokens is oidc.id_token_for
+    assert runtime.new_hub(persist=False).person_id_token is not None

@@ -21,6 +21,8 @@ every test that uses them (tests/conftest.py for the whole suite). What lives wh
 - ``browser``: Chromium, the browser tests' live ``Site`` and its runners, page helpers, axe.
 - ``admin``: the admin as a browser drives it (``form_fields``, ``write_config``, ``AsgiAdmin``).
 - ``oauth``: the OAuth test server (``OAuthServer``) and a headless OAuth client's parts.
+- ``oidc``: a real OpenID provider (``OpenIdProvider``: oidc-provider on Node,
+  tests/node/oidc_provider.mjs) and ``Person``, someone signing in through it over HTTP.
 - ``otlp``: ``OtlpReceiver``, a real OTLP/HTTP trace receiver (spans decoded with
   opentelemetry-proto), and ``exporting``, tracing turned on in the test process.
 - ``scrape``: ``Figures``, what a ``/metrics`` endpoint said (parsed by prometheus_client).
