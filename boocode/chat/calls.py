@@ -119,6 +119,7 @@ async def execute(
                     began=began,
                     seconds=seconds,
                 )
+    assert result is not None  # (set unless the call was cancelled, which raised above)
     return result
 
 

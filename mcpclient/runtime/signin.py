@@ -30,6 +30,7 @@ from channels.db import database_sync_to_async
 from mcpclient.config.model import opens_by_itself, per_user
 from mcpclient.core.state import Status
 from mcpclient.engine import authorization
+from mcpclient.engine.api import HubApi
 from mcpclient.engine.connection import ServerConnection
 from mcpclient.engine.hub import Hub
 from mcpclient.runtime import TURN_CHECK_INTERVAL, ensure_hub, get_hub, remote
@@ -152,7 +153,7 @@ async def _in_worker(hub: Any, step: str, wait: float, **args: Any) -> tuple[Out
     return Outcome(**done["outcome"]), done["back"] or "/"
 
 
-async def open_sessions(hub: Hub, user_id: int | None) -> list[str]:
+async def open_sessions(hub: HubApi, user_id: int | None) -> list[str]:
     """Open ``user_id``'s sessions with the "perUser" servers they connected, and their own processes
     of the ``"scope": "perUser"`` stdio servers (before a turn); what could not be opened, said for them.
     """

@@ -275,7 +275,7 @@ def ask(page: Any, site: Site, tool: str, reply: str, arguments: dict[str, Any] 
 
     landing(page, site)
     agent = page.get_by_role("region", name="Agent: Assistant")  # lists the tools of ready servers
-    expect(agent).to_contain_text(re.compile(r"\d+ from q25, \d+ from q26"))
+    expect(agent).to_contain_text(re.compile(r"\d+ from q25 \(shared\), \d+ from q26 \(shared\)"))
     site.llm.script(ToolCalls([Call(tool, arguments or {})]), Text(reply))
     start_conversation(page, "ask me")
 
