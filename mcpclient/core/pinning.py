@@ -172,7 +172,28 @@ _AIMED_AT_MODEL = [
 ]
 
 
-def findings(description: str, *, server: str, other_tools: Iterable[tuple[str, str, str]]) -> list[str]:
+_WORD = re.compile(r"[\w-]+")
+
+
+class OtherTools:
+    """Every server's tools, indexed once per listing for :func:`findings`: by the name the model
+    sees, and by server (lower case) for the tools' own names."""
+
+    def __init__(self, tools: Iterable[tuple[str, str, str]]) -> None:
+        self.prefixed: dict[str, str] = {}  # prefixed name -> its server
+        self.by_server: dict[str, list[tuple[str, str, str]]] = {}
+        for owner, name, prefixed in tools:
+            self.prefixed[prefixed] = owner
+            self.by_server.setdefault(owner.lower(), []).append((owner, name, prefixed))
+        # Names that are not one word (a "." or "/" in them): looked for with a regular expression.
+        self.unusual = [
+            (prefixed, owner) for prefixed, owner in self.prefixed.items() if not _WORD.fullmatch(prefixed)
+        ]
+
+
+def findings(
+    description: str, *, server: str, other_tools: Iterable[tuple[str, str, str]] | OtherTools
+) -> list[str]:
     """Why a tool's description looks written to steer the model ([] when nothing was found).
 
     ``other_tools``: ``(server, tool name, prefixed name)`` of every other server's tools; a
@@ -182,13 +203,20 @@ def findings(description: str, *, server: str, other_tools: Iterable[tuple[str, 
     """
     text = description or ""
     found = [label for pattern, label in _AIMED_AT_MODEL if pattern.search(text)]
-    named = sorted(
-        {
-            prefixed
-            for owner, name, prefixed in other_tools
-            if owner != server and (_mentions(text, prefixed) or _near(text, owner, name))
-        }
-    )
+    # The description's words, once: each of the (many) other tools is then a set lookup, and a
+    # regular expression runs only for the few whose names appear at all.
+    index = other_tools if isinstance(other_tools, OtherTools) else OtherTools(other_tools)
+    words = set(_WORD.findall(text))
+    lowered = {word.lower() for word in words}
+    shadowed = {word for word in words if index.prefixed.get(word, server) != server}
+    shadowed |= {
+        prefixed for prefixed, owner in index.unusual if owner != server and _mentions(text, prefixed)
+    }
+    for key in lowered & index.by_server.keys():
+        for owner, name, prefixed in index.by_server[key]:
+            if owner != server and name.lower() in lowered and _near(text, owner, name):
+                shadowed.add(prefixed)
+    named = sorted(shadowed)
     if named:
         shown = ", ".join(named[:3]) + (f" and {len(named) - 3} more" if len(named) > 3 else "")
         found.append(f"names another server's tools ({shown})")
@@ -196,6 +224,7 @@ def findings(description: str, *, server: str, other_tools: Iterable[tuple[str, 
 
 
 def _mentions(text: str, name: str) -> bool:
+    """``name`` in ``text`` as a whole word."""
     return re.search(rf"(?<![\w-]){re.escape(name)}(?![\w-])", text) is not None
 
 

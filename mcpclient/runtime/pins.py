@@ -29,7 +29,7 @@ def review_listing(
         rows = {row.tool: row for row in ToolPin.objects.select_for_update().filter(server=server)}
         accepted = {name: row.digest for name, row in rows.items() if row.digest}
         verdicts = pinning.review(seen, accepted, mode=mode, accept_new=accept_new)
-        others = list(
+        others = pinning.OtherTools(
             McpTool.objects.exclude(server__name=server).values_list("server__name", "name", "prefixed_name")
         )
         now = timezone.now()

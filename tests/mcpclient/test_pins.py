@@ -120,11 +120,12 @@ def test_poisoning_findings_catch_the_documented_attacks_and_no_published_server
         for server, s in catalog.items()
         for tool in s["tools"]
     ]
+    index = pinning.OtherTools(everyone)  # once per listing, as the review does
     flagged = [
         (server, tool["name"])
         for server, entry in catalog.items()
         for tool in entry["tools"]
-        if pinning.findings(tool.get("description") or "", server=server, other_tools=everyone)
+        if pinning.findings(tool.get("description") or "", server=server, other_tools=index)
     ]
     assert len(everyone) > 800 and flagged == []
 
