@@ -37,6 +37,9 @@ class Agent(models.Model):
     approve = models.JSONField(
         default=dict, blank=True, help_text='Approval rules: tool globs under "allow", "ask" and "deny".'
     )
+    groups = models.JSONField(
+        default=list, blank=True, help_text="Who may pick the agent: group names (empty: everybody)."
+    )
     prompt = models.TextField(blank=True, help_text="The system prompt (Markdown).")
     extra = models.JSONField(
         default=dict, blank=True, help_text="Unknown front-matter keys, kept as written."
@@ -79,6 +82,7 @@ class Agent(models.Model):
             "pinned": list(spec.pinned),
             "skills": list(spec.skills),
             "approve": {key: list(patterns) for key, patterns in spec.approve.items()},
+            "groups": list(spec.groups),
             "prompt": spec.prompt,
             "extra": spec.extra,
             "position": position,
@@ -89,5 +93,6 @@ class Agent(models.Model):
 
 SYNCED_FIELDS = (
     "description", "tools", "model", "temperature", "max_tool_calls", "top_p",
-    "tool_search", "pinned", "skills", "approve", "prompt", "extra", "position", "line", "is_builtin",
+    "tool_search", "pinned", "skills", "approve", "groups", "prompt", "extra", "position", "line",
+    "is_builtin",
 )

@@ -35,6 +35,8 @@ from typing import Any
 
 import yaml
 
+from mcpclient.core.access import MAX_GROUP_NAME
+
 __all__ = [
     "BUILTIN_AGENT",
     "DEFAULT_MAX_TOOL_CALLS",
@@ -60,7 +62,7 @@ MAX_FILE_BYTES = 1024 * 1024
 MAX_YAML_DEPTH = 20
 KNOWN_KEYS = (
     "description", "tools", "model", "temperature", "max_tool_calls", "top_p",
-    "toolSearch", "pinned", "skills", "approve",
+    "toolSearch", "pinned", "skills", "approve", "groups",
 )
 APPROVAL_RULES = ("allow", "ask", "deny")
 TOOL_SEARCH_MODES = ("auto", "always", "never")
@@ -89,6 +91,8 @@ class AgentSpec:
     skills: tuple[str, ...] = ()  # skills of MCP servers the agent starts with ("server/skill")
     # Approval rules (agents.policy.approval_rule): tool globs under "allow", "ask" and "deny".
     approve: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    # Who may pick the agent: group names (docs/teams.md); empty: everybody.
+    groups: tuple[str, ...] = ()
     prompt: str = ""
     extra: dict[str, Any] = field(default_factory=dict)  # unknown front-matter keys, kept as written
     line: int = 0  # line of the "## " heading, 1-based; 0 for the built-in agent
@@ -350,6 +354,11 @@ def _parse_section(
     pinned = _names(front, "pinned", "[view_file, github_*]", fail)
     skills = _names(front, "skills", "[docs/style-guide, review]", fail)
     approve = _approval_rules(front, fail)
+    groups = _names(front, "groups", "[engineering, support]", fail)
+    if front.get("groups") == []:
+        fail("groups", "is empty, so nobody could pick the agent: name a group, or remove the key")
+    elif any(len(group) > MAX_GROUP_NAME for group in groups):
+        fail("groups", f"has a name longer than {MAX_GROUP_NAME} characters, which no group has")
 
     if errors:
         return None, errors
@@ -366,6 +375,7 @@ def _parse_section(
         pinned=pinned,
         skills=skills,
         approve=approve,
+        groups=tuple(dict.fromkeys(groups)),
         prompt=prompt,
         extra=extra,
         line=heading_line,

@@ -349,6 +349,12 @@ MCP_STDIO_COMMANDS = env_list("BOOCODE_MCP_STDIO_COMMANDS", ["npx", "uvx", "node
 MCP_STDIO_SANDBOX = env_str("BOOCODE_STDIO_SANDBOX", "off").lower()
 if MCP_STDIO_SANDBOX not in ("off", "required"):
     raise ImproperlyConfigured(f"BOOCODE_STDIO_SANDBOX={MCP_STDIO_SANDBOX!r}: expected off or required")
+# Servers of one's own (docs/teams.md): people add remote MCP servers for themselves on the chat
+# page; the operator switches it off, lists the hosts allowed (empty: any the egress policy lets
+# through) and bounds the servers per person.
+PERSONAL_SERVERS = env_bool("BOOCODE_PERSONAL_SERVERS", True)
+PERSONAL_SERVER_DOMAINS = env_egress_allow("BOOCODE_PERSONAL_SERVER_DOMAINS")
+PERSONAL_SERVERS_MAX = env_int("BOOCODE_PERSONAL_SERVERS_MAX", 10, minimum=1, maximum=100)
 # "scope": "perUser" stdio servers: how many people's processes one such server runs at once.
 STDIO_PER_USER_MAX = env_int("BOOCODE_STDIO_PER_USER_MAX", 20, minimum=1)
 # Start the hub (connect the enabled servers) lazily in the ASGI process. Tests turn it off.

@@ -239,3 +239,40 @@ class StoredSecret(models.Model):
 
     def __str__(self) -> str:
         return f"{self.kind}:{self.name}"
+
+
+class PersonalServer(models.Model):
+    """A remote MCP server a person added for themselves (mcpclient.runtime.personal; never stdio).
+
+    Only its person lists, uses or removes it. A header's value is in the secret store (kind
+    ``personal-headers``, named by this row's id), never here.
+    """
+
+    class Transport(models.TextChoices):
+        HTTP = "http", "Streamable HTTP"
+        SSE = "sse", "SSE"
+
+    class SignIn(models.TextChoices):
+        NONE = "none", "none"
+        HEADER = "header", "a header"
+        OAUTH = "oauth", "OAuth (Connect)"
+
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="mcp_servers")
+    name = models.CharField(max_length=40, help_text="Prefixes the tools' names, as an mcp.json server's.")
+    url = models.CharField(max_length=2000)
+    transport = models.CharField(max_length=10, choices=Transport.choices, default=Transport.HTTP)
+    sign_in = models.CharField(max_length=10, choices=SignIn.choices, default=SignIn.NONE)
+    header_name = models.CharField(max_length=100, blank=True)
+    writes = models.BooleanField(
+        default=False, help_text="Write tools offered, each call approved by the person (else refused)."
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["owner", "name"]
+        constraints = [models.UniqueConstraint(fields=["owner", "name"], name="personalserver_unique_name")]
+        verbose_name = "server of one's own"
+        verbose_name_plural = "servers of one's own"
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.owner_id})"

@@ -31,6 +31,8 @@ from django.conf import settings
 from django.contrib import admin, messages
 from django.contrib.admin.options import IncorrectLookupParameters
 from django.contrib.admin.views.main import ChangeList
+from django.contrib.auth import admin as auth_admin
+from django.contrib.auth.models import Group
 from django.db.models import F, Field, Model, QuerySet
 from django.http import HttpRequest, HttpResponse
 from django.utils import timezone
@@ -50,6 +52,8 @@ from boocode.chat.models import (
     ToolCallAudit,
 )
 from boocode.tools.registry import Tool, agent_tools, available_tools
+from mcpclient.admin.access import groups_summary, server_groups, who_can_use
+from mcpclient.models import McpServer
 from mcpclient.runtime import get_hub
 
 
@@ -344,15 +348,17 @@ def _patterns_text(agent: Agent) -> str:
 class AgentAdmin(admin.ModelAdmin):
     """View-only admin for agents, with the tools each one resolves to."""
 
-    list_display = ("name", "description", "model_display", "patterns", "tool_count", "unmatched", "error")
+    list_display = (
+        "name", "description", "model_display", "patterns", "tool_count", "groups_display", "unmatched",
+        "error",
+    )
     search_fields = ("name", "description")
     fields = (
-        "name", "description", "patterns", "resolved_tools", "unmatched", "model_display", "temperature",
-        "top_p", "max_tool_calls", "tool_search", "pinned", "skills", "approve", "prompt", "extra", "line",
-        "is_builtin",
-        "error", "updated_at",
+        "name", "description", "who_can_pick", "patterns", "resolved_tools", "unmatched", "model_display",
+        "temperature", "top_p", "max_tool_calls", "tool_search", "pinned", "skills", "approve", "prompt",
+        "extra", "line", "is_builtin", "error", "updated_at",
     )
-    readonly_fields = ("patterns", "resolved_tools", "unmatched", "model_display")
+    readonly_fields = ("patterns", "resolved_tools", "unmatched", "model_display", "who_can_pick")
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False
@@ -381,6 +387,14 @@ class AgentAdmin(admin.ModelAdmin):
     def patterns(self, agent: Agent) -> str:
         return _patterns_text(agent)
 
+    @admin.display(description="who can pick it")
+    def groups_display(self, agent: Agent) -> str:
+        return groups_summary(agent.groups)
+
+    @admin.display(description="who can pick it now")
+    def who_can_pick(self, agent: Agent) -> str:
+        return who_can_use(agent.groups)
+
     @admin.display(description="model")
     def model_display(self, agent: Agent) -> str:
         return agent.model or "(default model)"
@@ -403,3 +417,28 @@ class AgentAdmin(admin.ModelAdmin):
     def unmatched(self, agent: Agent) -> str:
         names = [tool.name for tool in available_tools()]
         return ", ".join(unmatched_patterns(agent.tools, names)) or "-"
+
+
+class GroupAdmin(auth_admin.GroupAdmin):
+    """Django's group page, with the agents and MCP servers the group opens (docs/teams.md)."""
+
+    readonly_fields = ("opens",)
+
+    def get_fields(self, request: HttpRequest, obj: Any = None) -> list[str]:
+        fields = [name for name in super().get_fields(request, obj) if name != "opens"]
+        return [*fields, "opens"] if obj is not None else fields
+
+    @admin.display(description="what it opens")
+    def opens(self, group: Group) -> str:
+        agents = [agent.name for agent in Agent.objects.all() if group.name in (agent.groups or [])]
+        servers = [server.name for server in McpServer.objects.all() if group.name in server_groups(server)]
+        return format_html(
+            "<p>Agents for this group: {}</p><p>MCP servers for this group: {}</p>"
+            "<p>Agents and servers without groups are everybody's.</p>",
+            ", ".join(agents) or "none",
+            ", ".join(servers) or "none",
+        )
+
+
+admin.site.unregister(Group)
+admin.site.register(Group, GroupAdmin)

@@ -15,33 +15,53 @@ from boocode.chat import conversations
 from boocode.chat.rendering import shorten
 from boocode.tools.registry import agent_tools, available_tools
 from mcpclient.config.model import STDIO, per_user
-from mcpclient.runtime import get_hub, hub_tools
+from mcpclient.core.access import may_use
+from mcpclient.runtime import get_hub, hub_tools, people
 
 TOOL_DESCRIPTION_CHARS = 1000  # of a tool's description in the agent picker
 
 
 class AgentUnavailable(Exception):
-    """The conversation's agent is no longer defined; ``str()`` is a message for the user."""
+    """The conversation's agent is no longer defined, or not for its person; ``str()`` is a
+    message for the user."""
 
 
-def agent_names() -> list[str]:
-    """The agents a conversation can pick, in file order."""
+def may_pick(agent: Agent, user_id: int | None) -> bool:
+    """Whether ``user_id`` may pick ``agent``: its ``groups:`` (none: everybody; docs/teams.md).
+
+    The person's groups are read from the database at most every ``people.MAX_AGE`` seconds, the
+    same read the MCP servers' ``groups`` are decided on; fails closed (no read, no group).
+    """
+    if not agent.groups or user_id is None:
+        return True
+    return may_use(agent.groups, user_id, people.load(user_id))
+
+
+def agents_for(user_id: int | None) -> list[Agent]:
+    """The agents ``user_id`` may pick, in file order (the first is their default)."""
+    return [agent for agent in list_agents() if may_pick(agent, user_id)]
+
+
+def agent_names(user_id: int | None = None) -> list[str]:
+    """The agents a conversation of ``user_id`` can pick, in file order."""
     refresh_agents_if_changed()
-    return [agent.name for agent in list_agents()]
+    return [agent.name for agent in agents_for(user_id)]
 
 
 def agents_info(user_id: int | None = None) -> list[dict[str, Any]]:
-    """Every agent with its description, model and the tools it may use now (for ``user_id``).
+    """Every agent ``user_id`` may pick, with its description, model and the tools it may use now.
 
     Reads AGENTS.md again if it changed; the tools are the registry's current ones (the MCP
     servers' state in memory), filtered by each agent's patterns. The first agent is the default.
     """
     refresh_agents_if_changed()
+    if user_id is not None:
+        people.load(user_id)  # the groups that decide the agents and the servers they see
     names = {tool.prefixed_name: tool for tool in hub_tools(user_id)}
     tools = available_tools(user_id)
     shared = shared_processes()
     result = []
-    for position, agent in enumerate(list_agents()):
+    for position, agent in enumerate(agents_for(user_id)):
         entries = []
         for tool in agent_tools(agent, tools):
             hub_tool = names.get(tool.name)
@@ -83,23 +103,41 @@ def shared_processes() -> set[str]:
 
 
 def conversation_agent(conversation_id: int) -> Agent:
-    """The conversation's agent (or the default), after re-reading AGENTS.md if it changed."""
+    """The conversation's agent (or its person's default), after re-reading AGENTS.md if it changed."""
     refresh_agents_if_changed()
-    return resolve_agent(conversations.conversation_agent_name(conversation_id))
+    name, owner = conversations.conversation_agent_and_owner(conversation_id)
+    return resolve_agent(name, owner)
 
 
-def resolve_agent(name: str) -> Agent:
-    """The agent row called ``name`` (``""``: the default agent).
+def resolve_agent(name: str, user_id: int | None) -> Agent:
+    """The agent row called ``name`` (``""``: the default agent of ``user_id``) for ``user_id``.
 
-    Raises :class:`AgentUnavailable` when ``name`` is gone from AGENTS.md: falling back to
-    another agent could hand the conversation more tools than its own agent allowed.
+    Raises :class:`AgentUnavailable` when ``name`` is gone from AGENTS.md, or its ``groups:`` do
+    not include ``user_id`` (any more): falling back to another agent could hand the
+    conversation more tools than its own agent allowed. ``user_id`` ``None`` is no person (a
+    management command).
     """
     if not name:
-        return default_agent()
+        agent = default_agent()
+        if may_pick(agent, user_id):
+            return agent
+        mine = agents_for(user_id)
+        if not mine:
+            raise AgentUnavailable(
+                "No agent is available to you (each agent of AGENTS.md is for groups you are not in), "
+                "so nothing was sent to the model and no tool ran. Ask an administrator."
+            )
+        return mine[0]
     agent = get_agent(name)
     if agent is None:
         raise AgentUnavailable(
             f'The agent "{name}" of this conversation is no longer defined in AGENTS.md, so nothing '
             "was sent to the model and no tool ran. Choose another agent to continue."
+        )
+    if not may_pick(agent, user_id):
+        raise AgentUnavailable(
+            f'The agent "{name}" of this conversation is not available to you (it is for groups you '
+            "are not in), so nothing was sent to the model and no tool ran. Choose another agent to "
+            "continue."
         )
     return agent

@@ -38,7 +38,7 @@ from boocode.chat.turn import MAX_MESSAGE_CHARS, Admission, TurnRequest
 from boocode.chat.turn_registry import TurnInProgress, merge_live_text, registry
 from boocode.chat.view_requests import ViewRequests
 from boocode.security import sessions
-from mcpclient.runtime import STATUS_GROUP
+from mcpclient.runtime import STATUS_GROUP, people
 
 logger = logging.getLogger(__name__)
 
@@ -46,6 +46,8 @@ MAX_FRAME_BYTES = 64 * 1024
 # Server changes arrive at once through the mcp_status group; the periodic check (in memory,
 # a frame only on change) also covers the model's state.
 STATUS_INTERVAL = 1.0
+# How old a read of the person's groups the status line may show servers by (mcpclient.runtime.people).
+STATUS_GROUPS_AGE = 30.0
 # Logout, password changes and deactivation close sockets at once (channel-layer events);
 # this periodic check catches session expiry on a socket that sends nothing.
 SESSION_CHECK_INTERVAL = 30.0
@@ -442,7 +444,9 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
 
     async def _send_status(self, *, force: bool = False) -> None:
         user = self.scope.get("user")
-        status = status_payload(staff=bool(user is not None and user.is_staff))
+        user_id = getattr(user, "pk", None)
+        await people.refresh(user_id, max_age=STATUS_GROUPS_AGE)  # the servers their groups allow
+        status = status_payload(user_id, staff=bool(user is not None and user.is_staff))
         if force or status != self.last_status:
             self.last_status = status
             await self.send_json(status)

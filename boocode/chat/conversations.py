@@ -143,6 +143,11 @@ def conversation_agent_name(conversation_id: int) -> str:
     return conversation_choices(conversation_id)[0]
 
 
+def conversation_agent_and_owner(conversation_id: int) -> tuple[str, int]:
+    """``(agent name, owner's user id)`` of a conversation; ``Conversation.DoesNotExist`` if gone."""
+    return Conversation.objects.values_list("agent_name", "owner_id").get(pk=conversation_id)
+
+
 def conversation_choices(conversation_id: int) -> tuple[str, str]:
     """``(agent name, model)`` the conversation has picked ("" for the defaults).
 

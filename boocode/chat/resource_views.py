@@ -49,7 +49,7 @@ def _agent_patterns(user_id: int, raw_id: str) -> tuple[bool, Any]:
         return False, None
     agent_choice.agent_names()  # AGENTS.md read again if it changed
     try:
-        agent = agent_choice.resolve_agent(conversations.conversation_agent_name(number))
+        agent = agent_choice.resolve_agent(conversations.conversation_agent_name(number), user_id)
     except agent_choice.AgentUnavailable:
         return True, []  # fail closed: the agent is gone, so are its servers
     return True, agent.tools

@@ -35,12 +35,13 @@ _watchers = 0
 _loop_task: asyncio.Task[None] | None = None
 
 
-def status_payload(*, staff: bool = False) -> dict[str, Any]:
-    """The ``status`` frame (see docs/protocol.md); servers' errors only for ``staff``."""
+def status_payload(user_id: int | None, *, staff: bool = False) -> dict[str, Any]:
+    """The ``status`` frame for ``user_id`` (see docs/protocol.md): the servers they may use;
+    their errors only for ``staff``."""
     settings = LLMSettings.from_settings()
     return {
         "type": "status",
-        "servers": hub_statuses(staff=staff),
+        "servers": hub_statuses(staff=staff, user_id=user_id),
         "model": {
             "configured": settings.configured,
             "name": settings.model,

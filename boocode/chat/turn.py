@@ -180,7 +180,7 @@ def _read_for_model(conversation_id: int, text: str | None) -> Read:
     """
     refresh_agents_if_changed()
     agent_name, model, standing = budgets.conversation_standing(conversation_id)
-    agent = agent_choice.resolve_agent(agent_name)
+    agent = agent_choice.resolve_agent(agent_name, standing.user_id)
     return agent, model, model_history.llm_history(conversation_id, agent.prompt, then=text), standing
 
 
@@ -802,7 +802,7 @@ class Turn:
         # it, and the conversation's title, model and usage follow it.
         if self.announcing is not None:
             await self.announcing
-        await self.emit(status_payload())
+        await self.emit(status_payload(self.request.user_id))
         await self.emit(
             {
                 "type": "turn_end",

@@ -2,7 +2,7 @@
 
 from django.urls import path
 
-from boocode.chat import app_views, prompt_views, resource_views, skill_views, views
+from boocode.chat import app_views, prompt_views, resource_views, server_views, skill_views, views
 
 app_name = "chat"
 urlpatterns = [
@@ -30,6 +30,9 @@ urlpatterns = [
     path("api/resources/read/", resource_views.read_resource_api, name="read_resource_api"),
     path("api/complete/", resource_views.complete_api, name="complete_api"),
     path("api/skills/", skill_views.skills_api, name="skills_api"),
+    path("api/servers/", server_views.servers_api, name="servers_api"),
+    path("servers/add/", server_views.add_server, name="own_server_add"),
+    path("servers/<int:server_id>/remove/", server_views.remove_server, name="own_server_remove"),
     path("api/skills/read/", skill_views.read_skill_api, name="read_skill_api"),
     path("prefs/theme/", views.set_theme, name="theme"),
 ]

@@ -53,6 +53,7 @@ from boocode.tools.registry import agent_tools, view_tools
 from mcpclient.core.results import ToolResult
 from mcpclient.engine.elicitation import asking
 from mcpclient.engine.resources import ReadResult, ResourceError
+from mcpclient.engine.serving import allowed
 from mcpclient.runtime import hub_tools
 from mcpclient.runtime.signin import person_hub
 
@@ -259,9 +260,12 @@ class ViewRequests:
         if not settings.MCP_APPS:
             raise Refused("Views are turned off on this BooCode (BOOCODE_APPS).")
         await prepare_hub(self.user_id, skills=False)  # (started, changes applied, their sessions open)
-        config = (await person_hub(self.user_id)).config(view.server)
+        hub = await person_hub(self.user_id)
+        config = hub.config(view.server)
         if config is None:
             raise Refused(f'The MCP server "{view.server}" is no longer configured.')
+        if not allowed(hub, config, self.user_id):
+            raise Refused(f'The MCP server "{view.server}" is not available to you (its groups).')
         if not config.apps:
             raise Refused(f'Views of the MCP server "{view.server}" are turned off ("apps": false).')
         return view

@@ -26,7 +26,7 @@ from django.urls import reverse
 from django.utils.http import content_disposition_header, url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_http_methods, require_POST, require_safe
 
-from boocode.chat import agent_choice, conversations, exports, payloads
+from boocode.chat import agent_choice, conversations, exports, payloads, server_views
 from boocode.chat import llm as llm_client
 from boocode.chat.events import group_emitter
 from boocode.chat.llm import LLMSettings
@@ -36,8 +36,8 @@ from boocode.chat.storable import text_problem
 from boocode.chat.turn import MAX_MESSAGE_CHARS
 from boocode.chat.turn_registry import registry
 from boocode.security.headers import policy_header, with_sources
-from mcpclient.runtime import ensure_hub
-from mcpclient.runtime.signin import account_states
+from mcpclient.runtime import ensure_hub, personal
+from mcpclient.runtime.signin import account_states, own_servers
 
 
 def with_csp(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
@@ -105,6 +105,9 @@ def _page(request: HttpRequest, current: Conversation | None) -> HttpResponse:
             "llm_server_model": settings.LLM_MODEL,  # the status line's fallback (agents without model:)
             "max_message_chars": MAX_MESSAGE_CHARS,
             "accounts": account_states(request.user.pk),
+            "own_servers_on": personal.feature_on(),
+            "own_servers": own_servers(request.user.pk) if personal.feature_on() else [],
+            "own_server_draft": request.session.pop(server_views.DRAFT_KEY, None),
             "theme": conversations.user_theme(request.user),
             "is_staff": request.user.is_staff,
         },
@@ -129,7 +132,7 @@ def new_conversation(request: HttpRequest) -> HttpResponse:
     if request.method != "POST":
         return _page(request, None)
     agent = request.POST.get("agent", "")
-    if agent and agent not in agent_choice.agent_names():
+    if agent and agent not in agent_choice.agent_names(request.user.pk):
         agent = ""
     created = conversations.create_conversation(owner=request.user, agent_name=agent)
     if _wants_json(request):
@@ -179,7 +182,7 @@ def set_agent(request: HttpRequest, conversation_id: int) -> HttpResponse:
     """Choose the conversation's agent (used from the next turn on)."""
     target = _owned(request, conversation_id)
     agent = request.POST.get("agent", "")
-    if agent not in agent_choice.agent_names():
+    if agent not in agent_choice.agent_names(request.user.pk):
         if _wants_json(request):
             return JsonResponse({"error": f'Unknown agent "{agent}"'}, status=400)
         raise Http404("unknown agent")
@@ -255,7 +258,7 @@ async def models_api(request: HttpRequest) -> HttpResponse:
     if raw_id:
         conversation = await _owned_async(user, raw_id)
         agent_name = conversation.agent_name
-    default = await sync_to_async(_agent_default_model)(agent_name)
+    default = await sync_to_async(_agent_default_model)(agent_name, user.pk)
     llm = LLMSettings.from_settings(default)
     if not llm.base_url:
         error = "No model server is configured: set BOOCODE_LLM_BASE_URL."
@@ -264,11 +267,11 @@ async def models_api(request: HttpRequest) -> HttpResponse:
     return JsonResponse({"models": models, "default": default, "error": error})
 
 
-def _agent_default_model(agent_name: str) -> str:
-    """The ``model:`` of ``agent_name`` (or the default agent), else BOOCODE_LLM_MODEL."""
+def _agent_default_model(agent_name: str, user_id: int) -> str:
+    """The ``model:`` of ``agent_name`` (or the person's default agent), else BOOCODE_LLM_MODEL."""
     agent_choice.agent_names()  # AGENTS.md read again if it changed
     try:
-        agent = agent_choice.resolve_agent(agent_name)
+        agent = agent_choice.resolve_agent(agent_name, user_id)
     except agent_choice.AgentUnavailable:
         agent = None
     return (agent.model if agent is not None else "") or settings.LLM_MODEL

@@ -46,6 +46,7 @@ from django.utils.text import Truncator
 from django.utils.timesince import timesince
 
 from mcpclient.admin import changes
+from mcpclient.admin.access import groups_summary, server_groups, who_can_use
 from mcpclient.admin.changes import ServerChangeError
 from mcpclient.admin.forms import McpServerForm
 from mcpclient.admin.logs import ServerLogsAdmin
@@ -54,8 +55,8 @@ from mcpclient.admin.pins import findings_list
 from mcpclient.core import apps
 from mcpclient.core.approval import stored_approval_reason
 from mcpclient.core.redaction import masked_entry
-from mcpclient.models import McpServer, McpTool
-from mcpclient.runtime import get_hub
+from mcpclient.models import McpServer, McpTool, PersonalServer
+from mcpclient.runtime import get_hub, personal
 from mcpclient.secrets import inputs
 from mcpclient.secrets.store import SecretStoreError
 
@@ -281,6 +282,7 @@ class McpServerAdmin(ServerLogsAdmin, admin.ModelAdmin):
         "enabled_toggle",
         "status_badge",
         "tools_summary",
+        "groups_display",
         "short_error",
         "connected_since",
     )
@@ -305,6 +307,7 @@ class McpServerAdmin(ServerLogsAdmin, admin.ModelAdmin):
         "log_level_display",
         "log_level_text",
         "log_tail_display",
+        "who_can_use",
     )
     connection_fieldset = (
         "Connection",
@@ -333,7 +336,7 @@ class McpServerAdmin(ServerLogsAdmin, admin.ModelAdmin):
             with_inputs.append(self.sign_in_fieldset)
         if obj is not None and not self.has_change_permission(request, obj):
             return [
-                (None, {"fields": ("name", "transport", "enabled", "entry_display")}),
+                (None, {"fields": ("name", "transport", "enabled", "who_can_use", "entry_display")}),
                 *with_inputs,
                 self.connection_fieldset,
                 self.logs_fieldset(can_change=False),  # beside the stderr tail
@@ -351,6 +354,7 @@ class McpServerAdmin(ServerLogsAdmin, admin.ModelAdmin):
                     )
                 },
             ),
+            ("Who may use it", {"fields": ("groups", "who_can_use")}),
             ("Limits and other keys", {"fields": (("timeout", "init_timeout"), "extra")}),
         ]
         if obj is not None:
@@ -724,8 +728,40 @@ class McpServerAdmin(ServerLogsAdmin, admin.ModelAdmin):
             )
         return format_html("<p>Shared: one sign-in for everybody. Now: {}.</p><p>{}</p>", state, buttons)
 
+    @admin.display(description="who can use it")
+    def groups_display(self, server: McpServer) -> str:
+        return groups_summary(server_groups(server))
+
+    @admin.display(description="who can use it now")
+    def who_can_use(self, server: McpServer) -> str:
+        return who_can_use(server_groups(server))
+
     @admin.display(description="entry (secrets masked)")
     def entry_display(self, server: McpServer) -> str:
         entry = masked_entry(changes.current_entry(server))
         text = json.dumps(entry, indent=2, ensure_ascii=False)
         return format_html('<pre class="mcp-entry">{}</pre>', text)
+
+
+@admin.register(PersonalServer)
+class PersonalServerAdmin(admin.ModelAdmin):
+    """People's own servers (mcpclient.runtime.personal): who added which, read-only; deleting one
+    deletes its header's value and OAuth tokens too, as the person's *Remove* does."""
+
+    list_display = ("name", "owner", "url", "transport", "sign_in", "header_name", "writes", "created_at")
+    list_filter = ("transport", "sign_in", "writes")
+    search_fields = ("name", "url", "owner__username")
+    readonly_fields = ("owner", "name", "url", "transport", "sign_in", "header_name", "writes", "created_at")
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False  # a person adds their own on the chat page
+
+    def has_change_permission(self, request: HttpRequest, obj: PersonalServer | None = None) -> bool:
+        return False
+
+    def delete_model(self, request: HttpRequest, obj: PersonalServer) -> None:
+        personal.remove(obj.owner_id, obj.pk)
+
+    def delete_queryset(self, request: HttpRequest, queryset: QuerySet[PersonalServer]) -> None:
+        for row in list(queryset):
+            personal.remove(row.owner_id, row.pk)

@@ -77,6 +77,7 @@ KEY_FIELDS: dict[str, str] = {
     "acceptNewTools": "accept_new_tools",
     "includeTools": "include_tools",
     "excludeTools": "exclude_tools",
+    "groups": "groups",
 }
 _TRANSPORTS = {
     "stdio": "stdio",
@@ -260,6 +261,7 @@ def entry_values(entry: object) -> dict[str, Any]:
         "accept_new_tools": raw.get("acceptNewTools") is True,
         "include_tools": patterns("includeTools"),
         "exclude_tools": patterns("excludeTools"),
+        "groups": patterns("groups"),
         "extra": {key: value for key, value in raw.items() if key not in KEY_FIELDS},
     }
 
@@ -331,7 +333,8 @@ def build_entry(original: object, changes: Mapping[str, Any]) -> dict[str, Any]:
         put("pinTools", changes["pin_tools"], changes["pin_tools"] == PIN_BLOCK)
     if "accept_new_tools" in changes:
         put("acceptNewTools", True, not changes["accept_new_tools"])
-    for field, key in (("include_tools", "includeTools"), ("exclude_tools", "excludeTools")):
+    lists = (("include_tools", "includeTools"), ("exclude_tools", "excludeTools"), ("groups", "groups"))
+    for field, key in lists:
         if field in changes:
             put(key, list(changes[field]), not changes[field])
     if "extra" in changes:

@@ -32,6 +32,7 @@ TEXT_FIELDS = (
     "headers",
     "include_tools",
     "exclude_tools",
+    "groups",
     "extra",
 )
 VALUE_FIELDS = (
@@ -166,6 +167,15 @@ class McpServerForm(forms.ModelForm):
         widget=forms.Textarea(attrs={"rows": 2}),
         help_text="Never these tools (one name or pattern per line), whatever includeTools says.",
     )
+    groups = forms.CharField(
+        required=False,
+        label="groups",
+        widget=forms.Textarea(attrs={"rows": 2}),
+        help_text=(
+            "Who may use the server: one group name per line; only their people get its tools, "
+            "prompts, resources and skills. Empty: everybody (docs/teams.md)."
+        ),
+    )
     extra = forms.CharField(
         required=False,
         label="other keys (JSON)",
@@ -206,6 +216,7 @@ class McpServerForm(forms.ModelForm):
             "headers": format_pairs(values["headers"]),
             "include_tools": "\n".join(values["include_tools"]),
             "exclude_tools": "\n".join(values["exclude_tools"]),
+            "groups": "\n".join(values["groups"]),
             "extra": json.dumps(values["extra"], indent=2, ensure_ascii=False) if values["extra"] else "",
         }
         for name in TEXT_FIELDS:
@@ -221,7 +232,7 @@ class McpServerForm(forms.ModelForm):
             return server_changes.unmask_args(parse_lines(text), self.start_values["args"], field=name)
         if name == "url":
             return server_changes.unmask_url(text.strip(), self.start_values["url"])
-        if name in ("include_tools", "exclude_tools"):
+        if name in ("include_tools", "exclude_tools", "groups"):
             return [line.strip() for line in parse_lines(text)]
         if name in ("env", "headers"):
             pairs = parse_pairs(text, what="KEY" if name == "env" else "Name")

@@ -54,6 +54,7 @@ from mcpclient.config.shapes import (
     VSCODE_SETTINGS,
     input_ids,
 )
+from mcpclient.core.access import MAX_GROUP_NAME
 from mcpclient.core.approval import WRITE_TOOLS, WRITE_TOOLS_REJECT
 from mcpclient.core.pinning import PIN_BLOCK, PIN_MODES
 from mcpclient.core.redaction import redact_url
@@ -348,6 +349,7 @@ def parse_server(name: str, entry: object, *, source: str = "mcp.json") -> Serve
     accept_new_tools = check.boolean("acceptNewTools", False)
     sandbox = _sandbox_of(check, transport)
     scope = _scope_of(check, transport)
+    groups = _groups_of(check)
 
     return ServerConfig(
         name=name,
@@ -373,6 +375,7 @@ def parse_server(name: str, entry: object, *, source: str = "mcp.json") -> Serve
         accept_new_tools=accept_new_tools,
         sandbox=sandbox,
         scope=scope,
+        groups=groups,
         raw=copy.deepcopy(entry),
         source=source,
     )
@@ -449,6 +452,17 @@ def inputs_used(value: object) -> list[str]:
 
 
 USER_PLACEHOLDER_RE = re.compile(r"\$\{user\.(id|name)\}")
+
+
+def _groups_of(check: EntryChecker) -> tuple[str, ...]:
+    """``groups``: the group names whose people may use the server (BooCode's key; none: everybody)."""
+    groups = check.string_list("groups")
+    for index, group in enumerate(groups):
+        if not group.strip() or len(group) > MAX_GROUP_NAME:
+            raise check.fail(f'"groups[{index}]" must be a group\'s name (1 to {MAX_GROUP_NAME} characters)')
+    if "groups" in check.entry and not groups:
+        raise check.fail('"groups" is empty, so nobody could use the server: name a group, or leave it out')
+    return tuple(dict.fromkeys(groups))
 
 
 def _scope_of(check: EntryChecker, transport: str) -> str:

@@ -8,7 +8,7 @@ lives only while a server connects.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -72,6 +72,11 @@ class ServerConfig:
     scope: str = "shared"
     # stdio only: run the server under bubblewrap (None: not asked, or "sandbox": false).
     sandbox: SandboxConfig | None = None
+    # Who may use it: the names of the groups whose people get its tools, prompts, resources and
+    # skills (mcpclient.core.access); empty: everybody.
+    groups: tuple[str, ...] = ()
+    # A person's own server (mcpclient.runtime.personal): whose it is; None for mcp.json's.
+    owner_id: int | None = None
     raw: dict[str, Any] = field(default_factory=dict)
     # The config file's name, for error messages raised when resolving.
     source: str = "mcp.json"
@@ -247,11 +252,28 @@ def person_slug(username: str, user_id: int) -> str:
     return slug or f"user{user_id}"
 
 
+def same_session(config: ServerConfig, other: ServerConfig) -> bool:
+    """Whether a session opened for ``other`` serves ``config`` as well: they differ at most in
+    who may use the server (``groups``), which the hub asks at every use, not at connecting."""
+    if config == other:
+        return True
+    return _session_part(config) == _session_part(other)
+
+
+def _session_part(config: ServerConfig) -> ServerConfig:
+    raw = {key: value for key, value in config.raw.items() if key != "groups"}
+    return replace(config, groups=(), raw=raw)
+
+
 def per_user(config: ServerConfig) -> bool:
     """True for a server each person has a session of their own with: they sign in to it with their
     own account (``"oauth": {"mode": "perUser"}``), or it is a stdio server run once per person
     (``"scope": "perUser"``)."""
-    return config.scope == PER_USER or (config.oauth is not None and config.oauth.per_user)
+    return (
+        config.owner_id is not None
+        or config.scope == PER_USER
+        or (config.oauth is not None and config.oauth.per_user)
+    )
 
 
 def opens_by_itself(config: ServerConfig) -> bool:
@@ -259,6 +281,8 @@ def opens_by_itself(config: ServerConfig) -> bool:
     server run once per person, or an ``identity_assertion`` server (their SSO ID token, SEP-990)."""
     if config.scope == PER_USER:
         return True
+    if config.owner_id is not None:  # a person's own server: open unless it signs in with OAuth
+        return config.oauth is None
     return config.oauth is not None and config.oauth.per_user and config.oauth.grant == IDENTITY_ASSERTION
 
 

@@ -136,7 +136,7 @@ ENTRY_KEYS = frozenset(
         "type", "command", "args", "env", "environment", "envFile", "cwd", "url", "serverUrl", "httpUrl",
         "headers", "enabled", "disabled", "timeout", "initTimeout", "requestTimeout", "includeTools",
         "excludeTools", "oauth", "writeTools", "trusted", "apps", "pinTools", "acceptNewTools", "scope",
-        "sandbox",
+        "sandbox", "groups",
     }
 )
 DEFAULT_TIMEOUT = 60.0
@@ -208,6 +208,8 @@ def entry_for(shape: Shape, config: Any) -> dict[str, Any]:
         entry["pinTools"] = config.pin_tools
     if config.accept_new_tools:
         entry["acceptNewTools"] = True
+    if config.groups:
+        entry["groups"] = list(config.groups)
     if "oauth" in config.raw:  # as written: its clientSecret may be a placeholder
         entry["oauth"] = copy.deepcopy(config.raw["oauth"])
     if "sandbox" in config.raw:  # as written: its paths may hold placeholders

@@ -113,3 +113,8 @@ def extract_result(result: types.CallToolResult) -> ToolResult:
         parts=parts,
         structured=result.structured_content,
     )
+
+
+def unknown_tool(prefixed_name: str) -> ToolResult:
+    """The error for a tool name no ready server the caller may use offers."""
+    return ToolResult.error(f'Unknown tool "{prefixed_name}": it is not offered by any ready MCP server')

@@ -499,6 +499,7 @@ class HubOAuth(OAuthClientProvider):
         oauth: OAuthConfig,
         secrets: OAuthSecrets | None = None,
         subject_token: Callable[[], Awaitable[str | None]] | None = None,
+        declared: bool = True,
     ) -> None:
         machine = oauth.grant != AUTHORIZATION_CODE
         if machine:  # no person, no redirect, no registration: the entry's client only
@@ -528,8 +529,9 @@ class HubOAuth(OAuthClientProvider):
         self._subject_token = subject_token
         self.failure: AuthFailure | None = None
         self.signed_in = False  # a sign-in completed during this connection
-        # The server's own endpoints: the flow reaches them as declared, anything else is checked.
-        self.declared = egress.declared(url)
+        # The server's own endpoints: the flow reaches them as declared (an administrator's server;
+        # a person's own is checked like anything else), any other host is checked.
+        self.declared = egress.declared(url) if declared else frozenset()
         consent.declared = self.declared
         self._got_through = False  # the server answered a request of this connection without 401
         self._steps = _Steps()

@@ -422,7 +422,7 @@ class ServerConnection:
             pinning.Seen(tool.name, pinning.digest(definitions[tool.name]), definitions[tool.name])
             for tool in discovered
         ]
-        if self._pins is None:
+        if self._pins is None or self.config.owner_id is not None:  # (a person's own: theirs to trust)
             return [
                 dataclasses.replace(d, digest=item.digest) for d, item in zip(discovered, seen, strict=True)
             ]
@@ -828,6 +828,7 @@ class ServerConnection:
             oauth=oauth,
             secrets=resolved.oauth_secrets,
             subject_token=subject_token,
+            declared=self.config.owner_id is None,  # a person's own server: its host is checked too
         )
         return self.auth
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -27,11 +27,12 @@ from mcpclient.config.model import (
     ServerConfig,
     per_user,
     per_user_process,
+    same_session,
 )
 from mcpclient.config.resolve import InputLookup
 from mcpclient.core.naming import assign_names
 from mcpclient.core.pinning import PinBook
-from mcpclient.core.results import ToolResult
+from mcpclient.core.results import ToolResult, unknown_tool
 from mcpclient.core.state import HubTool, Listener, ServerSnapshot, Status
 from mcpclient.engine import prompts, resources, skills
 from mcpclient.engine.api import HubApi
@@ -44,7 +45,7 @@ from mcpclient.engine.healing import Healer, HealPolicy
 from mcpclient.engine.resources import Completions, ReadResult
 from mcpclient.engine.resources import refresh_now as resources_refresh_now
 from mcpclient.engine.server_logs import EntryListener
-from mcpclient.engine.serving import ready_servers, session_for
+from mcpclient.engine.serving import allowed, ready_servers, session_for
 from mcpclient.engine.skills import Skill, SkillText
 
 logger = logging.getLogger("mcpclient.hub")
@@ -141,7 +142,10 @@ class Hub:
     _lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     # "perUser" servers: one session per (server, person), opened when that person needs it.
     _user_connections: dict[tuple[str, int], ServerConnection] = field(default_factory=dict)
-    _user_views: dict[int, tuple[int, Catalog]] = field(default_factory=dict)
+    _user_views: dict[int, tuple[int, frozenset[str], Catalog]] = field(default_factory=dict)
+    # People's own servers (mcpclient.runtime.personal), by person and name: each opened as that
+    # person's session; a shared server of the same name wins.
+    _personal: dict[int, dict[str, ServerConfig]] = field(default_factory=dict)
     _reaper: asyncio.Task[None] | None = None
     # Who signs in when a server asks and no person was asked to (None: nobody, the server
     # waits for Connect). Non-interactive tools set it, e.g. the conformance client.
@@ -172,6 +176,9 @@ class Hub:
     per_user_processes: int = 20
     # "perUser" identity_assertion servers: a person's ID token from their sign-in to BooCode.
     person_id_token: Callable[[int], str | None] | None = None
+    # The groups a person is in, as the process last read them (None: not known), for the servers
+    # with "groups" (mcpclient.core.access); without it such servers serve no person.
+    person_groups: Callable[[int], Collection[str] | None] | None = None
     _healer: Healer | None = None
 
     def healer(self) -> Healer:
@@ -193,13 +200,21 @@ class Hub:
             to_stop = [
                 name
                 for name, conn in self._connections.items()
-                if name not in wanted or not wanted[name].enabled or wanted[name] != conn.config
+                if name not in wanted
+                or not wanted[name].enabled
+                or not same_session(wanted[name], conn.config)
             ]
             stale_users = [
                 key
                 for key, conn in self._user_connections.items()
-                if key[0] not in wanted or not wanted[key[0]].enabled or wanted[key[0]] != conn.config
+                if (key[0] in wanted) is (conn.config.owner_id is not None)  # (a person's own: shadowed)
+                or (key[0] in wanted and not wanted[key[0]].enabled)
+                or (key[0] in wanted and not same_session(wanted[key[0]], conn.config))
             ]
+            for key, conn in [*self._connections.items(), *self._user_connections.items()]:
+                name = key if isinstance(key, str) else key[0]
+                if name in wanted and conn.config != wanted[name] and same_session(wanted[name], conn.config):
+                    conn.config = wanted[name]  # who may use it changed, not the session
             await asyncio.gather(
                 *(self._stop_one(name) for name in to_stop), *(self._stop_user(key) for key in stale_users)
             )
@@ -307,7 +322,7 @@ class Hub:
         starts in the background: the caller awaits ``consent.url`` (where to send the
         browser) or the connection settling (it needed no sign-in, or failed first).
         """
-        config = self._configs.get(name)
+        config = self.config(name, user_id)
         if config is None or not config.enabled or config.oauth is None:
             raise ValueError(f'MCP server "{name}" is not an enabled server that signs in with OAuth')
         consent = BrowserConsent(server=name, user_id=user_id, owner_id=user_id if per_user(config) else None)
@@ -335,7 +350,7 @@ class Hub:
         starts, refused = [], []
         async with self._lock:
             for name in names:
-                config = self._configs.get(name)
+                config = self.config(name, user_id)
                 if config is None or not config.enabled or not per_user(config):
                     continue
                 current = self._user_connections.get((name, user_id))
@@ -369,13 +384,28 @@ class Hub:
             else:
                 await self._stop_user((name, user_id))
 
+    async def set_personal(self, user_id: int, configs: Iterable[ServerConfig]) -> None:
+        """``user_id``'s own servers are ``configs`` (mcpclient.runtime.personal) from now on: the
+        sessions of servers removed or changed close (each opens again at the person's next need)."""
+        async with self._lock:
+            wanted = {config.name: config for config in configs if config.name not in self._configs}
+            current = self._personal.get(user_id, {})
+            stale = [name for name, config in current.items() if wanted.get(name) != config]
+            await asyncio.gather(*(self._stop_user((name, user_id)) for name in stale))
+            if wanted:
+                self._personal[user_id] = wanted
+            else:
+                self._personal.pop(user_id, None)
+            if stale:
+                self._rebuild()
+
+    def personal_servers(self, user_id: int) -> list[ServerConfig]:
+        """``user_id``'s own servers, as last set (:meth:`set_personal`)."""
+        return list(self._personal.get(user_id, {}).values())
+
     def user_connection(self, name: str, user_id: int) -> ServerConnection | None:
         """``user_id``'s session with the "perUser" server ``name``, if one was opened."""
         return self._user_connections.get((name, user_id))
-
-    def config(self, name: str) -> ServerConfig | None:
-        """The configuration of server ``name``, if it is configured."""
-        return self._configs.get(name)
 
     def per_user_servers(self) -> list[ServerConfig]:
         """The enabled "perUser" servers, in config order."""
@@ -599,20 +629,41 @@ class Hub:
         return list(self._view(user_id).every)
 
     def _view(self, user_id: int | None) -> Catalog:
-        """The tools ``user_id`` sees (shared servers plus their own sessions)."""
-        if user_id is None or not any(key[1] == user_id for key in self._user_connections):
+        """The tools ``user_id`` sees: shared servers and their own sessions, less the servers
+        whose ``groups`` they are not in."""
+        if user_id is None:
+            return self._catalog
+        hidden = self._hidden_from(user_id)
+        own = any(key[1] == user_id for key in self._user_connections)
+        if not own and not hidden:
             return self._catalog
         cached = self._user_views.get(user_id)
-        if cached is not None and cached[0] == self.generation:
-            return cached[1]
-        connections = dict(self._connections)
-        connections.update(
-            {name: conn for (name, owner), conn in self._user_connections.items() if owner == user_id}
-        )
-        _, catalog = _catalog(self._order, connections)
+        if cached is not None and cached[0] == self.generation and cached[1] == hidden:
+            return cached[2]
+        if own:
+            connections = dict(self._connections)
+            connections.update(
+                {name: conn for (name, owner), conn in self._user_connections.items() if owner == user_id}
+            )
+            _, catalog = _catalog(self._order, connections)
+        else:
+            catalog = self._catalog
+        if hidden:
+            catalog = Catalog.of([tool for tool in catalog.every if tool.server not in hidden])
         self._user_views = {uid: view for uid, view in self._user_views.items() if view[0] == self.generation}
-        self._user_views[user_id] = (self.generation, catalog)
+        self._user_views[user_id] = (self.generation, hidden, catalog)
         return catalog
+
+    def _hidden_from(self, user_id: int) -> frozenset[str]:
+        """The servers with ``groups`` that ``user_id`` is in none of (mcpclient.core.access)."""
+        grouped = [config for config in self._configs.values() if config.groups]
+        if not grouped:
+            return frozenset()
+        return frozenset(config.name for config in grouped if not allowed(self, config, user_id))
+
+    def groups_of(self, user_id: int) -> Collection[str] | None:
+        """The groups ``user_id`` is in, as the process last read them (``None``: not known)."""
+        return self.person_groups(user_id) if self.person_groups is not None else None
 
     def session_for(self, server: str, user_id: int | None) -> ServerConnection | None:
         """The session that serves ``user_id`` for ``server`` (see :mod:`mcpclient.engine.serving`)."""
@@ -621,6 +672,13 @@ class Hub:
     def connection(self, name: str) -> ServerConnection | None:
         """The live connection of a server, if it has one."""
         return self._connections.get(name)
+
+    def config(self, name: str, user_id: int | None = None) -> ServerConfig | None:
+        """The configuration of server ``name``: mcp.json's, else ``user_id``'s own server's."""
+        found = self._configs.get(name)
+        if found is None and user_id is not None:
+            found = self._personal.get(user_id, {}).get(name)
+        return found
 
     def snapshots(self) -> list[ServerSnapshot]:
         """The state of every configured server, in config order."""
@@ -652,7 +710,7 @@ class Hub:
         catalog = self._view(user_id)
         target = (catalog.view_index if views else catalog.index).get(prefixed_name)
         if target is None:
-            return self._unknown_tool(prefixed_name)
+            return self._unknown_tool(prefixed_name, user_id)
         server, tool = target
         connection = self._connections.get(server)
         if connection is None and user_id is not None:
@@ -661,14 +719,15 @@ class Hub:
             return ToolResult.error(f'MCP server "{server}" unreachable: it is not connected')
         return await connection.call_tool(tool, arguments or {})
 
-    def _unknown_tool(self, prefixed_name: str) -> ToolResult:
-        # The tool may belong to a server that is down: say so rather than "unknown".
+    def _unknown_tool(self, prefixed_name: str, user_id: int | None) -> ToolResult:
+        # The tool may belong to a server that is down: say so rather than "unknown" (of the
+        # servers the person may use: the others' names and states are none of their business).
         for name, connection in self._connections.items():
-            if connection.status is not Status.READY:
+            if connection.status is not Status.READY and allowed(self, connection.config, user_id):
                 for tool in connection.tools:
                     if self._names.get((name, tool.name), ("",))[0] == prefixed_name:
                         return connection.unreachable(connection.reason or connection.status.value)
-        return ToolResult.error(f'Unknown tool "{prefixed_name}": it is not offered by any ready MCP server')
+        return unknown_tool(prefixed_name)
 
 
 if TYPE_CHECKING:

@@ -35,7 +35,7 @@ from mcpclient.core.results import MAX_OUTPUT_BYTES, cap_output
 from mcpclient.core.state import Status
 from mcpclient.engine.catalog import KeptFresh
 from mcpclient.engine.protocol import all_pages
-from mcpclient.engine.serving import Session, Sessions, ready_servers, session_for
+from mcpclient.engine.serving import Session, Sessions, config_for, ready_servers, session_for
 
 logger = logging.getLogger(__name__)
 
@@ -259,6 +259,8 @@ async def get(
     Raises :class:`PromptError` (a readable message) when the server is not connected, does not
     list the prompt, the arguments do not fit, or the server fails, times out or answers badly.
     """
+    if config_for(hub, server, user_id) is None:
+        raise PromptError(f'There is no MCP server "{server}".')
     connection = session_for(hub, server, user_id)
     if connection is None or connection.status is not Status.READY or connection.client is None:
         why = connection.reason if connection is not None and connection.reason else "it is not connected"

@@ -32,7 +32,7 @@ from mcpclient.core.state import Status
 from mcpclient.core.tool_metadata import MAX_TITLE_CHARS
 from mcpclient.engine.catalog import KeptFresh
 from mcpclient.engine.protocol import CacheMode, all_pages
-from mcpclient.engine.serving import Session, Sessions, ready_servers, session_for
+from mcpclient.engine.serving import Session, Sessions, config_for, ready_servers, session_for
 
 logger = logging.getLogger(__name__)
 
@@ -256,8 +256,8 @@ def live_connection(hub: Sessions[Session], server: str, user_id: int | None) ->
 
     Which session that is: :func:`mcpclient.engine.serving.session_for`.
     """
-    config = hub.config(server)
-    if config is None or not config.enabled:
+    config = config_for(hub, server, user_id)
+    if config is None:
         raise ResourceError(f'There is no MCP server "{server}".', 404)
     connection = session_for(hub, server, user_id)
     if connection is None:

@@ -1,19 +1,21 @@
 """Which session serves a person: the one answer, for the in-process hub and the worker's mirror.
 
 A "perUser" server is served by that person's own session only (none without a person); every
-other enabled server by its shared session. :class:`Session` and :class:`Sessions` are what the
+other enabled server by its shared session; a server with ``groups`` by none for a person outside
+them (:mod:`mcpclient.core.access`). :class:`Session` and :class:`Sessions` are what the
 prompt, resource and skill code needs of a session and of a hub, so that code works the same on
 :class:`~mcpclient.engine.hub.Hub` and on :class:`~mcpclient.worker.client.RemoteHub`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import Any, Protocol
 
 from mcp import MCPError
 
 from mcpclient.config.model import ServerConfig, per_user
+from mcpclient.core.access import may_use
 from mcpclient.core.state import ServerSnapshot, Status
 
 
@@ -36,7 +38,9 @@ class Session(Protocol):
 class Sessions[S: Session](Protocol):
     """What a hub offers for finding its sessions (of type ``S``)."""
 
-    def config(self, name: str) -> ServerConfig | None: ...
+    def config(self, name: str, user_id: int | None = None) -> ServerConfig | None: ...
+
+    def personal_servers(self, user_id: int) -> list[ServerConfig]: ...
 
     def connection(self, name: str) -> S | None: ...
 
@@ -44,11 +48,22 @@ class Sessions[S: Session](Protocol):
 
     def snapshots(self) -> Sequence[ServerSnapshot]: ...
 
+    def groups_of(self, user_id: int) -> Collection[str] | None: ...
+
+
+def config_for(hub: Sessions[Any], server: str, user_id: int | None) -> ServerConfig | None:
+    """The configuration of ``server`` when it is enabled and ``user_id`` may use it, else None
+    (to a person outside its groups, a server is one that does not exist)."""
+    config = hub.config(server, user_id)
+    if config is None or not config.enabled or not allowed(hub, config, user_id):
+        return None
+    return config
+
 
 def session_for[S: Session](hub: Sessions[S], server: str, user_id: int | None) -> S | None:
     """The session ``user_id`` uses for ``server``: the shared one, or their own ("perUser")."""
-    config = hub.config(server)
-    if config is None or not config.enabled:
+    config = config_for(hub, server, user_id)
+    if config is None:
         return None
     if per_user(config):
         return hub.user_connection(server, user_id) if user_id is not None else None
@@ -56,10 +71,25 @@ def session_for[S: Session](hub: Sessions[S], server: str, user_id: int | None) 
 
 
 def ready_servers[S: Session](hub: Sessions[S], user_id: int | None) -> list[tuple[str, S]]:
-    """The ready sessions ``user_id`` uses now, in configuration order."""
+    """The ready sessions ``user_id`` uses now, in configuration order (their own servers last)."""
     found = []
-    for snapshot in hub.snapshots():
-        session = session_for(hub, snapshot.name, user_id)
+    for name in server_names(hub, user_id):
+        session = session_for(hub, name, user_id)
         if session is not None and session.status is Status.READY:
-            found.append((snapshot.name, session))
+            found.append((name, session))
     return found
+
+
+def server_names[S: Session](hub: Sessions[S], user_id: int | None) -> list[str]:
+    """Every server's name in configuration order, then ``user_id``'s own servers' names."""
+    names = [snapshot.name for snapshot in hub.snapshots()]
+    if user_id is not None:
+        names += [config.name for config in hub.personal_servers(user_id) if config.name not in names]
+    return names
+
+
+def allowed(hub: Sessions[Any], config: ServerConfig, user_id: int | None) -> bool:
+    """Whether ``user_id`` may use the server of ``config`` (its ``groups``; fails closed)."""
+    if not config.groups or user_id is None:
+        return True
+    return may_use(config.groups, user_id, hub.groups_of(user_id))

@@ -61,7 +61,7 @@ from mcpclient.core.results import MAX_OUTPUT_BYTES
 from mcpclient.core.state import Status
 from mcpclient.engine.catalog import KeptFresh
 from mcpclient.engine.protocol import SKILLS_EXTENSION, all_pages
-from mcpclient.engine.serving import Session, Sessions, ready_servers, session_for
+from mcpclient.engine.serving import Session, Sessions, config_for, ready_servers, session_for
 
 logger = logging.getLogger(__name__)
 
@@ -492,8 +492,7 @@ def find(catalog: SkillCatalog, server: str, wanted: str) -> HeldSkill | None:
 
 def _live(hub: Sessions[Session], server: str, user_id: int | None) -> tuple[Session, SkillCatalog]:
     """The ready session of ``server`` that ``user_id`` may use, and its skills; or a :class:`SkillError`."""
-    config = hub.config(server)
-    if config is None or not config.enabled:
+    if config_for(hub, server, user_id) is None:
         raise SkillError(f'There is no MCP server "{server}".', 404)
     connection = session_for(hub, server, user_id)
     if connection is None or connection.status is not Status.READY or connection.client is None:

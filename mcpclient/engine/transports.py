@@ -271,6 +271,12 @@ class EndWatcher:
         return getattr(self._inner, name)
 
 
+def _declared(resolved: ResolvedServer) -> frozenset[Endpoint]:
+    """The server's own host and port, reached as declared: an administrator's server's (mcp.json).
+    A person's own server is only their word: its host is checked like any other."""
+    return egress.declared(resolved.url) if resolved.config.owner_id is None else frozenset()
+
+
 @contextlib.asynccontextmanager
 async def open_streams(
     resolved: ResolvedServer,
@@ -294,12 +300,12 @@ async def open_streams(
             timeout=init_timeout,
             sse_read_timeout=max(300.0, timeout),
             auth=auth,
-            httpx_client_factory=functools.partial(bounded_client, declared=egress.declared(resolved.url)),
+            httpx_client_factory=functools.partial(bounded_client, declared=_declared(resolved)),
         ) as streams:
             yield streams
     else:
         # The server is reached as declared (its own host and port); any other host is checked.
-        client = http_client(resolved.headers or None, auth, egress.declared(resolved.url))
+        client = http_client(resolved.headers or None, auth, _declared(resolved))
         if answer is not None:
             client.event_hooks["response"].append(answer)
         async with (

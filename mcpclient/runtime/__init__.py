@@ -38,6 +38,8 @@ from mcpclient.core.state import HubTool, ServerSnapshot
 from mcpclient.engine.api import HubApi
 from mcpclient.engine.healing import HealPolicy, retry_fields
 from mcpclient.engine.hub import Hub
+from mcpclient.engine.serving import allowed
+from mcpclient.runtime import people
 from mcpclient.runtime.log_store import LogTailWriter, read_log_levels
 from mcpclient.runtime.pins import DatabasePins
 from mcpclient.runtime.shutdown import on_server_shutdown
@@ -186,6 +188,7 @@ def new_hub(*, persist: bool = True) -> Hub:
         pins=DatabasePins() if persist else None,
         person_name=username_of,
         person_id_token=lambda user_id: _id_tokens(user_id) if _id_tokens is not None else None,
+        person_groups=people.groups_of,
         per_user_processes=int(settings.STDIO_PER_USER_MAX),
     )
     if persist:
@@ -321,7 +324,7 @@ async def _ensure_remote(*, max_age: float) -> RemoteHub:
     loop = asyncio.get_running_loop()
     async with _loop_lock():
         if not isinstance(_hub, RemoteHub) or _hub_loop is not loop:
-            remote_hub = RemoteHub(server_configs)
+            remote_hub = RemoteHub(server_configs, people.groups_of)
             await remote_hub.start()
             _hub, _hub_loop = remote_hub, loop
             _install_shutdown_trigger(remote_hub)
@@ -416,8 +419,9 @@ async def hub_call(
     return await hub.call_tool(prefixed_name, arguments, user_id=user_id, views=views)
 
 
-def hub_statuses(*, staff: bool = False) -> list[dict[str, Any]]:
-    """Name, status and tool count of every configured server; for ``staff``, the last error too.
+def hub_statuses(*, staff: bool = False, user_id: int | None = None) -> list[dict[str, Any]]:
+    """Name, status and tool count of every configured server ``user_id`` may use (its groups);
+    for ``staff``, the last error too.
 
     The last error may end with a server's stderr, which can hold secrets: only staff see it.
     """
@@ -425,6 +429,9 @@ def hub_statuses(*, staff: bool = False) -> list[dict[str, Any]]:
         return []
     statuses = []
     for snapshot in _hub.snapshots():
+        config = _hub.config(snapshot.name)
+        if config is not None and not allowed(_hub, config, user_id):
+            continue
         status: dict[str, Any] = {
             "name": snapshot.name,
             "status": snapshot.status.value,

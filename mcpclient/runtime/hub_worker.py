@@ -28,6 +28,7 @@ import uuid
 from typing import Any
 
 from channels.consumer import AsyncConsumer, get_handler_name
+from channels.db import database_sync_to_async
 from channels.layers import get_channel_layer
 from channels.worker import Worker
 
@@ -42,9 +43,9 @@ from mcpclient.engine.hub import Hub
 from mcpclient.engine.progress import Progress, reporting
 from mcpclient.engine.prompts import PromptError
 from mcpclient.engine.resources import ResourceError
-from mcpclient.engine.serving import session_for
+from mcpclient.engine.serving import server_names, session_for
 from mcpclient.engine.skills import SkillError
-from mcpclient.runtime import signin
+from mcpclient.runtime import people, personal, signin
 from mcpclient.telemetry import metrics, tracing
 from mcpclient.worker import wire as worker_wire
 
@@ -90,8 +91,8 @@ async def view_of(hub: Hub, user_id: int | None, wait: float) -> list[dict[str, 
     A ready session's first listings are waited for, up to ``wait`` seconds (all at once).
     """
     found = []
-    for snapshot in hub.snapshots():
-        connection = session_for(hub, snapshot.name, user_id)
+    for name in server_names(hub, user_id):
+        connection = session_for(hub, name, user_id)
         if connection is not None:
             found.append((per_user(connection.config), connection))
     await hub.load_catalogs(user_id, wait=wait)
@@ -199,6 +200,9 @@ class HubConsumer(AsyncConsumer):
         op, args = message["op"], message.get("args") or {}
         try:
             hub = await runtime.ensure_hub()
+            # The person's groups as this process reads them (mcpclient.runtime.people): the
+            # worker decides on its own read which servers are theirs to use.
+            await people.refresh(args.get("user_id") if isinstance(args.get("user_id"), int) else None)
             if op == "state":
                 result: Any = None
             elif op == "apply":
@@ -213,6 +217,10 @@ class HubConsumer(AsyncConsumer):
                 result = await hub.set_log_level(args["name"], args["level"])
                 await broadcast_state(hub)  # no state change: every admin shows the new note
             elif op == "open_user":
+                # The person's own servers as the database says, read here, not taken on the
+                # web process's word (mcpclient.runtime.personal).
+                mine = await database_sync_to_async(personal.configs_for)(args["user_id"])
+                await hub.set_personal(args["user_id"], mine)
                 refused = await hub.open_user_sessions(args["user_id"], args["names"])
                 tools = [worker_wire.tool_out(tool) for tool in hub.every_tool(args["user_id"])]
                 result = {"tools": tools, "refused": refused}
@@ -336,6 +344,7 @@ class HubConsumer(AsyncConsumer):
 
         try:
             hub = await runtime.ensure_hub(max_age=runtime.TURN_CHECK_INTERVAL)
+            await people.refresh(message["user_id"])
             refusal = await _unapproved(hub, message)
             if refusal:
                 logger.warning("refused a call of %s: %s", message["name"], refusal)

@@ -33,7 +33,8 @@ from mcpclient.engine import authorization
 from mcpclient.engine.api import HubApi
 from mcpclient.engine.connection import ServerConnection
 from mcpclient.engine.hub import Hub
-from mcpclient.runtime import TURN_CHECK_INTERVAL, ensure_hub, get_hub, remote
+from mcpclient.engine.serving import allowed
+from mcpclient.runtime import TURN_CHECK_INTERVAL, ensure_hub, get_hub, people, personal, remote
 from mcpclient.worker.client import REQUEST_TIMEOUT, WorkerUnavailable
 
 
@@ -58,10 +59,16 @@ def _settled(connection: ServerConnection) -> Outcome:
 async def connect(name: str, user_id: int, *, staff: bool, return_to: str = "/") -> Outcome:
     """Start signing in to server ``name`` (see the module docstring). Runs on the hub's loop."""
     hub = await ensure_hub()
-    config = hub.config(name)
-    if config is None or not config.enabled or config.oauth is None:
+    await people.refresh(user_id)
+    await hub.set_personal(user_id, await personal.read(user_id))  # (their own servers sign in too)
+    config = hub.config(name, user_id)
+    # An administrator connects a shared server for everybody, whoever may use it; a person's own
+    # session only with a server their groups allow (mcpclient.core.access).
+    own = config is not None and per_user(config)
+    barred = own and config is not None and not allowed(hub, config, user_id)
+    if config is None or not config.enabled or config.oauth is None or barred:
         return Outcome(message=f'"{name}" is not an enabled MCP server that signs in with OAuth.')
-    if not per_user(config) and not staff:
+    if not own and not staff:
         return Outcome(message=f'MCP server "{name}" is shared: an administrator connects it for everybody.')
     if remote():  # the flow needs the session it opens: it runs where the sessions live
         outcome, _ = await _in_worker(
@@ -120,7 +127,8 @@ async def finish(state: str, user_id: int, query: dict[str, str]) -> tuple[Outco
 async def disconnect(name: str, user_id: int, *, staff: bool) -> Outcome:
     """Close the session, revoke and delete the tokens: the person's own, or the shared ones."""
     hub = await ensure_hub()
-    config = hub.config(name)
+    await hub.set_personal(user_id, await personal.read(user_id))
+    config = hub.config(name, user_id)
     if config is None or config.oauth is None:
         return Outcome(message=f'"{name}" is not an MCP server that signs in with OAuth.')
     owner = user_id if per_user(config) else None
@@ -154,12 +162,17 @@ async def _in_worker(hub: Any, step: str, wait: float, **args: Any) -> tuple[Out
 
 
 async def open_sessions(hub: HubApi, user_id: int | None) -> list[str]:
-    """Open ``user_id``'s sessions with the "perUser" servers they connected, and their own processes
-    of the ``"scope": "perUser"`` stdio servers (before a turn); what could not be opened, said for them.
+    """Open ``user_id``'s sessions with the "perUser" servers they connected, their own processes
+    of the ``"scope": "perUser"`` stdio servers and their own servers (before a turn); what could
+    not be opened, said for them.
     """
     if user_id is None:
         return []
-    servers = hub.per_user_servers()
+    await people.refresh(user_id)  # the groups that decide which servers are theirs to use
+    mine = await personal.read(user_id)
+    await hub.set_personal(user_id, mine)
+    servers = [config for config in hub.per_user_servers() if allowed(hub, config, user_id)]
+    servers += [config for config in mine if hub.config(config.name) is None]
     if not servers:
         return []
     names = [config.name for config in servers if opens_by_itself(config)]
@@ -187,9 +200,10 @@ def account_states(user_id: int) -> list[dict[str, Any]]:
     if hub is None:
         return []
     connected = authorization.signed_in_servers(user_id)
+    people.load(user_id)
     states = []
     for config in hub.per_user_servers():
-        if opens_by_itself(config):
+        if opens_by_itself(config) or not allowed(hub, config, user_id):
             continue  # nothing to connect: each person's own session opens with their turn
         connection = hub.user_connection(config.name, user_id)
         if connection is not None and connection.status is not Status.DISABLED:
@@ -201,3 +215,16 @@ def account_states(user_id: int) -> list[dict[str, Any]]:
         tools = sum(tool.offered for tool in connection.tools) if connection is not None else 0
         states.append({"name": config.name, "status": status, "reason": reason, "tool_count": tools})
     return states
+
+
+def own_servers(user_id: int) -> list[dict[str, Any]]:
+    """The person's own servers and where each stands (the chat's *Your servers*; sync ORM)."""
+    hub = get_hub()
+
+    def state_of(name: str) -> tuple[str, str, int] | None:
+        connection = hub.user_connection(name, user_id) if hub is not None else None
+        if connection is None or connection.status is Status.DISABLED:
+            return None
+        return connection.status.value, connection.reason, sum(tool.offered for tool in connection.tools)
+
+    return personal.listing(user_id, state_of)

@@ -21,7 +21,7 @@ import contextlib
 import logging
 import time
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -31,7 +31,7 @@ from django.conf import settings
 
 from mcpclient.config.model import ServerConfig, per_user
 from mcpclient.core.approval import granted
-from mcpclient.core.results import ToolResult
+from mcpclient.core.results import ToolResult, unknown_tool
 from mcpclient.core.state import HubTool, ServerSnapshot, Status
 from mcpclient.engine import prompts
 from mcpclient.engine.api import HubApi
@@ -39,7 +39,7 @@ from mcpclient.engine.elicitation import Answer, Link, current_asker, current_bu
 from mcpclient.engine.progress import tool_call
 from mcpclient.engine.prompts import Catalog as PromptCatalog
 from mcpclient.engine.resources import Completions, ReadResult, ResourceCatalog, ResourceError
-from mcpclient.engine.serving import session_for
+from mcpclient.engine.serving import allowed, session_for
 from mcpclient.engine.skills import Skill, SkillCatalog, SkillError, SkillText
 from mcpclient.telemetry import tracing
 from mcpclient.telemetry.metrics import tool_step_so_far
@@ -119,10 +119,16 @@ def _resource_unreachable(server: str) -> Any:
 class RemoteHub:
     """A hub held by the hub worker, reached over the channel layer (docs/deployment.md)."""
 
-    def __init__(self, read_configs: Callable[[], list[ServerConfig]]) -> None:
+    def __init__(
+        self,
+        read_configs: Callable[[], list[ServerConfig]],
+        person_groups: Callable[[int], Collection[str] | None] | None = None,
+    ) -> None:
         # The servers' configurations as this process reads them (the runtime passes the
         # database's), read again in the database thread whenever the worker's version moves.
         self._read_configs = read_configs
+        # The groups a person is in, as this process last read them (the worker checks again).
+        self.person_groups = person_groups
         self.layer = worker_wire.hub_layer()
         self.channel = settings.MCP_HUB_CHANNEL
         self.reply = ""
@@ -132,6 +138,7 @@ class RemoteHub:
         self._by_use: tuple[list[HubTool], list[HubTool]] = ([], [])  # ... the model's, the views'
         self._snapshots: list[ServerSnapshot] = []
         self._configs: dict[str, ServerConfig] = {}
+        self._personal: dict[int, dict[str, ServerConfig]] = {}  # people's own servers (set_personal)
         # A person's own view (boot, McpState version, every tool, the model's, the views').
         self._user_tools: dict[int, tuple[str, int, list[HubTool], tuple[list[HubTool], list[HubTool]]]] = {}
         # The sessions as people last loaded them (load_catalogs): (server, None) for a shared
@@ -356,20 +363,56 @@ class RemoteHub:
         return list(self._mine(user_id)[0])
 
     def _mine(self, user_id: int | None) -> tuple[list[HubTool], tuple[list[HubTool], list[HubTool]]]:
-        """Every tool ``user_id`` sees, and those split into the model's and the views'."""
-        if user_id is not None:
-            cached = self._user_tools.get(user_id)
-            if cached is not None and cached[0] == self.boot and cached[1] == self.version:
-                return cached[2], cached[3]
-        return self._tools, self._by_use
+        """Every tool ``user_id`` sees, and those split into the model's and the views' (less the
+        servers whose ``groups`` they are not in)."""
+        if user_id is None:
+            return self._tools, self._by_use
+        every, split = self._tools, self._by_use
+        cached = self._user_tools.get(user_id)
+        if cached is not None and cached[0] == self.boot and cached[1] == self.version:
+            every, split = cached[2], cached[3]
+        hidden = self._hidden_from(user_id)
+        if hidden:
+            every = [tool for tool in every if tool.server not in hidden]
+            split = _split(every)
+        return every, split
+
+    def _hidden_from(self, user_id: int) -> frozenset[str]:
+        """The servers with ``groups`` that ``user_id`` is in none of (mcpclient.core.access)."""
+        return frozenset(
+            config.name
+            for config in self._configs.values()
+            if config.groups and not allowed(self, config, user_id)
+        )
+
+    def groups_of(self, user_id: int) -> Collection[str] | None:
+        """The groups ``user_id`` is in, as this process last read them (``None``: not known)."""
+        return self.person_groups(user_id) if self.person_groups is not None else None
 
     def snapshots(self) -> list[ServerSnapshot]:
         """The state of every configured server as the worker last reported it."""
         return list(self._snapshots)
 
-    def config(self, name: str) -> ServerConfig | None:
-        """A server's configuration (from the database, as of the worker's McpState version)."""
-        return self._configs.get(name)
+    def config(self, name: str, user_id: int | None = None) -> ServerConfig | None:
+        """A server's configuration (from the database, as of the worker's McpState version), else
+        ``user_id``'s own server's (as this process last read them; the worker reads them itself)."""
+        found = self._configs.get(name)
+        if found is None and user_id is not None:
+            found = self._personal.get(user_id, {}).get(name)
+        return found
+
+    def personal_servers(self, user_id: int) -> list[ServerConfig]:
+        """``user_id``'s own servers, as last set (:meth:`set_personal`)."""
+        return list(self._personal.get(user_id, {}).values())
+
+    async def set_personal(self, user_id: int, configs: Iterable[ServerConfig]) -> None:
+        """Keep ``user_id``'s own servers for the lookups here; the worker reads them from the
+        database itself when it opens the person's sessions (``open_user``)."""
+        wanted = {config.name: config for config in configs if config.name not in self._configs}
+        if wanted:
+            self._personal[user_id] = wanted
+        else:
+            self._personal.pop(user_id, None)
 
     def per_user_servers(self) -> list[ServerConfig]:
         """The enabled "perUser" servers."""
@@ -411,7 +454,7 @@ class RemoteHub:
             return
         own = set()
         for view in views:
-            config = self._configs.get(view["name"])
+            config = self.config(view["name"], user_id)
             if config is None:
                 continue
             key = (view["name"], user_id if view["own"] else None)
@@ -569,6 +612,8 @@ class RemoteHub:
         loop = asyncio.get_running_loop()
         asker = current_asker()
         known = next((tool for tool in self._tools if tool.prefixed_name == prefixed_name), None)
+        if known is not None and user_id is not None and known.server in self._hidden_from(user_id):
+            return unknown_tool(prefixed_name)
         # Progress names the server's own tool name, as the in-process hub's does.
         with (
             tool_call(tool=known.name if known is not None else prefixed_name) as on_progress,

@@ -20,7 +20,7 @@ from mcpclient.engine.resources import ReadResult, ResourceContent, ResourceErro
 class NoCatalogs:
     """A hub with no server configured: names come from the URIs (the reads are stand-ins)."""
 
-    def config(self, name: str) -> None:
+    def config(self, name: str, user_id: int | None = None) -> None:
         return None
 
     async def read_resource(self, server: str, uri: str, user_id: int | None) -> ReadResult:

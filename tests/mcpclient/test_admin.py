@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from channels.db import database_sync_to_async
 from channels.layers import get_channel_layer
-from django.contrib.auth.models import Permission, User
+from django.contrib.auth.models import Group, Permission, User
 from django.core.management import call_command
 from django.test import AsyncClient, Client
 from django.urls import reverse
@@ -668,3 +668,25 @@ def test_a_server_added_as_streamable_http_says_so(admin_client: Client, synced:
     assert admin_client.post(add, {**data, "_save": "Save"}).status_code == 302
     entry = json.loads(synced.read_text())["mcpServers"]["stream"]
     assert entry == {"type": "http", "url": "https://stream.example.invalid/mcp"}
+
+
+@pytest.mark.django_db
+def test_who_may_use_a_server_is_edited_and_shown_with_the_groups_people(
+    admin_client: Client, synced: Path, servers: dict[str, Any]
+) -> None:
+    engineers = Group.objects.create(name="eng")
+    for name in ("ada", "grace"):
+        User.objects.create_user(name).groups.add(engineers)
+    url = change_url("tb")
+    data = form_fields(admin_client.get(url).content.decode())
+    assert data["groups"] == ""
+    assert "Everybody who can sign in (no groups)." in admin_client.get(url).content.decode()
+    assert admin_client.post(url, {**data, "groups": "eng\n ops \n", "_save": "Save"}).status_code == 302
+    assert json.loads(synced.read_text())["mcpServers"]["tb"] == {**servers["tb"], "groups": ["eng", "ops"]}
+    page = admin_client.get(url).content.decode()
+    assert "<strong>eng</strong>: 2 people (ada, grace)" in page
+    assert "<strong>ops</strong>: no such group yet, so nobody" in page
+    listed = admin_client.get(reverse("admin:mcpclient_mcpserver_changelist")).content.decode()
+    assert "eng, ops" in listed
+    group_page = admin_client.get(reverse("admin:auth_group_change", args=[engineers.pk])).content.decode()
+    assert "MCP servers for this group: tb" in group_page

@@ -38,7 +38,7 @@ from tests.support.live import create_accounts, fresh_database, live_daphne, wit
 from tests.support.llm import Call, ScriptedLLM, Text, ToolCalls
 from tests.support.oauth import OAuthServer
 from tests.support.otlp import OtlpReceiver, ancestry
-from tests.support.processes import PYTHON, REAL_PYTHON, ROOT, TOOLBOX, free_port, redis_url
+from tests.support.processes import PYTHON, REAL_PYTHON, ROOT, TOOLBOX, HttpServer, free_port, redis_url
 from tests.support.scrape import Figures
 from tests.support.tabs import Tab
 
@@ -155,7 +155,10 @@ def deployment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployment]
     port_b = free_port()
     oauth = OAuthServer.start()
     secure = {"type": "http", "url": oauth.url, "oauth": {"mode": "perUser"}}
-    (data / "mcp.json").write_text(json.dumps({"mcpServers": {"toolbox": entry, "secure": secure}}))
+    # For the group "eng" only (tests/chat/test_groups.py); its tag keeps it out of children().
+    team = {"command": PYTHON, "args": [str(TOOLBOX), "--tag", f"{tag}-team"], "groups": ["eng"]}
+    servers = {"toolbox": entry, "secure": secure, "team": team}
+    (data / "mcp.json").write_text(json.dumps({"mcpServers": servers}))
     with (
         contextlib.ExitStack() as stack,
         ScriptedLLM(models=(MODEL,), responder=respond) as llm,
@@ -185,6 +188,8 @@ def deployment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployment]
             "OTEL_BSP_SCHEDULE_DELAY": "100",
             "BOOCODE_METRICS_TOKEN": METRICS_TOKEN,
             "BOOCODE_HUB_WORKER_METRICS_PORT": str(free_port()),
+            # People's own servers are checked like any address: the tests' run on 127.0.0.1.
+            "BOOCODE_EGRESS_ALLOW": "127.0.0.1",
         }
         env.pop("BOOCODE_TEST_DB_NAME", None)
         env["BOOCODE_DATABASE_URL"] = stack.enter_context(fresh_database("boocode_hubworker"))
@@ -717,6 +722,97 @@ def test_an_admin_toggle_on_one_web_process_changes_the_tools_of_the_other(deplo
     _admin_toggle(port_a, account, enabled=True)
     asyncio.run(watch("ready"))
     assert len(deployment.children()) == 1
+
+
+def test_a_servers_groups_decide_in_each_web_process_and_again_in_the_worker(deployment: Deployment) -> None:
+    port_a, port_b = deployment.ports
+    outside, inside = deployment.accounts[0], deployment.accounts[1]
+    owner = "SELECT owner_id FROM chat_conversation WHERE id = {}"
+    outside_id, inside_id = (
+        _query(deployment, owner.format(int(a["conversation"])))[0][0] for a in (outside, inside)
+    )
+    with psycopg.connect(deployment.env["BOOCODE_DATABASE_URL"]) as connection:  # (as an admin would)
+        group = connection.execute("INSERT INTO auth_group (name) VALUES ('eng') RETURNING id").fetchone()
+        assert group is not None
+        joined = (inside_id, group[0])
+        connection.execute("INSERT INTO auth_user_groups (user_id, group_id) VALUES (%s, %s)", joined)
+    time.sleep(2.5)  # what a process read of the person is used up to mcpclient.runtime.people.MAX_AGE
+    group_channel = deployment.env["BOOCODE_HUB_CHANNEL"]
+
+    async def turn(port: int, account: dict[str, Any]) -> tuple[dict[str, Any], set[str]]:
+        async with Tab.live(port, account, take_status=False) as tab:
+            await _ready_status(tab)
+            since = len(deployment.llm.requests)
+            call, end = await tab.turn('tool team_echo {"text": "for eng"}')
+            assert end["status"] == "complete"
+            return call, _offered(deployment, since)
+
+    async def straight_to_the_worker(user_id: int) -> str:
+        layer = signed_layer()
+        reply = await layer.new_channel()
+        try:  # a web process that would not check: the worker decides on its own read
+            call = _call(reply, "team_echo", {"text": "x"}, user_id=user_id)
+            return await _reply_to(layer, reply, group_channel, call)
+        finally:
+            await layer.flush()
+
+    call, offered = asyncio.run(turn(port_b, inside))
+    assert call["output"] == "for eng" and "team_echo" in offered
+    call, offered = asyncio.run(turn(port_a, outside))
+    assert call["is_error"] and "for eng" not in call["output"]
+    assert "toolbox_echo" in offered and "team_echo" not in offered
+    assert asyncio.run(straight_to_the_worker(outside_id)).startswith('Unknown tool "team_echo"')
+    assert asyncio.run(straight_to_the_worker(inside_id)) == "x"
+
+    # Taken out of the group in the database: every process reads it again within seconds.
+    with psycopg.connect(deployment.env["BOOCODE_DATABASE_URL"]) as connection:
+        connection.execute("DELETE FROM auth_user_groups WHERE user_id = %s", (inside_id,))
+    time.sleep(2.5)  # mcpclient.runtime.people.MAX_AGE
+    call, offered = asyncio.run(turn(port_a, inside))
+    assert call["is_error"] and "team_echo" not in offered
+    assert asyncio.run(straight_to_the_worker(inside_id)).startswith('Unknown tool "team_echo"')
+
+
+def test_a_persons_own_server_is_added_on_one_web_process_and_used_through_the_worker_from_the_other(
+    deployment: Deployment,
+) -> None:
+    port_a, port_b = deployment.ports
+    port = free_port()
+    server = HttpServer([PYTHON, str(TOOLBOX), "--http", str(port), "--feature", "meta"], port, "/mcp")
+    owner, other = deployment.accounts[2], deployment.accounts[0]
+
+    async def add() -> None:
+        async with signed_in(owner) as session:
+            base = f"http://127.0.0.1:{port_a}"
+            async with session.get(f"{base}/") as page:
+                assert page.status == 200
+            token = session.cookie_jar.filter_cookies(URL(f"{base}/"))["csrftoken"].value
+            fields = {"name": "own", "url": server.url, "transport": "http", "sign_in": "header",
+                      "header_name": "X-Api-Key", "header_value": "key-of-live2", "next": "/"}
+            async with session.post(
+                f"{base}/servers/add/",
+                data={**fields, "csrfmiddlewaretoken": token},
+                headers={"Referer": f"{base}/"},
+                allow_redirects=False,
+            ) as added:
+                assert added.status == 302, await added.text()
+
+    async def turn(port: int, account: dict[str, Any]) -> tuple[dict[str, Any], set[str]]:
+        async with Tab.live(port, account, take_status=False) as tab:
+            await _ready_status(tab)
+            since = len(deployment.llm.requests)
+            call, end = await tab.turn('tool own_request_header {"name": "X-Api-Key"}')
+            assert end["status"] == "complete"
+            return call, _offered(deployment, since)
+
+    try:
+        asyncio.run(add())
+        call, offered = asyncio.run(turn(port_b, owner))
+        assert call["output"] == "key-of-live2" and "own_request_header" in offered
+        call, offered = asyncio.run(turn(port_a, other))
+        assert call["is_error"] and not any(name.startswith("own_") for name in offered)
+    finally:
+        server.stop()
 
 
 def test_what_became_of_a_log_level_is_shown_by_every_web_process_admin(deployment: Deployment) -> None:

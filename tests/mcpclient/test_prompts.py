@@ -105,7 +105,7 @@ async def test_errors_are_readable(hub: Hub) -> None:
         ("box", "nope", {}, 'MCP server "box" offers no prompt "nope" (any more).'),
         ("box", "code_review", {"language": "go"}, "The prompt \"code_review\" needs 'code'."),
         ("box", "greeting", {"who": "x"}, "The prompt \"greeting\" takes no argument 'who'."),
-        ("elsewhere", "greeting", {}, 'MCP server "elsewhere" unreachable: it is not connected'),
+        ("elsewhere", "greeting", {}, 'There is no MCP server "elsewhere".'),
     ]
     for server, name, arguments, message in cases:
         with pytest.raises(PromptError) as caught:

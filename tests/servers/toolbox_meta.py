@@ -5,6 +5,8 @@ the ``traceparent`` (and ``tracestate``) BooCode put there (MCP reserves those k
 Context), as the server received them, whatever process and transport the call went through.
 
 - ``request_meta()``: the request's ``_meta`` as a JSON object (``{}`` when it had none); read-only.
+- ``request_header(name)``: the value of the HTTP header ``name`` the request came with ("" when
+  it had none, or over stdio); the tests of a person's own server read the header it signs in with.
 """
 
 from __future__ import annotations
@@ -24,3 +26,8 @@ def register(server: Any) -> None:
         """The _meta of this very request, as JSON."""
         meta = ctx.request_context.meta or {}
         return json.dumps(dict(meta), default=str, sort_keys=True)
+
+    @server.tool(annotations=READ_ONLY)
+    def request_header(name: str, ctx: Context) -> str:
+        """The value of one HTTP header of this very request ("" without it)."""
+        return (ctx.headers or {}).get(name.lower(), "")

@@ -1,0 +1,266 @@
+"""Servers of one's own: a person adds remote MCP servers for themselves on the chat page.
+
+Real things: the toolbox over Streamable HTTP (its meta group says which header a request came
+with), the ASGI application and its forms, the scripted model over HTTP, the secret store in the
+database. Alice adds a server; it is hers alone on every path, under the rules of a shared server
+(the read-only guard, approval of writes, the egress policy), and it goes when she removes it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+import pytest
+from asgiref.sync import sync_to_async
+from django.contrib.auth import get_user_model
+from django.test import AsyncClient, Client
+from django.urls import reverse
+
+from mcpclient.core.egress import EgressAllow
+from mcpclient.engine.hub import Hub
+from mcpclient.models import McpServer, PersonalServer, StoredSecret
+from mcpclient.runtime import people, personal, set_hub
+from mcpclient.secrets import store as secret_store
+from tests.support.accounts import login, new_conversation
+from tests.support.hubs import make_config
+from tests.support.llm import Call, ScriptedLLM, Text, ToolCalls
+from tests.support.processes import ROOT, TEST_COMMANDS, HttpServer, toolbox_entry
+from tests.support.tabs import Tab
+
+TOKEN = "Bearer sk-own-server-0123456789abcdef"
+
+
+def form(**fields: Any) -> dict[str, Any]:
+    return {"name": "mine", "url": "https://mcp.example.com/mcp", "transport": "http", "sign_in": "none",
+            "next": "/", **fields}
+
+
+# --- adding: every field checked, nothing stored on error ------------------------------------------
+@pytest.mark.django_db
+def test_adding_checks_each_field_names_it_and_stores_nothing_when_refused(settings: Any) -> None:
+    alice = get_user_model().objects.create_user("alice")
+    McpServer.objects.create(name="shared", config={"command": "npx"})
+    cases = [
+        (form(name="my server"), "name", "letters, digits"),
+        (form(name="x" * 41), "name", "1 to 40"),
+        (form(name="shared"), "name", 'is the name of an MCP server of this BooCode'),
+        (form(transport="stdio"), "transport", '"http" (Streamable HTTP) or "sse"'),
+        (form(url="file:///etc/passwd"), "url", "https:// (or http://) address"),
+        (form(url="npx -y @evil/server"), "url", "https:// (or http://) address"),
+        (form(url="https://user:secret@mcp.example.com/mcp"), "url", "must not hold a user name or password"),
+        (form(sign_in="header", header_name="Host", header_value="x"), "header_name", "plain HTTP header"),
+        (form(sign_in="header", header_name="X-Api-Key", header_value=""), "header_value", "1 to 4096"),
+        (form(sign_in="header", header_name="X-Api-Key", header_value="a\nb"), "header_value", "one line"),
+        (form(sign_in="password"), "sign_in", '"none", "header" or "oauth"'),
+    ]
+    for fields, field, message in cases:
+        with pytest.raises(personal.PersonalServerError) as caught:
+            personal.add(alice.pk, personal_draft(fields))
+        assert caught.value.field == field and message in str(caught.value), fields
+    assert not PersonalServer.objects.exists() and not StoredSecret.objects.exists()
+
+    signed = form(sign_in="header", header_name="Authorization", header_value=TOKEN)
+    row = personal.add(alice.pk, personal_draft(signed))
+    # The header's value is encrypted in the secret store, never in the row.
+    assert row.header_name == "Authorization" and TOKEN not in str(PersonalServer.objects.values().get())
+    assert secret_store.get_secret(personal.HEADERS_KIND, str(row.pk)) == TOKEN
+    assert TOKEN not in StoredSecret.objects.get().ciphertext
+    with pytest.raises(personal.PersonalServerError, match='You already have a server called "mine"'):
+        personal.add(alice.pk, personal_draft(form()))
+
+    settings.PERSONAL_SERVERS_MAX = 2
+    personal.add(alice.pk, personal_draft(form(name="second")))
+    with pytest.raises(personal.PersonalServerError, match="You have 2 servers, the most this BooCode"):
+        personal.add(alice.pk, personal_draft(form(name="third")))
+
+    settings.PERSONAL_SERVER_DOMAINS = EgressAllow.parse("*.corp.example")
+    with pytest.raises(personal.PersonalServerError, match=r'"mcp\.example\.com" is not among the hosts'):
+        personal.add(alice.pk, personal_draft(form(name="fourth", url="https://mcp.example.com/x")))
+    # A server added before the operator narrowed the hosts stays listed, with why it is not used.
+    listed = personal.listing(alice.pk, lambda name: None)
+    assert [server["status"] for server in listed] == ["refused", "refused"]
+    assert "is not among the hosts" in listed[0]["reason"]
+    assert personal.configs_for(alice.pk) == []
+
+    settings.PERSONAL_SERVERS = False
+    with pytest.raises(personal.PersonalServerError, match="switched off"):
+        personal.add(alice.pk, personal_draft(form(name="fifth")))
+
+    # Removing takes the header's value with it; another person cannot remove it.
+    bob = get_user_model().objects.create_user("bob")
+    assert personal.remove(bob.pk, row.pk) is None
+    assert personal.remove(alice.pk, row.pk) == "mine"
+    assert secret_store.get_secret(personal.HEADERS_KIND, str(row.pk)) is None
+
+
+def personal_draft(fields: dict[str, Any]) -> personal.Draft:
+    return personal.Draft(
+        name=fields["name"],
+        url=fields["url"],
+        transport=fields["transport"],
+        sign_in=fields["sign_in"],
+        header_name=fields.get("header_name", ""),
+        header_value=fields.get("header_value", ""),
+        writes=fields.get("writes") == "on",
+    )
+
+
+@pytest.mark.django_db
+def test_a_refused_form_comes_back_filled_in_but_for_the_headers_value(settings: Any) -> None:
+    client = Client()
+    client.force_login(get_user_model().objects.create_user("alice"))
+    refused = form(url="ftp://mcp.example.com", sign_in="header", header_name="X-Api-Key")
+    refused["header_value"] = "sk-123456"
+    response = client.post("/servers/add/", refused, follow=True)
+    page = response.content.decode()
+    assert "The server was not added: The URL must be an https:// (or http://) address" in page
+    assert 'value="ftp://mcp.example.com"' in page and 'value="X-Api-Key"' in page
+    assert "sk-123456" not in page and "Enter it again." in page
+    settings.PERSONAL_SERVERS = False
+    assert "Your servers" not in client.get("/").content.decode()
+
+
+# --- through the chat ------------------------------------------------------------------------------
+@pytest.fixture
+async def own_hub(settings: Any) -> AsyncIterator[Hub]:
+    """The process hub as the runtime wires it, and the egress policy letting the tests' loopback
+    server through (a person's server is checked like any address; see the egress test below)."""
+    settings.EGRESS_ALLOW = EgressAllow.parse("127.0.0.1")
+    hub = Hub(base_dir=ROOT, allowed_commands=TEST_COMMANDS, person_groups=people.groups_of)
+    await hub.start([make_config("shared", toolbox_entry())])
+    set_hub(hub)
+    personal._read.clear()
+    try:
+        yield hub
+    finally:
+        set_hub(None)
+        personal._read.clear()
+        await hub.stop()
+
+
+async def client_of(username: str) -> AsyncClient:
+    await login(username)
+    client = AsyncClient()
+    await client.aforce_login(await get_user_model().objects.aget(username=username))
+    return client
+
+
+async def offered(
+    llm: ScriptedLLM, conversation: int, cookie: str, calls: list[Call]
+) -> tuple[set[str], list[Any]]:
+    """One turn in which the model makes ``calls``: the tools it was offered and the calls' results."""
+    asked = len(llm.requests)
+    async with Tab(conversation, cookie) as tab:
+        llm.script(*([ToolCalls(calls)] if calls else []), Text("Done."))
+        await tab.send({"type": "user_message", "text": "go"})
+        end = await tab.until_turn_end()
+        assert end["status"] == "complete", end
+        results = [frame["call"] for frame in tab.frames if frame["type"] == "tool_result"]
+    return {tool["function"]["name"] for tool in llm.requests[asked].get("tools") or []}, results
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.processes
+async def test_a_persons_server_is_theirs_alone_under_the_rules_of_a_shared_one(
+    llm: ScriptedLLM, own_hub: Hub, http_toolbox: Callable[..., HttpServer]
+) -> None:
+    server = http_toolbox("--feature", "meta", "--feature", "writes", "--feature", "prompts")
+    alice, bob = await client_of("alice"), await client_of("bob")
+    added = await alice.post(
+        "/servers/add/",
+        form(url=server.url, sign_in="header", header_name="Authorization", header_value=TOKEN),
+    )
+    assert added.status_code == 302
+    listed = (await alice.get("/api/servers/")).json()
+    assert listed["enabled"] and [(s["name"], s["url"], s["sign_in"]) for s in listed["servers"]] == [
+        ("mine", server.url, "header")
+    ]
+    assert TOKEN not in str(listed) and (await bob.get("/api/servers/")).json()["servers"] == []
+
+    conversation = await new_conversation("alice")
+    tools, results = await offered(
+        llm, conversation, await login("alice"), [Call("mine_request_header", {"name": "Authorization"})]
+    )
+    # Her tools, signed in with her header; the write tools behind the read-only guard.
+    assert {"mine_echo", "mine_request_header", "shared_echo"} <= tools
+    assert not any(name.startswith("mine_") and "write" in name for name in tools)
+    assert "mine_delete_everything" not in tools
+    assert results[0]["output"] == TOKEN
+    page = (await alice.get("/")).content.decode()
+    assert "connected · " in page and server.url in page and "header Authorization" in page
+    assert TOKEN not in page
+    prompts = (await alice.get("/api/prompts/")).json()["prompts"]
+    assert {p["server"] for p in prompts} == {"mine"}
+
+    # Bob: nothing of it on any path.
+    bobs = await new_conversation("bob")
+    tools, results = await offered(llm, bobs, await login("bob"), [Call("mine_echo", {"text": "psst"})])
+    assert "shared_echo" in tools and not any(name.startswith("mine_") for name in tools)
+    assert results[0]["is_error"] and "psst" not in results[0]["output"]
+    assert (await bob.get("/api/prompts/")).json()["prompts"] == []
+    read = await bob.get("/api/resources/read/?server=mine&uri=toolbox://notes/readme.txt")
+    assert read.status_code == 404
+    hub_call = await own_hub.call_tool("mine_echo", {"text": "x"}, user_id=await _id("bob"))
+    assert hub_call.is_error and hub_call.output.startswith('Unknown tool "mine_echo"')
+    theirs = f"/servers/{listed['servers'][0]['id']}/remove/"
+    assert (await bob.post(theirs, {"next": "/"})).status_code == 404
+
+    # Removed: its tools go at once, its header's value with it.
+    removed = await alice.post(theirs, {"next": "/"})
+    assert removed.status_code == 302
+    tools, _ = await offered(llm, conversation, await login("alice"), [])
+    assert not any(name.startswith("mine_") for name in tools)
+    assert not await sync_to_async(StoredSecret.objects.filter(kind=personal.HEADERS_KIND).exists)()
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.processes
+async def test_writes_wait_for_the_person_and_a_private_address_is_refused_by_the_egress_policy(
+    llm: ScriptedLLM, own_hub: Hub, http_toolbox: Callable[..., HttpServer], settings: Any
+) -> None:
+    server = http_toolbox("--feature", "writes")
+    alice = await client_of("alice")
+    assert (await alice.post("/servers/add/", form(url=server.url, writes="on"))).status_code == 302
+    conversation = await new_conversation("alice")
+    async with Tab(conversation, await login("alice")) as tab:
+        llm.script(ToolCalls([Call("mine_delete_everything", {"path": "/tmp/x"})]), Text("Done."))
+        await tab.send({"type": "user_message", "text": "clean up"})
+        card = (await tab.next("approval"))["approval"]
+        assert card["name"] == "mine_delete_everything" and "writeTools" in card["reason"]
+        await tab.send({"type": "approval_answer", "id": card["id"], "decision": "deny", "remember": False})
+        assert (await tab.next("tool_result"))["call"]["is_error"]
+        assert (await tab.until_turn_end())["status"] == "complete"
+
+    # The same server without the egress policy's leave: a loopback address is never reached on a
+    # person's word (an administrator's server in mcp.json would be).
+    settings.EGRESS_ALLOW = EgressAllow()
+    bob = await client_of("bob")
+    assert (await bob.post("/servers/add/", form(url=server.url))).status_code == 302
+    bobs = await new_conversation("bob")
+    tools, _ = await offered(llm, bobs, await login("bob"), [])
+    assert not any(name.startswith("mine_") for name in tools)
+    [state] = (await bob.get("/api/servers/")).json()["servers"]
+    assert state["status"] == "failed" and "BOOCODE_EGRESS_ALLOW" in state["reason"], state
+
+
+@sync_to_async
+def _id(username: str) -> int:
+    return int(get_user_model().objects.get(username=username).pk)
+
+
+@pytest.mark.django_db
+def test_the_admin_lists_everyones_servers_without_secrets_and_deleting_one_takes_its_secrets(
+    admin_client: Client,
+) -> None:
+    alice = get_user_model().objects.create_user("alice")
+    signed = form(sign_in="header", header_name="X-Api-Key", header_value=TOKEN)
+    row = personal.add(alice.pk, personal_draft(signed))
+    listed = admin_client.get(reverse("admin:mcpclient_personalserver_changelist")).content.decode()
+    assert "mine" in listed and "alice" in listed and "X-Api-Key" in listed and TOKEN not in listed
+    page = admin_client.get(reverse("admin:mcpclient_personalserver_change", args=[row.pk])).content.decode()
+    assert TOKEN not in page
+    delete = reverse("admin:mcpclient_personalserver_delete", args=[row.pk])
+    deleted = admin_client.post(delete, {"post": "yes"})
+    assert deleted.status_code == 302
+    assert not PersonalServer.objects.exists() and not StoredSecret.objects.exists()
