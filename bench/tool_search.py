@@ -17,7 +17,11 @@ Targets (docs/tools.md): recall@5 >= 0.90 on served requests; >= 0.8 of unserved
 answered "no tool fits" with the served ones keeping their recall; definitions per request <= 10 %
 of the full set at 300+ tools; <= 50 ms per query at 1,000 tools. Usage:
 
-    .venv/bin/python bench/tool_search.py [--catalog FILE] [--requests FILE] [--misses]
+    .venv/bin/python bench/tool_search.py [--catalog FILE] [--requests FILE] [--misses] [--half A|B]
+
+``--half`` keeps every other request of each kind (A: the first, third, …; B: the others): the
+ranker's thresholds were set on half A, so half B shows whether they hold on requests they were
+not set on.
 """
 
 from __future__ import annotations
@@ -63,6 +67,18 @@ def load(
     ]
     requests = [json.loads(line) for line in requests_path.read_text().splitlines() if line.strip()]
     return catalog, candidates, requests
+
+
+def half(requests: list[dict[str, Any]], which: str) -> list[dict[str, Any]]:
+    """Every other request of each kind: the first, third, … (``A``) or the second, fourth, … (``B``)."""
+    seen: dict[str, int] = defaultdict(int)
+    kept = []
+    for request in requests:
+        number = seen[request["kind"]]
+        seen[request["kind"]] += 1
+        if (number % 2 == 0) == (which == "A"):
+            kept.append(request)
+    return kept
 
 
 def definition_tokens(tool: dict[str, Any]) -> int:
@@ -163,8 +179,11 @@ def main() -> None:
     parser.add_argument("--catalog", type=Path, default=FIXTURES / "tool_catalog.json")
     parser.add_argument("--requests", type=Path, default=FIXTURES / "tool_search_requests.jsonl")
     parser.add_argument("--misses", action="store_true", help="print the requests each ranker misses")
+    parser.add_argument("--half", choices=("A", "B"), help="only every other request of each kind")
     options = parser.parse_args()
     catalog, candidates, requests = load(options.catalog, options.requests)
+    if options.half:
+        requests = half(requests, options.half)
     print(f"catalog: {len(catalog['servers'])} servers, {len(candidates)} tools; {len(requests)} requests")
 
     started = time.perf_counter()

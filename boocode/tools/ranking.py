@@ -2,21 +2,25 @@
 
 Two signals, combined (docs/tools.md, *How the ranker works*):
 
+* **Semantic**: the cosine between the request's embedding and each of three embeddings of the
+  tool, averaged: the tool as a whole (its title or name, description, parameters and server),
+  its name alone with its server's (``github: list pull requests``), and its description under its
+  name; from the embedding model of :mod:`boocode.tools.embedding` when it is installed, so
+  requests that share no word with the tool's text still find it. The request is embedded as what
+  someone wants to do (``REQUEST_FRAME``), without the values it carries (quoted text, paths, URLs,
+  identifiers): they say what to act on, not what to do, and pull it towards tools that merely
+  mention a similar value.
 * **Lexical**: BM25 over a tool's fields, each weighted by what it says about the tool: its name
   split into words (``get_issue_comments``, ``listPullRequests`` → get issue comments, list pull
   requests) and title weigh most, then the server's name, the description, the parameters' names
   and descriptions and the server's own description. Words are lower-cased, stemmed lightly
   (plurals, -ing, -ed) and stop words dropped.
-* **Semantic**: the cosine between the request's embedding and the tool's (its title or name, its
-  description, its parameters and its server), from the embedding model of
-  :mod:`boocode.tools.embedding` when it is installed; requests that share no word with the
-  tool's text still find it.
 
-The score is ``SEMANTIC_WEIGHT`` times the cosine plus the rest times the lexical score (scaled
-into 0..1 by ``LEXICAL_SCALE``), plus ``RECENT_BONUS`` for tools the conversation used recently.
-When no tool's cosine reaches ``NO_FIT`` and none shares much of the request's wording
-(``NO_FIT_WORDS``; lexical only: no word in common) the answer is "no tool fits": an empty list
-rather than a guess.
+The score is the semantic score plus ``LEXICAL_WEIGHT`` times the lexical score (scaled into 0..1
+by ``LEXICAL_SCALE``), plus ``RECENT_BONUS`` for tools the conversation used recently. The
+answer is "no tool fits", an empty list rather than a guess, when the best tool's evidence is
+weak: its semantic score plus ``NO_FIT_LEXICAL`` times the best lexical score is under
+``NO_FIT``. Without the model the lexical score alone decides, with ``NO_FIT_WORDS`` as its floor.
 
 An :class:`Index` is built once for a set of tools (their embeddings cached by text, so a list
 change embeds only the tools that changed) and answers queries in a few milliseconds.
@@ -43,14 +47,20 @@ from boocode.tools import embedding
 
 logger = logging.getLogger(__name__)
 
-SEMANTIC_WEIGHT = 0.85
+LEXICAL_WEIGHT = 0.05  # of the scaled lexical score, added to the semantic score
 LEXICAL_SCALE = 12.0  # a BM25 score this high counts as a full lexical match
 RECENT_BONUS = 0.05
-# "No tool fits" when the best cosine is under this and no tool shares the request's words much
-# (scaled lexical score under NO_FIT_WORDS); calibrated on bench/fixtures, docs/benchmarks.md ...
-NO_FIT = 0.24
-NO_FIT_WORDS = 0.75
-NO_FIT_LEXICAL = 0.05  # ... or, without the semantic model, when the best scaled lexical score is
+# "No tool fits" when the best semantic score plus NO_FIT_LEXICAL times the best scaled lexical
+# score is under NO_FIT: the highest threshold that cost at most 2 points of recall@5 on half A of
+# bench/fixtures' requests (half B checks it: bench/tool_search.py --half, docs/tools.md).
+NO_FIT = 0.34
+NO_FIT_LEXICAL = 0.1
+NO_FIT_WORDS = 0.05  # without the semantic model: "no tool fits" under this best scaled lexical score
+DESCRIPTION_CHARS = 300  # of the description embedded under the tool's name
+# A request is embedded as what someone wants to do, which the search tool asks the model to
+# write. The best of a few framings on half A of bench/fixtures' requests; it gained 2 to 3 points
+# of recall@5 on both halves, paraphrases most (docs/tools.md).
+REQUEST_FRAME = "I want to: {}"
 DEFAULT_LIMIT = 5
 MAX_QUERY_CHARS = 1000
 K1, B = 1.2, 0.75
@@ -72,6 +82,9 @@ STOP_WORDS = frozenset(
     up down off not no nor only own same such both each few more most other s t let lets want wanna need
     get got make sure thing things something anything using use via tool tools""".split()
 )
+# What a request acts on rather than what it asks to do: quoted text, URLs, paths, and words with
+# digits in them (ids, versions, times). Left out of what is embedded.
+_VALUES = re.compile(r"`[^`]*`|'[^']*'(?!\w)|\"[^\"]*\"|\S*://\S*|\S*[/\\]\S*|\S*\d\S*")
 _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
 _WORD = re.compile(r"[a-z0-9]+")
 
@@ -114,8 +127,23 @@ class Candidate:
             "about": self.about,
         }
 
+    def semantic_texts(self) -> tuple[str, str, str]:
+        """What the embedding model reads of the tool, three ways (their cosines are averaged).
+
+        The whole tool (:meth:`semantic_text`), its name alone under its server's, and its
+        description under its name: a short request matches a short text best, and a long text
+        of many parameters can hide a name that says it all.
+        """
+        heading = self.title or split_name(self.name)
+        described = " ".join(self.description.split())[:DESCRIPTION_CHARS]
+        return (
+            self.semantic_text(),
+            f"{split_name(self.server)}: {split_name(self.name)}",
+            f"{heading}: {described}" if described else heading,
+        )
+
     def semantic_text(self) -> str:
-        """What the embedding model reads of the tool: what it does, then where (its server)."""
+        """The whole tool as the embedding model reads it: what it does, then where (its server)."""
         heading = self.title or split_name(self.name)
         described = " ".join(self.description.split())[:500]
         parameters = parameter_text(self.parameters, descriptions=False)
@@ -175,6 +203,15 @@ def first_step(query: str) -> str:
     """The first step of a request of several ("" when it has one)."""
     first = _NEXT_STEP.split(query, maxsplit=1)[0].strip()
     return first if first and first != query else ""
+
+
+def without_values(query: str) -> str:
+    """``query`` without the values it carries (quoted text, URLs, paths, ids), if words are left.
+
+    "read ~/notes/todo.txt" asks to read a file, not for a tool about to-dos.
+    """
+    stripped = " ".join(_VALUES.sub(" ", query).split())
+    return stripped if len(words(stripped)) >= 2 else query
 
 
 def _weighed(whole: list[float], step: list[float]) -> list[float]:
@@ -267,7 +304,7 @@ class Index:
     postings: dict[str, list[tuple[int, float]]] = field(init=False)
     idf: dict[str, float] = field(init=False)
     average: float = field(init=False)
-    vectors: Any = field(init=False, default=None)
+    vectors: Any = field(init=False, default=None)  # (the three texts of each tool, one matrix each)
 
     def __post_init__(self) -> None:
         self.documents = []
@@ -288,7 +325,9 @@ class Index:
             for term, found in self.postings.items()
         }
         if self.encoder is not None and self.documents:
-            self.vectors = EMBEDDINGS.of(self.encoder, [c.semantic_text() for c in self.candidates])
+            texts = [c.semantic_texts() for c in self.candidates]
+            rows = EMBEDDINGS.of(self.encoder, [text for three in texts for text in three])
+            self.vectors = rows.reshape(len(texts), 3, -1).transpose(1, 0, 2).copy()
 
     def lexical(self, query: str) -> list[float]:
         """The BM25 score of each candidate for ``query``."""
@@ -320,18 +359,18 @@ class Index:
         lexical = self._scaled_lexical(query, first)
         used = set(recent)
         if self.encoder is not None and self.vectors is not None:
-            vectors = self.encoder.encode([query, first] if first else [query])
-            semantic = (self.vectors @ vectors[0]).tolist()
+            texts = [REQUEST_FRAME.format(without_values(text)) for text in (query, first) if text]
+            vectors = self.encoder.encode(texts)
+            semantic = (self.vectors @ vectors[0]).mean(0).tolist()
             if first:
-                step = (self.vectors @ vectors[1]).tolist()
+                step = (self.vectors @ vectors[1]).mean(0).tolist()
                 semantic = _weighed(semantic, step)
-            if max(semantic) < NO_FIT and max(lexical) < NO_FIT_WORDS:
+            if max(semantic) + NO_FIT_LEXICAL * max(lexical) < NO_FIT:
                 return []
-            pairs = zip(semantic, lexical, strict=True)
-            scores = [SEMANTIC_WEIGHT * s + (1 - SEMANTIC_WEIGHT) * lex for s, lex in pairs]
-            floor = 0.0
+            scores = [s + LEXICAL_WEIGHT * lex for s, lex in zip(semantic, lexical, strict=True)]
+            floor = -math.inf
         else:
-            scores, floor = lexical, NO_FIT_LEXICAL
+            scores, floor = lexical, NO_FIT_WORDS
         ranked = sorted(
             (
                 (score + (RECENT_BONUS if doc.candidate.key in used else 0.0), number)

@@ -46,7 +46,7 @@ from django.utils.text import Truncator
 from django.utils.timesince import timesince
 
 from mcpclient.admin import changes
-from mcpclient.admin.access import groups_summary, server_groups, who_can_use
+from mcpclient.admin.access import server_groups, who_can_use
 from mcpclient.admin.changes import ServerChangeError
 from mcpclient.admin.forms import McpServerForm
 from mcpclient.admin.logs import ServerLogsAdmin
@@ -282,7 +282,6 @@ class McpServerAdmin(ServerLogsAdmin, admin.ModelAdmin):
         "enabled_toggle",
         "status_badge",
         "tools_summary",
-        "groups_display",
         "short_error",
         "connected_since",
     )
@@ -727,10 +726,6 @@ class McpServerAdmin(ServerLogsAdmin, admin.ModelAdmin):
                 disconnect,
             )
         return format_html("<p>Shared: one sign-in for everybody. Now: {}.</p><p>{}</p>", state, buttons)
-
-    @admin.display(description="who can use it")
-    def groups_display(self, server: McpServer) -> str:
-        return groups_summary(server_groups(server))
 
     @admin.display(description="who can use it now")
     def who_can_use(self, server: McpServer) -> str:

@@ -122,6 +122,29 @@ def test_no_tool_fits_is_an_empty_answer_not_a_guess(semantic: bool) -> None:
     assert index.rank("") == []
 
 
+def test_the_values_a_request_carries_do_not_decide_which_tool_it_needs() -> None:
+    stripped = ranking.without_values
+    assert stripped("read the file ~/notes/todo.txt") == "read the file"
+    assert stripped("create an issue titled 'Login broken on Safari'") == "create an issue titled"
+    assert stripped("refund pi_3Nabc, it's a duplicate") == "refund it's a duplicate"
+    assert stripped("~/notes/todo.txt") == "~/notes/todo.txt"  # (nothing else to go on)
+    tools = [
+        ranking.Candidate(key="read", server="files", name="read_text_file", description="Read a file."),
+        ranking.Candidate(key="todos", server="tasks", name="list_todos", description="List to-dos."),
+    ]
+    index = ranking.Index(tools, embedding.encoder())
+    assert index.rank("read the file ~/notes/todo.txt", limit=1)[0].key == "read"
+
+
+def test_texts_are_embedded_in_batches_of_similar_length_and_come_back_in_order() -> None:
+    encoder = embedding.encoder()
+    assert encoder is not None
+    texts = ["a much longer text about listing the pull requests of a repository " * 3, "short", "mid length"]
+    together = encoder.encode(texts)
+    for number, text in enumerate(texts):
+        assert abs(float(together[number] @ encoder.encode([text])[0]) - 1.0) < 1e-4
+
+
 def test_the_model_is_checked_before_it_is_used(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(embedding, "MODEL_SHA256", "0" * 64)
     with pytest.raises(embedding.ModelUnavailable, match=r"model\.safetensors is not the expected file"):
@@ -328,7 +351,7 @@ async def test_the_servers_tools_are_indexed_when_they_change_not_at_the_first_s
     assert ranking.Embeddings.path().exists()
     tools = [tool for tool in available_tools() if tool.source != NATIVE_SOURCE]
     counting = CountingEncoder()
-    texts = [candidate.semantic_text() for candidate in candidates(tools)]
+    texts = [text for candidate in candidates(tools) for text in candidate.semantic_texts()]
     ranking.Embeddings().of(counting, texts)  # type: ignore[arg-type]  # (a new process reading the disk)
     assert counting.texts == 0  # every tool was embedded when the servers changed
 

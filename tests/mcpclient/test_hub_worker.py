@@ -693,6 +693,22 @@ def _admin_toggle(port: int, account: dict[str, Any], enabled: bool) -> None:
     asyncio.run(_admin(port, account, "toggle", {"enabled": "1" if enabled else "0"}))
 
 
+def _turn_offering(
+    deployment: Deployment, port: int, account: dict[str, Any], text: str
+) -> tuple[dict[str, Any], set[str]]:
+    """One turn of ``account`` on the web process at ``port``: its tool call, and the tools offered."""
+
+    async def run() -> tuple[dict[str, Any], set[str]]:
+        async with Tab.live(port, account, take_status=False) as tab:
+            await _ready_status(tab)
+            since = len(deployment.llm.requests)
+            call, end = await tab.turn(text)
+            assert end["status"] == "complete"
+            return call, _offered(deployment, since)
+
+    return asyncio.run(run())
+
+
 def _offered(deployment: Deployment, since: int) -> set[str]:
     """The tool names the model was offered in the requests after the first ``since``."""
     names: set[str] = set()
@@ -739,13 +755,8 @@ def test_a_servers_groups_decide_in_each_web_process_and_again_in_the_worker(dep
     time.sleep(2.5)  # what a process read of the person is used up to mcpclient.runtime.people.MAX_AGE
     group_channel = deployment.env["BOOCODE_HUB_CHANNEL"]
 
-    async def turn(port: int, account: dict[str, Any]) -> tuple[dict[str, Any], set[str]]:
-        async with Tab.live(port, account, take_status=False) as tab:
-            await _ready_status(tab)
-            since = len(deployment.llm.requests)
-            call, end = await tab.turn('tool team_echo {"text": "for eng"}')
-            assert end["status"] == "complete"
-            return call, _offered(deployment, since)
+    def turn(port: int, account: dict[str, Any]) -> tuple[dict[str, Any], set[str]]:
+        return _turn_offering(deployment, port, account, 'tool team_echo {"text": "for eng"}')
 
     async def straight_to_the_worker(user_id: int) -> str:
         layer = signed_layer()
@@ -756,9 +767,9 @@ def test_a_servers_groups_decide_in_each_web_process_and_again_in_the_worker(dep
         finally:
             await layer.flush()
 
-    call, offered = asyncio.run(turn(port_b, inside))
+    call, offered = turn(port_b, inside)
     assert call["output"] == "for eng" and "team_echo" in offered
-    call, offered = asyncio.run(turn(port_a, outside))
+    call, offered = turn(port_a, outside)
     assert call["is_error"] and "for eng" not in call["output"]
     assert "toolbox_echo" in offered and "team_echo" not in offered
     assert asyncio.run(straight_to_the_worker(outside_id)).startswith('Unknown tool "team_echo"')
@@ -768,7 +779,7 @@ def test_a_servers_groups_decide_in_each_web_process_and_again_in_the_worker(dep
     with psycopg.connect(deployment.env["BOOCODE_DATABASE_URL"]) as connection:
         connection.execute("DELETE FROM auth_user_groups WHERE user_id = %s", (inside_id,))
     time.sleep(2.5)  # mcpclient.runtime.people.MAX_AGE
-    call, offered = asyncio.run(turn(port_a, inside))
+    call, offered = turn(port_a, inside)
     assert call["is_error"] and "team_echo" not in offered
     assert asyncio.run(straight_to_the_worker(inside_id)).startswith('Unknown tool "team_echo"')
 
@@ -797,19 +808,14 @@ def test_a_persons_own_server_is_added_on_one_web_process_and_used_through_the_w
             ) as added:
                 assert added.status == 302, await added.text()
 
-    async def turn(port: int, account: dict[str, Any]) -> tuple[dict[str, Any], set[str]]:
-        async with Tab.live(port, account, take_status=False) as tab:
-            await _ready_status(tab)
-            since = len(deployment.llm.requests)
-            call, end = await tab.turn('tool own_request_header {"name": "X-Api-Key"}')
-            assert end["status"] == "complete"
-            return call, _offered(deployment, since)
+    def turn(port: int, account: dict[str, Any]) -> tuple[dict[str, Any], set[str]]:
+        return _turn_offering(deployment, port, account, 'tool own_request_header {"name": "X-Api-Key"}')
 
     try:
         asyncio.run(add())
-        call, offered = asyncio.run(turn(port_b, owner))
+        call, offered = turn(port_b, owner)
         assert call["output"] == "key-of-live2" and "own_request_header" in offered
-        call, offered = asyncio.run(turn(port_a, other))
+        call, offered = turn(port_a, other)
         assert call["is_error"] and not any(name.startswith("own_") for name in offered)
     finally:
         server.stop()

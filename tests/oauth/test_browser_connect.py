@@ -15,22 +15,14 @@ from typing import Any
 
 import pytest
 
-from tests.support.browser import log_in
-from tests.support.live import PASSWORD, live_server
+from tests.support.browser import signed_in_page
+from tests.support.live import live_server
 from tests.support.oauth import OAuthServer
 from tests.support.processes import free_port
 
 pytestmark = pytest.mark.browser
 
 SCREENSHOTS = Path("/tmp/boocode-screenshots")
-
-
-def _log_in(browser: Any, base: str, name: str, width: int) -> Any:
-    context = browser.new_context(viewport={"width": width, "height": 900})
-    context.set_default_timeout(15_000)
-    page = context.new_page()
-    log_in(page, base, name, PASSWORD)
-    return page
 
 
 def _accounts_shown(page: Any) -> Any:
@@ -58,7 +50,7 @@ def test_a_person_connects_their_account_and_only_they_use_it(
     with live_server(tmp_path, accounts, env, port=port, mcp_json=mcp_json):
         SCREENSHOTS.mkdir(exist_ok=True)
 
-        ann = _log_in(browser, base, "ann", 1280)
+        ann = signed_in_page(browser, base, "ann", 1280)
         account = _accounts_shown(ann)
         expect(account.locator(".account-state")).to_have_text("not connected")
         ann.screenshot(path=str(SCREENSHOTS / "accounts-1280.png"))
@@ -80,7 +72,7 @@ def test_a_person_connects_their_account_and_only_they_use_it(
         ann.click("#sidebar-toggle")
         ann.screenshot(path=str(SCREENSHOTS / "accounts-375.png"))
 
-        bob = _log_in(browser, base, "bob", 1280)
+        bob = signed_in_page(browser, base, "bob", 1280)
         expect(_accounts_shown(bob).locator(".account-state")).to_have_text("not connected")
         bob.fill("#message-input", "/call secure_whoami {}")
         bob.click("#send-button")

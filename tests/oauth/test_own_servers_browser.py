@@ -15,22 +15,14 @@ from typing import Any
 
 import pytest
 
-from tests.support.browser import log_in
-from tests.support.live import PASSWORD, live_server
+from tests.support.browser import signed_in_page
+from tests.support.live import live_server
 from tests.support.oauth import OAuthServer
 from tests.support.processes import free_port
 
 pytestmark = pytest.mark.browser
 
 SCREENSHOTS = Path("/tmp/boocode-screenshots")
-
-
-def _log_in(browser: Any, base: str, name: str, width: int) -> Any:
-    context = browser.new_context(viewport={"width": width, "height": 900})
-    context.set_default_timeout(15_000)
-    page = context.new_page()
-    log_in(page, base, name, PASSWORD)
-    return page
 
 
 def _state_becomes(page: Any, name: str, text: str) -> Any:
@@ -58,7 +50,7 @@ def test_a_person_adds_a_server_of_their_own_signs_in_and_only_they_use_it(
     env = {"BOOCODE_MCP_AUTOSTART": "1", "BOOCODE_PUBLIC_URL": base, "BOOCODE_EGRESS_ALLOW": "127.0.0.1"}
     with live_server(tmp_path, {"ann": {}, "bob": {}}, env, port=port):
         SCREENSHOTS.mkdir(exist_ok=True)
-        ann = _log_in(browser, base, "ann", 1280)
+        ann = signed_in_page(browser, base, "ann", 1280)
         section = ann.locator(".own-servers")
         expect(section.locator(".empty")).to_have_text("None yet: a server you add is used by you alone.")
 
@@ -96,7 +88,7 @@ def test_a_person_adds_a_server_of_their_own_signs_in_and_only_they_use_it(
         width = ann.evaluate("document.querySelector('#sidebar').scrollWidth")
         assert width <= ann.evaluate("document.querySelector('#sidebar').clientWidth")  # nothing sticks out
 
-        bob = _log_in(browser, base, "bob", 1280)
+        bob = signed_in_page(browser, base, "bob", 1280)
         expect(bob.locator(".own-servers .empty")).to_be_visible()
         bob.fill("#message-input", "/call desk_whoami {}")
         bob.click("#send-button")

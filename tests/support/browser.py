@@ -31,6 +31,7 @@ from typing import Any
 
 import pytest
 
+from tests.support.live import PASSWORD as LIVE_PASSWORD
 from tests.support.live import live_daphne, seed_migrated
 from tests.support.llm import Call, ScriptedLLM, Text, ToolCalls
 from tests.support.processes import PYTHON, ROOT, TOOLBOX
@@ -293,6 +294,16 @@ def log_in(page: Any, base: str, user: str, password: str = PASSWORD) -> None:
     page.fill("input[name=password]", password)
     page.click("button[type=submit]")
     page.wait_for_url(lambda url: "/login/" not in url)
+
+
+def signed_in_page(browser: Any, base: str, user: str, width: int, password: str = LIVE_PASSWORD) -> Any:
+    """A page of a new browser context ``width`` pixels wide, ``user`` logged in at ``base`` (with the
+    password of the accounts :func:`tests.support.live.live_server` creates)."""
+    context = browser.new_context(viewport={"width": width, "height": 900})
+    context.set_default_timeout(15_000)
+    page = context.new_page()
+    log_in(page, base, user, password)
+    return page
 
 
 def landing(page: Any, site: Site) -> None:

@@ -69,7 +69,11 @@ class OpenIdProvider:
         }
         settings_file = folder / "oidc-provider.json"
         settings_file.write_text(json.dumps(settings))
-        server = HttpServer([node, str(PROVIDER_SCRIPT), str(settings_file)], port, "/", cwd=NODE_DIR)
+        # A deadline, not a wait: Node loads the provider's modules slowly on a loaded machine (it took
+        # over 30 s once, beside the page's, PostgreSQL's and the conformance suite's processes).
+        server = HttpServer(
+            [node, str(PROVIDER_SCRIPT), str(settings_file)], port, "/", cwd=NODE_DIR, start_within=120.0
+        )
         return cls(server=server, issuer=issuer, accounts_file=accounts_file, boocode_url=boocode_url)
 
     def stop(self) -> None:

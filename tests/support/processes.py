@@ -131,6 +131,7 @@ class HttpServer:
         path: str,
         env: dict[str, str] | None = None,
         cwd: Path | None = None,
+        start_within: float = 30.0,
     ) -> None:
         self.port = port
         self.url = f"http://127.0.0.1:{port}{path}"
@@ -142,7 +143,11 @@ class HttpServer:
             stderr=subprocess.DEVNULL,
             start_new_session=True,
         )
-        wait_for_port(port, self.process)
+        try:
+            wait_for_port(port, self.process, start_within)
+        except BaseException:  # (a server that never listened, or listened late, is not left running)
+            self.stop()
+            raise
 
     def stop(self) -> None:
         """Terminate the process and everything it started (SIGKILL after 5 s).
