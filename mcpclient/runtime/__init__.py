@@ -414,7 +414,13 @@ def hub_tools(user_id: int | None = None, *, views: bool = False) -> list[HubToo
 async def hub_call(
     prefixed_name: str, arguments: dict[str, Any], *, user_id: int | None = None, views: bool = False
 ) -> ToolResult:
-    """Call an MCP tool by its prefixed name (as ``user_id`` sees them); trouble is an error result."""
+    """Call an MCP tool by its prefixed name (as ``user_id`` sees them); trouble is an error result.
+
+    The person's groups are read again when the last read is older than ``people.MAX_AGE``: a call
+    long after its turn began (an approval that waited) follows who may use the server now.
+    """
+    if user_id is not None:
+        await people.refresh(user_id)
     hub = _hub if _hub is not None and _hub_loop is asyncio.get_running_loop() else await ensure_hub()
     return await hub.call_tool(prefixed_name, arguments, user_id=user_id, views=views)
 

@@ -296,8 +296,21 @@ def remove(user_id: int, server_id: int) -> str | None:
         row = PersonalServer.objects.filter(owner_id=user_id, pk=server_id).first()
         if row is None:
             return None
-        secret_store.delete_secret(HEADERS_KIND, str(row.pk))
-        secret_store.delete_secret(authorization.SECRET_KIND, f"{row.name}@user:{user_id}")
-        row.delete()
+        row.delete()  # (its secrets go with it: _forget_secrets)
     _read.pop(user_id, None)
     return row.name
+
+
+def _forget_secrets(sender: object, instance: PersonalServer, **kwargs: object) -> None:
+    """A server of one's own is deleted (removed, by the admin, or with its person's account):
+    its header's value and its OAuth tokens go with it."""
+    secret_store.delete_secret(HEADERS_KIND, str(instance.pk))
+    secret_store.delete_secret(authorization.SECRET_KIND, f"{instance.name}@user:{instance.owner_id}")
+    _read.pop(instance.owner_id, None)
+
+
+def connect_receivers() -> None:
+    """Delete a server's secrets with its row, however the row goes (mcpclient's app config)."""
+    from django.db.models.signals import post_delete
+
+    post_delete.connect(_forget_secrets, sender=PersonalServer, dispatch_uid="personal-server-secrets")

@@ -9,6 +9,7 @@ asks of ``team`` gets nothing; Alice loses it all the moment she leaves the grou
 
 from __future__ import annotations
 
+import asyncio
 import re
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
@@ -18,6 +19,7 @@ import pytest
 from asgiref.sync import sync_to_async
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
+from django.db import connection
 from django.test import AsyncClient
 from django.urls import reverse
 
@@ -30,7 +32,7 @@ from mcpclient.config.shapes import SHAPES, entry_for
 from mcpclient.core.access import may_use
 from mcpclient.core.state import Status
 from mcpclient.engine.hub import Hub
-from mcpclient.runtime import people, set_hub
+from mcpclient.runtime import hub_call, people, set_hub
 from tests.support.accounts import login, new_conversation, stored
 from tests.support.hubs import make_config
 from tests.support.llm import Call, ScriptedLLM, Text, ToolCalls
@@ -326,3 +328,22 @@ def test_the_admin_shows_who_can_pick_each_agent_and_what_a_group_opens(
     assert "<strong>eng</strong>: 1 person (ada)" in page
     group_page = admin_client.get(reverse("admin:auth_group_change", args=[engineers.pk])).content.decode()
     assert "Agents for this group: Eng" in group_page and "MCP servers for this group: none" in group_page
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.processes
+async def test_a_call_reads_the_persons_groups_again_once_the_last_read_is_old(
+    team: dict[str, AsyncClient],
+) -> None:
+    alice = await sync_to_async(lambda: get_user_model().objects.get(username="alice").pk)()
+    assert not (await hub_call("team_echo", {"text": "x"}, user_id=alice)).is_error
+    # Left the group in another process (no signal here): this process reads it again within MAX_AGE.
+    await sync_to_async(_leave_in_sql)(alice)
+    await asyncio.sleep(people.MAX_AGE + 0.2)
+    refused = await hub_call("team_echo", {"text": "x"}, user_id=alice)
+    assert refused.is_error and refused.output.startswith('Unknown tool "team_echo"')
+
+
+def _leave_in_sql(user_id: int) -> None:
+    with connection.cursor() as cursor:
+        cursor.execute("DELETE FROM auth_user_groups WHERE user_id = %s", [user_id])

@@ -264,3 +264,13 @@ def test_the_admin_lists_everyones_servers_without_secrets_and_deleting_one_take
     deleted = admin_client.post(delete, {"post": "yes"})
     assert deleted.status_code == 302
     assert not PersonalServer.objects.exists() and not StoredSecret.objects.exists()
+
+
+@pytest.mark.django_db
+def test_a_deleted_account_takes_its_servers_secrets_with_it() -> None:
+    alice = get_user_model().objects.create_user("alice")
+    signed = form(sign_in="header", header_name="X-Api-Key", header_value=TOKEN)
+    personal.add(alice.pk, personal_draft(signed))
+    secret_store.put_secret("oauth", f"mine@user:{alice.pk}", "{}")  # (as a sign-in would store it)
+    alice.delete()
+    assert not PersonalServer.objects.exists() and not StoredSecret.objects.exists()
