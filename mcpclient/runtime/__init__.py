@@ -34,7 +34,7 @@ from django.conf import settings
 from mcpclient.config.model import ConfigError
 from mcpclient.config.writeback import WritebackError, remove_stale_temp_files
 from mcpclient.core.results import ToolResult
-from mcpclient.core.state import HubTool, ServerSnapshot
+from mcpclient.core.state import HubTool, ServerSnapshot, Status
 from mcpclient.engine.api import HubApi
 from mcpclient.engine.healing import HealPolicy, retry_fields
 from mcpclient.engine.hub import Hub
@@ -426,8 +426,9 @@ async def hub_call(
 
 
 def hub_statuses(*, staff: bool = False, user_id: int | None = None) -> list[dict[str, Any]]:
-    """Name, status and tool count of every configured server ``user_id`` may use (its groups);
-    for ``staff``, the last error too.
+    """Name, status and tool count of every configured server ``user_id`` may use (its groups),
+    then of their own servers (``"own": true``; ``"idle"`` until their session opens); for
+    ``staff``, the last error too.
 
     The last error may end with a server's stderr, which can hold secrets: only staff see it.
     """
@@ -447,4 +448,24 @@ def hub_statuses(*, staff: bool = False, user_id: int | None = None) -> list[dic
         if staff:
             status["last_error"] = snapshot.last_error
         statuses.append(status)
+    if user_id is not None:
+        statuses += _own_statuses(_hub, user_id, staff=staff)
+    return statuses
+
+
+def _own_statuses(hub: Hub | RemoteHub, user_id: int, *, staff: bool) -> list[dict[str, Any]]:
+    """The status line's entries of ``user_id``'s own servers (``"idle"`` until a session opens)."""
+    statuses = []
+    for config in hub.personal_servers(user_id):
+        connection = hub.user_connection(config.name, user_id)
+        opened = connection is not None and connection.status is not Status.DISABLED
+        own: dict[str, Any] = {
+            "name": config.name,
+            "status": connection.status.value if connection is not None and opened else "idle",
+            "tool_count": sum(tool.offered for tool in connection.tools) if connection is not None else 0,
+            "own": True,
+        }
+        if staff:
+            own["last_error"] = connection.reason if connection is not None else ""
+        statuses.append(own)
     return statuses

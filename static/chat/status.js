@@ -14,8 +14,12 @@
 import { el, formatCount, icon } from "./dom.js";
 
 // Statuses that read better in words (OAuth: see docs/configuration.md, "Signing in").
-const STATUS_WORDS = { auth_required: "needs a sign-in", per_user: "per person (Your accounts)" };
-const SERVING = new Set(["ready", "per_user"]);
+const STATUS_WORDS = {
+  auth_required: "needs a sign-in",
+  per_user: "per person (Your accounts)",
+  idle: "yours, opens with your next message",
+};
+const SERVING = new Set(["ready", "per_user", "idle"]);
 // What a person who is not staff reads for a server that cannot serve now.
 const PERSON_WORDS = { failed: "unavailable", unavailable: "unavailable", connecting: "connecting" };
 

@@ -17,6 +17,7 @@ from django.contrib.auth import get_user_model
 from django.test import AsyncClient, Client
 from django.urls import reverse
 
+from boocode.chat.status import status_payload
 from mcpclient.core.egress import EgressAllow
 from mcpclient.engine.hub import Hub
 from mcpclient.models import McpServer, PersonalServer, StoredSecret
@@ -187,6 +188,8 @@ async def test_a_persons_server_is_theirs_alone_under_the_rules_of_a_shared_one(
     assert not any(name.startswith("mine_") and "write" in name for name in tools)
     assert "mine_delete_everything" not in tools
     assert results[0]["output"] == TOKEN
+    [mine] = [s for s in status_payload(await _id("alice"))["servers"] if s.get("own")]
+    assert (mine["name"], mine["status"], mine["tool_count"] > 0) == ("mine", "ready", True)
     page = (await alice.get("/")).content.decode()
     assert "connected · " in page and server.url in page and "header Authorization" in page
     assert TOKEN not in page
@@ -197,6 +200,7 @@ async def test_a_persons_server_is_theirs_alone_under_the_rules_of_a_shared_one(
     bobs = await new_conversation("bob")
     tools, results = await offered(llm, bobs, await login("bob"), [Call("mine_echo", {"text": "psst"})])
     assert "shared_echo" in tools and not any(name.startswith("mine_") for name in tools)
+    assert [s["name"] for s in status_payload(await _id("bob"))["servers"]] == ["shared"]
     assert results[0]["is_error"] and "psst" not in results[0]["output"]
     assert (await bob.get("/api/prompts/")).json()["prompts"] == []
     read = await bob.get("/api/resources/read/?server=mine&uri=toolbox://notes/readme.txt")

@@ -80,6 +80,7 @@ def test_a_person_adds_a_server_of_their_own_signs_in_and_only_they_use_it(
         expect(card.locator(".badge")).to_have_text("done")
         card.locator("summary").click()
         expect(card.locator(".tool-output")).to_contain_text("alice")  # the account at the provider
+        expect(ann.locator("#server-states [data-name=desk]")).to_have_text("desk: ready (3 tools)")
         ann.screenshot(path=str(SCREENSHOTS / "own-servers-1280.png"))
         ann.set_viewport_size({"width": 375, "height": 800})
         ann.click("#sidebar-toggle")
