@@ -45,7 +45,7 @@ from mcpclient.engine.healing import Healer, HealPolicy
 from mcpclient.engine.resources import Completions, ReadResult
 from mcpclient.engine.resources import refresh_now as resources_refresh_now
 from mcpclient.engine.server_logs import EntryListener
-from mcpclient.engine.serving import allowed, ready_servers, session_for
+from mcpclient.engine.serving import allowed, hidden_from, ready_servers, session_for
 from mcpclient.engine.skills import Skill, SkillText
 
 logger = logging.getLogger("mcpclient.hub")
@@ -656,10 +656,7 @@ class Hub:
 
     def _hidden_from(self, user_id: int) -> frozenset[str]:
         """The servers with ``groups`` that ``user_id`` is in none of (mcpclient.core.access)."""
-        grouped = [config for config in self._configs.values() if config.groups]
-        if not grouped:
-            return frozenset()
-        return frozenset(config.name for config in grouped if not allowed(self, config, user_id))
+        return hidden_from(self, self._configs.values(), user_id)
 
     def groups_of(self, user_id: int) -> Collection[str] | None:
         """The groups ``user_id`` is in, as the process last read them (``None``: not known)."""

@@ -88,6 +88,11 @@ def server_names[S: Session](hub: Sessions[S], user_id: int | None) -> list[str]
     return names
 
 
+def hidden_from(hub: Sessions[Any], configs: Collection[ServerConfig], user_id: int) -> frozenset[str]:
+    """The servers of ``configs`` with ``groups`` that ``user_id`` is in none of."""
+    return frozenset(config.name for config in configs if config.groups and not allowed(hub, config, user_id))
+
+
 def allowed(hub: Sessions[Any], config: ServerConfig, user_id: int | None) -> bool:
     """Whether ``user_id`` may use the server of ``config`` (its ``groups``; fails closed)."""
     if not config.groups or user_id is None:

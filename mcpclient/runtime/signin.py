@@ -27,7 +27,7 @@ from typing import Any
 
 from channels.db import database_sync_to_async
 
-from mcpclient.config.model import opens_by_itself, per_user
+from mcpclient.config.model import ServerConfig, opens_by_itself, per_user
 from mcpclient.core.state import Status
 from mcpclient.engine import authorization
 from mcpclient.engine.api import HubApi
@@ -59,8 +59,7 @@ def _settled(connection: ServerConnection) -> Outcome:
 async def connect(name: str, user_id: int, *, staff: bool, return_to: str = "/") -> Outcome:
     """Start signing in to server ``name`` (see the module docstring). Runs on the hub's loop."""
     hub = await ensure_hub()
-    await people.refresh(user_id)
-    await hub.set_personal(user_id, await personal.read(user_id))  # (their own servers sign in too)
+    await _read_person(hub, user_id)  # (their own servers sign in too)
     config = hub.config(name, user_id)
     # An administrator connects a shared server for everybody, whoever may use it; a person's own
     # session only with a server their groups allow (mcpclient.core.access).
@@ -127,7 +126,7 @@ async def finish(state: str, user_id: int, query: dict[str, str]) -> tuple[Outco
 async def disconnect(name: str, user_id: int, *, staff: bool) -> Outcome:
     """Close the session, revoke and delete the tokens: the person's own, or the shared ones."""
     hub = await ensure_hub()
-    await hub.set_personal(user_id, await personal.read(user_id))
+    await _read_person(hub, user_id)
     config = hub.config(name, user_id)
     if config is None or config.oauth is None:
         return Outcome(message=f'"{name}" is not an MCP server that signs in with OAuth.')
@@ -161,6 +160,15 @@ async def _in_worker(hub: Any, step: str, wait: float, **args: Any) -> tuple[Out
     return Outcome(**done["outcome"]), done["back"] or "/"
 
 
+async def _read_person(hub: HubApi, user_id: int) -> list[ServerConfig]:
+    """Read ``user_id``'s groups (which servers are theirs to use) and own servers for ``hub``;
+    their own servers' configurations."""
+    await people.refresh(user_id)
+    mine = await personal.read(user_id)
+    await hub.set_personal(user_id, mine)
+    return mine
+
+
 async def open_sessions(hub: HubApi, user_id: int | None) -> list[str]:
     """Open ``user_id``'s sessions with the "perUser" servers they connected, their own processes
     of the ``"scope": "perUser"`` stdio servers and their own servers (before a turn); what could
@@ -168,9 +176,7 @@ async def open_sessions(hub: HubApi, user_id: int | None) -> list[str]:
     """
     if user_id is None:
         return []
-    await people.refresh(user_id)  # the groups that decide which servers are theirs to use
-    mine = await personal.read(user_id)
-    await hub.set_personal(user_id, mine)
+    mine = await _read_person(hub, user_id)
     servers = [config for config in hub.per_user_servers() if allowed(hub, config, user_id)]
     servers += [config for config in mine if hub.config(config.name) is None]
     if not servers:

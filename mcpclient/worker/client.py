@@ -39,7 +39,7 @@ from mcpclient.engine.elicitation import Answer, Link, current_asker, current_bu
 from mcpclient.engine.progress import tool_call
 from mcpclient.engine.prompts import Catalog as PromptCatalog
 from mcpclient.engine.resources import Completions, ReadResult, ResourceCatalog, ResourceError
-from mcpclient.engine.serving import allowed, session_for
+from mcpclient.engine.serving import hidden_from, session_for
 from mcpclient.engine.skills import Skill, SkillCatalog, SkillError, SkillText
 from mcpclient.telemetry import tracing
 from mcpclient.telemetry.metrics import tool_step_so_far
@@ -379,11 +379,7 @@ class RemoteHub:
 
     def _hidden_from(self, user_id: int) -> frozenset[str]:
         """The servers with ``groups`` that ``user_id`` is in none of (mcpclient.core.access)."""
-        return frozenset(
-            config.name
-            for config in self._configs.values()
-            if config.groups and not allowed(self, config, user_id)
-        )
+        return hidden_from(self, self._configs.values(), user_id)
 
     def groups_of(self, user_id: int) -> Collection[str] | None:
         """The groups ``user_id`` is in, as this process last read them (``None``: not known)."""
