@@ -31,7 +31,7 @@ from __future__ import annotations
 import json
 import logging
 import re
-from collections.abc import AsyncIterator, Collection
+from collections.abc import AsyncIterable, AsyncIterator, Collection
 from dataclasses import dataclass
 from typing import Any
 
@@ -277,12 +277,17 @@ class BoundedBodies(httpx2.AsyncBaseTransport):
             response.stream = _EventStream(response.stream, _request_id(request))
             return response
         declared = response.headers.get("content-length", "")
+        encoded = "content-encoding" in response.headers
         try:
             if declared.isdigit() and int(declared) > self._limit:
                 raise AnswerRefused(_over(self._limit, int(declared)), request)
-            body = await _read_bounded(response, request, self._limit)
+            body = await (_read_bounded if encoded else _read_plain)(response, request, self._limit)
         finally:
-            await response.aclose()
+            assert isinstance(response.stream, httpx2.AsyncByteStream)
+            await response.stream.aclose()  # (the connection goes back to the pool)
+        if not encoded:  # the usual answer: passed on as it came, its body read
+            response.stream = httpx2.ByteStream(body)
+            return response
         headers = [
             (key, value)
             for key, value in response.headers.multi_items()
@@ -331,8 +336,18 @@ async def _read_bounded(response: httpx2.Response, request: httpx2.Request, limi
     reading = httpx2.Response(
         response.status_code, headers=response.headers, stream=response.stream, request=request
     )
+    return await _bounded(reading.aiter_bytes(), request, limit)
+
+
+async def _read_plain(response: httpx2.Response, request: httpx2.Request, limit: int) -> bytes:
+    """The body of ``response``, sent without a content encoding, bounded as :func:`_read_bounded`."""
+    assert isinstance(response.stream, httpx2.AsyncByteStream)
+    return await _bounded(response.stream, request, limit)
+
+
+async def _bounded(chunks: AsyncIterable[bytes], request: httpx2.Request, limit: int) -> bytes:
     body = bytearray()
-    async for chunk in reading.aiter_bytes():
+    async for chunk in chunks:
         body += chunk
         if len(body) > limit:
             what = "a message" if limit == MAX_MESSAGE_BYTES else "a document"
