@@ -308,6 +308,8 @@ OIDC_NAME = env_str("BOOCODE_OIDC_NAME") or "single sign-on"
 # Which existing account a new identity joins: by verified email, by subject (the account named
 # after it), or none (always a new account). docs/teams.md, *Account linking*.
 OIDC_LINK = env_choice("BOOCODE_OIDC_LINK", ("email", "subject", "none"), "email")
+# Linking by email may reach a staff or superuser account (off: such a sign-in is refused).
+OIDC_LINK_STAFF_BY_EMAIL = env_bool("BOOCODE_OIDC_LINK_STAFF_BY_EMAIL", False)
 # A person the provider signs in who matches no account gets one (false: refused).
 OIDC_CREATE_ACCOUNTS = env_bool("BOOCODE_OIDC_CREATE_ACCOUNTS", True)
 # Local accounts' passwords: the login form, the password pages and the admin's login.
