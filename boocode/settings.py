@@ -547,7 +547,8 @@ LOGGING = {
         "mcp": {"level": "WARNING"},
         # The SDK logs each failed sign-in with a traceback ("OAuth flow error"), a sign-in that
         # simply waits for someone to connect included; mcpclient.engine.authorization reports the
-        # failure with its step instead.
+        # failure with its step instead. Turned on, its lines are redacted (client secrets, tokens,
+        # codes: mcpclient.core.redaction.OAuthLogFilter, installed by mcpclient.engine.authorization).
         "mcp.client.auth.oauth2": {"level": "CRITICAL"},
         # Axes logs every login at INFO; failures and lockouts are WARNING.
         "axes": {"level": "WARNING"},
