@@ -83,8 +83,9 @@ class ServerConfig:
 
 
 # The limits of a sandboxed server's processes when its entry names none (docs/configuration.md).
-# Address space, not resident memory: Node.js alone reserves about 1 GiB of it at start.
-DEFAULT_MEMORY_MB = 4096
+# Address space, not resident memory: Node.js reserves about 1 GiB of it at start, and 10 GiB
+# more for each WebAssembly memory; 16 GiB lets such a server start and still stops a runaway.
+DEFAULT_MEMORY_MB = 16384
 # CPU time each process may use in its life (a server that reaches it is ended and started again).
 DEFAULT_CPU_SECONDS = 3600
 MIN_MEMORY_MB = 64
