@@ -10,7 +10,8 @@ Rust and Go), so a server that failed for a reason of its own keeps its own mess
 * the network: a name lookup or a connection that has no network to go to, or ``uvx --offline``
   / ``npx --offline`` without the package in its cache; for ``uvx`` and ``npx`` the package is
   named, with the command that starts it offline;
-* the memory limit: an allocation refused ("MemoryError", "out of memory", ``std::bad_alloc``);
+* the memory limit: an allocation refused ("MemoryError", "out of memory", ``std::bad_alloc``),
+  but not Node.js's own heap limit ("JavaScript heap out of memory");
 * the CPU time limit: the process ended by ``SIGXCPU``;
 * writing outside the ``write`` folders: "Read-only file system" (``EROFS``), the path when given;
 * the home folder: a file or folder that is not found inside a hidden home folder.
@@ -40,6 +41,8 @@ _OUT_OF_MEMORY = re.compile(
     r"\bMemoryError\b|out of memory|Cannot allocate memory|\bENOMEM\b|std::bad_alloc"
     r"|memory allocation of \d+ bytes failed|Failed to reserve virtual memory|Allocation failed"
 )
+# V8's own heap limit (--max-old-space-size), reached whatever the sandbox allows.
+_V8_HEAP_LIMIT = re.compile(r"Reached heap limit|JavaScript heap out of memory")
 _READ_ONLY = re.compile(r"Read-only file system|\bEROFS\b")
 _READ_ONLY_PATH = re.compile(
     r"""at path "(?P<uv>/[^"]+)"|EROFS: read-only file system, \w+ '(?P<node>/[^']+)'"""
@@ -82,7 +85,7 @@ def explain(
             f'CPU ("sandbox": {{"cpuSeconds": {plan.cpu_seconds}}}); raise the limit, or set it to false for '
             "none"
         )
-    if plan.memory_mb is not None and _OUT_OF_MEMORY.search(said):
+    if plan.memory_mb is not None and _OUT_OF_MEMORY.search(said) and not _V8_HEAP_LIMIT.search(said):
         return (
             f"the server ran out of memory under the sandbox's limit of {plan.memory_mb} MiB of address "
             f'space per process ("sandbox": {{"memoryMB": {plan.memory_mb}}}); raise the limit, or set it to '
