@@ -155,7 +155,8 @@ def plan_sandbox(
             paths.append(real)
         return paths
 
-    needed = made_of(command, args, cwd, hidden=(PRIVATE_TMP, *homes))
+    # Without a cwd the server works in BooCode's own working folder, a checkout in a home folder say.
+    needed = made_of(command, args, cwd if cwd is not None else os.getcwd(), hidden=(PRIVATE_TMP, *homes))
     needed += [real for real in map(_real, launcher_reads(command, env, home)) if os.path.exists(real)]
     read = listed("read", sandbox.read) + [path for path in needed if path not in kept]
     write = listed("write", sandbox.write)

@@ -237,7 +237,9 @@ def test_npx_and_uvx_get_their_caches_where_their_environment_puts_them(tmp_path
 
 
 @needs_bwrap
-def test_the_home_folders_are_hidden_but_what_the_server_is_made_of_there(tmp_path: Path) -> None:
+def test_the_home_folders_are_hidden_but_what_the_server_is_made_of_there(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     home = tmp_path / "home"
     (home / ".venv" / "bin").mkdir(parents=True)
     (home / ".venv" / "bin" / "server").write_text("")
@@ -262,6 +264,11 @@ def test_the_home_folders_are_hidden_but_what_the_server_is_made_of_there(tmp_pa
     # npx: its cache writable, its configuration read-only, in the server's home folder.
     npx = resolve({"command": "npx", "sandbox": True}, tmp_path, environ=environ).sandbox
     assert npx.write == (f"{real_home}/.npm",) and npx.read == (f"{real_home}/.npmrc",)
+    # Without a cwd the server works in BooCode's: a checkout in the home folder is there, read-only.
+    (home / "checkout").mkdir()
+    monkeypatch.chdir(home / "checkout")
+    plan = resolve({"command": "node", "sandbox": True}, tmp_path, environ=environ).sandbox
+    assert plan.read == (f"{real_home}/checkout",)
 
 
 def test_a_command_in_a_home_folders_local_bin_brings_only_itself(tmp_path: Path) -> None:
