@@ -308,6 +308,8 @@ OIDC_NAME = env_str("BOOCODE_OIDC_NAME") or "single sign-on"
 # Which existing account a new identity joins: by verified email, by subject (the account named
 # after it), or none (always a new account). docs/teams.md, *Account linking*.
 OIDC_LINK = env_choice("BOOCODE_OIDC_LINK", ("email", "subject", "none"), "email")
+# Linking by email may reach a staff or superuser account (off: such a sign-in is refused).
+OIDC_LINK_STAFF_BY_EMAIL = env_bool("BOOCODE_OIDC_LINK_STAFF_BY_EMAIL", False)
 # A person the provider signs in who matches no account gets one (false: refused).
 OIDC_CREATE_ACCOUNTS = env_bool("BOOCODE_OIDC_CREATE_ACCOUNTS", True)
 # Local accounts' passwords: the login form, the password pages and the admin's login.
@@ -545,7 +547,8 @@ LOGGING = {
         "mcp": {"level": "WARNING"},
         # The SDK logs each failed sign-in with a traceback ("OAuth flow error"), a sign-in that
         # simply waits for someone to connect included; mcpclient.engine.authorization reports the
-        # failure with its step instead.
+        # failure with its step instead. Turned on, its lines are redacted (client secrets, tokens,
+        # codes: mcpclient.core.redaction.OAuthLogFilter, installed by mcpclient.engine.authorization).
         "mcp.client.auth.oauth2": {"level": "CRITICAL"},
         # Axes logs every login at INFO; failures and lockouts are WARNING.
         "axes": {"level": "WARNING"},

@@ -8,6 +8,9 @@ claims. The rules (docs/teams.md, *Account linking*):
   one account with the claim's ``email`` when ``email_verified`` is true; ``subject``, the
   account whose username is the ``sub``; ``none``, never. An unverified email links nothing:
   the person gets a new account of their own (without that address), never someone else's;
+  a staff or superuser account is never linked by email unless ``BOOCODE_OIDC_LINK_STAFF_BY_EMAIL``
+  allows it (the sign-in is refused, saying so: whoever controls an address at the provider would
+  otherwise hold the administrator's account);
 - otherwise a new account, with a username made from ``preferred_username`` (or the email's
   local part), never an existing name; refused when ``BOOCODE_OIDC_CREATE_ACCOUNTS`` is off;
 - an account already linked to another identity of the same provider, or inactive, is refused.
@@ -68,6 +71,18 @@ def _linked_account(claims: Mapping[str, Any]) -> tuple[Any, str] | tuple[None, 
                     "administrator to link yours."
                 )
             if matches:
+                if (matches[0].is_staff or matches[0].is_superuser) and not settings.OIDC_LINK_STAFF_BY_EMAIL:
+                    logger.warning(
+                        "sign-in refused: %s's verified email is that of staff account %s, which is not "
+                        "linked by email (BOOCODE_OIDC_LINK_STAFF_BY_EMAIL is off)",
+                        claims["sub"],
+                        matches[0].pk,
+                    )
+                    raise SignInRefused(
+                        "Your email address belongs to a BooCode administrator's account, which single "
+                        "sign-on does not link by email: sign in to it with its password, or ask an "
+                        "administrator to allow it."
+                    )
                 return matches[0], "email"
     return None, None
 

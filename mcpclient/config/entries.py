@@ -29,10 +29,13 @@ from mcpclient.config.dotenv import ENV_NAME_RE
 from mcpclient.config.model import (
     AUTHORIZATION_CODE,
     CLIENT_CREDENTIALS,
+    DEFAULT_CPU_SECONDS,
     DEFAULT_INIT_TIMEOUT_MS,
+    DEFAULT_MEMORY_MB,
     DEFAULT_TIMEOUT_MS,
     GRANTS,
     IDENTITY_ASSERTION,
+    MIN_MEMORY_MB,
     PER_USER,
     PRIVATE_KEY_JWT,
     SERVER_NAME_RE,
@@ -108,7 +111,7 @@ _OAUTH_KEYS = frozenset(
     }
 )
 _IDP_KEYS = frozenset({"tokenEndpoint", "clientId", "clientSecret", "idToken"})
-_SANDBOX_KEYS = ("write", "read", "network")
+_SANDBOX_KEYS = ("write", "read", "network", "memoryMB", "cpuSeconds")
 
 
 class EntryChecker:
@@ -514,7 +517,34 @@ def _sandbox_of(check: EntryChecker, transport: str) -> SandboxConfig | None:
         for index, path in enumerate(listed):
             if not path.strip():
                 raise sandbox.fail(f'"{key}[{index}]" must not be empty')
-    return SandboxConfig(write=paths["write"], read=paths["read"], network=sandbox.boolean("network", False))
+    return SandboxConfig(
+        write=paths["write"],
+        read=paths["read"],
+        network=sandbox.boolean("network", False),
+        memory_mb=_limit(sandbox, "memoryMB", DEFAULT_MEMORY_MB, MIN_MEMORY_MB, "MiB"),
+        cpu_seconds=_limit(sandbox, "cpuSeconds", DEFAULT_CPU_SECONDS, 1, "seconds"),
+    )
+
+
+# Above these a limit means nothing (1 TiB of address space, a year of CPU time): a slip of a unit.
+_LIMIT_MAX = {"memoryMB": 1 << 20, "cpuSeconds": 366 * 24 * 3600}
+
+
+def _limit(sandbox: EntryChecker, key: str, default: int, minimum: int, unit: str) -> int | None:
+    """The sandbox's ``key``: a whole number from ``minimum`` up, ``false`` for none, else ``default``."""
+    if key not in sandbox.entry:
+        return default
+    value = sandbox.entry[key]
+    if value is False:
+        return None
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int) or not minimum <= value <= _LIMIT_MAX[key]:
+        raise sandbox.fail(
+            f'"{key}" must be a whole number of {unit} from {minimum} to {_LIMIT_MAX[key]}, or false for '
+            f"no limit, got {shown_value(value)}"
+        )
+    return value
 
 
 def _oauth_of(check: EntryChecker, transport: str, headers: Mapping[str, str]) -> OAuthConfig | None:

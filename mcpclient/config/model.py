@@ -82,6 +82,15 @@ class ServerConfig:
     source: str = "mcp.json"
 
 
+# The limits of a sandboxed server's processes when its entry names none (docs/configuration.md).
+# Address space, not resident memory: Node.js reserves about 1 GiB of it at start, and 10 GiB
+# more for each WebAssembly memory; 16 GiB lets such a server start and still stops a runaway.
+DEFAULT_MEMORY_MB = 16384
+# CPU time each process may use in its life (a server that reaches it is ended and started again).
+DEFAULT_CPU_SECONDS = 3600
+MIN_MEMORY_MB = 64
+
+
 @dataclass(frozen=True)
 class SandboxConfig:
     """A stdio entry's ``sandbox``, as written (its paths may hold placeholders).
@@ -89,12 +98,16 @@ class SandboxConfig:
     ``"sandbox": true`` is every default: the system read-only, a private ``/tmp``, nothing
     writable, no network. ``write`` lists what the server may change, ``read`` what it may read
     of what the sandbox otherwise hides (inside ``/tmp``, say), ``network`` lets it reach the
-    network. :mod:`mcpclient.config.sandbox` turns it into a :class:`SandboxPlan`.
+    network; ``memoryMB`` and ``cpuSeconds`` limit each of its processes.
+    :mod:`mcpclient.config.sandbox` turns it into a :class:`SandboxPlan`.
     """
 
     write: tuple[str, ...] = ()
     read: tuple[str, ...] = ()
     network: bool = False
+    # Per process of the server (None: no limit): its address space in MiB, its CPU time in seconds.
+    memory_mb: int | None = DEFAULT_MEMORY_MB
+    cpu_seconds: int | None = DEFAULT_CPU_SECONDS
 
 
 @dataclass(frozen=True)
@@ -106,6 +119,10 @@ class SandboxPlan:
     in place of each folder and a file it cannot open in place of each file. ``write`` holds the entry's
     ``write`` paths and the caches its launcher (``npx``, ``uvx``) needs; ``read`` the entry's
     ``read`` paths. ``chdir`` is the entry's ``cwd``, if it has one.
+
+    ``homes`` are the home folders hidden (in ``hidden_dirs`` too): the server's and BooCode's.
+    ``prlimit`` runs the sandbox with ``memory_mb`` (address space, MiB) and ``cpu_seconds`` (CPU
+    time) as every process's limits; None when neither is set.
     """
 
     bwrap: str
@@ -115,6 +132,10 @@ class SandboxPlan:
     hidden_files: tuple[str, ...] = ()
     network: bool = False
     chdir: str | None = None
+    homes: tuple[str, ...] = ()
+    prlimit: str | None = None
+    memory_mb: int | None = None
+    cpu_seconds: int | None = None
 
 
 SHARED = "shared"

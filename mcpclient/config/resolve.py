@@ -288,6 +288,7 @@ def resolve_server(
                 args=args,
                 hidden=settings.MCP_SANDBOX_HIDDEN if sandbox_hidden is None else sandbox_hidden,
                 search_path=lookup_path(environ.get("PATH")),
+                own_home=str(Path.home()),
             )
         return ResolvedServer(
             config=config, command=command, args=args, env=env, cwd=cwd, url=None, headers={}, sandbox=plan

@@ -11,6 +11,10 @@ which variable a server reads.
 - :func:`mask_arg` masks a command-line argument that looks like a secret (see its rules).
 - :func:`redact_text` masks every URL and ``Bearer`` token inside free text (error messages).
 - :class:`RedactingFormatter` applies :func:`redact_text` to every formatted log record.
+- :func:`redact_oauth_text` also masks OAuth's secret fields (``client_secret``, tokens, codes,
+  ``code_verifier``, assertions) written as JSON, a Python mapping or a form; :class:`OAuthLogFilter`
+  applies it to the records of the SDK's OAuth loggers (:data:`SDK_OAUTH_LOGGERS`), message and
+  traceback, before any handler sees them.
 
 Masking is one-way; the admin keeps stored values by comparing what it showed with what comes
 back (:func:`mcpclient.admin.changes.unmask_values`).
@@ -26,13 +30,17 @@ from urllib.parse import parse_qsl, urlsplit, urlunsplit
 
 __all__ = [
     "MASK",
+    "SDK_OAUTH_LOGGERS",
+    "OAuthLogFilter",
     "RedactingFormatter",
+    "install_oauth_log_filter",
     "is_shown",
     "mask_arg",
     "mask_args",
     "mask_values",
     "masked_entry",
     "redact_arguments",
+    "redact_oauth_text",
     "redact_text",
     "redact_url",
 ]
@@ -185,6 +193,61 @@ class RedactingFormatter(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
         """The formatted record, redacted."""
         return redact_text(super().format(record))
+
+
+# OAuth's secret fields (RFC 6749, 7523, 7591, 7636, 8693) as a flow's messages quote them: a JSON
+# body ("client_secret":"…"), a Python mapping ('code': '…'), a form or query (code_verifier=…).
+_OAUTH_FIELD_RE = re.compile(
+    r"(?P<key>[\"']?\b(?:client_secret|access_token|refresh_token|id_token|registration_access_token|"
+    r"code_verifier|code|client_assertion|assertion|subject_token|actor_token|password)\b[\"']?\s*[:=]\s*)"
+    r"(?P<quote>[\"']?)(?:\\.|[^\"'&\s,;}\]])+"
+)
+# The SDK's modules that log during a sign-in ("OAuth flow error" with its exception, whose text
+# may quote a registration's or a token endpoint's answer). A logger's filter sees only the
+# records logged to that very logger, so each is named.
+SDK_OAUTH_LOGGERS = (
+    "mcp.client.auth",
+    "mcp.client.auth.oauth2",
+    "mcp.client.auth.utils",
+    "mcp.client.auth.extensions.client_credentials",
+    "mcp.client.auth.extensions.identity_assertion",
+)
+
+
+def redact_oauth_text(text: str) -> str:
+    """``text`` through :func:`redact_text`, with the values of OAuth's secret fields masked."""
+    return _OAUTH_FIELD_RE.sub(
+        lambda match: f"{match.group('key')}{match.group('quote')}{MASK}", redact_text(text)
+    )
+
+
+class OAuthLogFilter(logging.Filter):
+    """Masks secrets in a record of the SDK's OAuth code before any handler formats it.
+
+    The message (its arguments merged in) and the traceback go through :func:`redact_oauth_text`;
+    the exception itself is dropped from the record (its rendered, redacted text stays), so no
+    handler renders it again with the secrets in.
+    """
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        """Redact ``record`` in place; it is always kept."""
+        record.msg, record.args = redact_oauth_text(record.getMessage()), ()
+        if record.exc_info:
+            record.exc_text = logging.Formatter().formatException(record.exc_info)
+            record.exc_info = None
+        if record.exc_text:
+            record.exc_text = redact_oauth_text(record.exc_text)
+        if record.stack_info:
+            record.stack_info = redact_oauth_text(record.stack_info)
+        return True
+
+
+def install_oauth_log_filter() -> None:
+    """Put one :class:`OAuthLogFilter` on each of :data:`SDK_OAUTH_LOGGERS` (once, however often called)."""
+    for name in SDK_OAUTH_LOGGERS:
+        sdk_logger = logging.getLogger(name)
+        if not any(isinstance(existing, OAuthLogFilter) for existing in sdk_logger.filters):
+            sdk_logger.addFilter(OAuthLogFilter())
 
 
 def redact_arguments(value: object, *, depth: int = 0) -> object:

@@ -57,12 +57,15 @@ from mcpclient.config.model import (
 )
 from mcpclient.core import egress
 from mcpclient.core.egress import Endpoint
-from mcpclient.core.redaction import redact_url
+from mcpclient.core.redaction import install_oauth_log_filter, redact_url
 from mcpclient.engine.egress import EgressRefused
 from mcpclient.engine.inbound import AnswerRefused, document_client
 from mcpclient.secrets import store as secret_store
 
 logger = logging.getLogger(__name__)
+# The SDK logs a failed flow with its exception, whose text can quote a registration's secret or a
+# token answer: its records are redacted wherever this flow runs, whatever the logging config.
+install_oauth_log_filter()
 
 SECRET_KIND = "oauth"
 CALLBACK_PATH = "/oauth/callback/"

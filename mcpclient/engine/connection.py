@@ -70,6 +70,7 @@ from mcpclient.engine.catalog import KeptFresh
 from mcpclient.engine.healing import Healer, RetryState, ping_loop
 from mcpclient.engine.prompts import Catalog as PromptCatalog
 from mcpclient.engine.resources import ResourceCatalog, keep_listed
+from mcpclient.engine.sandbox_failures import explain as explain_sandbox_failure
 from mcpclient.engine.server_logs import ServerLogs
 from mcpclient.engine.skills import SkillCatalog
 from mcpclient.engine.transports import EndWatcher, FallbackFailed, FirstAnswer, open_streams
@@ -171,6 +172,9 @@ class ServerConnection:
         self.tools: list[DiscoveredTool] = []
         self.tools_note = ""  # the tools past protocol.MAX_TOOLS, for the admin
         self.stderr_tail: deque[str] = deque(maxlen=STDERR_LINES)
+        # A stdio server's exit status, when its process exited on its own (None: it did not).
+        self.exit_status: int | None = None
+        self._resolved: ResolvedServer | None = None
         # notifications/message of this session and the log level asked for (mcpclient.engine.server_logs).
         self.logs = ServerLogs(config.name)
         self.client: Client | None = None
@@ -485,9 +489,38 @@ class ServerConnection:
         self._commands.put_nowait("closed")
         self._notify(self)
 
-    def _stderr_hint(self) -> str:
+    def _stderr_hint(self, *, timed_out: bool = False) -> str:
         said = telling_stderr(self.stderr_tail)
-        return f" (stderr: {said})" if said else ""
+        hint = f" (stderr: {said})" if said else ""
+        why = self._sandbox_hint(timed_out=timed_out)
+        return f"; {why}{hint}" if why else hint
+
+    def _sandbox_hint(self, *, timed_out: bool) -> str:
+        """What the sandbox did, when the server's exit and stderr point at it (staff read it)."""
+        resolved = self._resolved
+        if resolved is None or resolved.sandbox is None:
+            return ""
+        return explain_sandbox_failure(
+            resolved.sandbox,
+            resolved.command or "",
+            resolved.args,
+            resolved.env,
+            exit_status=self.exit_status,
+            stderr=self.stderr_tail,
+            timed_out=timed_out,
+        )
+
+    def _exited(self, status: int) -> None:
+        """The server's process is over (its stderr read): a session that ended before its exit
+        was known gets what the sandbox did added to its last error."""
+        self.exit_status = status
+        if self.status is not Status.UNAVAILABLE or not self.last_error:
+            return
+        why = self._sandbox_hint(timed_out=False)
+        if why and why not in self.last_error:
+            self.last_error = self.reason + self._stderr_hint()
+            logger.warning('MCP server "%s": %s', self.name, why)
+            self._notify(self)
 
     # -- the owner task ------------------------------------------------------------------
     async def _run(self) -> None:
@@ -503,6 +536,7 @@ class ServerConnection:
             prefix = f'{self.config.source}: server "{self.name}"'
             self._fail(f"{prefix}: cannot resolve the entry: {_describe(exc)}")
             return
+        self._resolved = resolved
         try:
             while True:
                 await self._attempt(resolved)
@@ -640,7 +674,7 @@ class ServerConnection:
         if scope.cancelled_caught and self.status is Status.CONNECTING:
             self._fail(
                 f'no answer within {self.config.init_timeout:g} s (the server\'s "initTimeout")',
-                self._stderr_hint(),
+                self._stderr_hint(timed_out=True),
             )
 
     async def _serve_with_fallback(self, resolved: ResolvedServer, scope: anyio.CancelScope) -> None:
@@ -782,6 +816,7 @@ class ServerConnection:
     async def _transport(
         self, resolved: ResolvedServer, transport: str, answer: FirstAnswer | None = None
     ) -> AsyncIterator[tuple[Any, Any]]:
+        self.exit_status = None
         async with open_streams(
             resolved,
             transport,
@@ -791,6 +826,7 @@ class ServerConnection:
             auth=self._authorization(resolved) if transport != STDIO else None,
             answer=answer,
             on_stderr=self.stderr_tail.append,
+            on_exit=self._exited,
         ) as streams:
             yield streams
 

@@ -8,6 +8,11 @@ listed folder inside a hidden one is there. Every namespace is new (the network'
 plan allows it), the server leads a session of its own (no terminal to push keystrokes into) and
 dies with its ``bwrap``, which is the process :mod:`mcpclient.engine.stdio` starts, watches and
 stops: ending ``bwrap`` ends everything in the sandbox.
+
+Limits are the kernel's resource limits, set by ``prlimit`` on itself before it runs ``bwrap``
+(no shell, nothing run in BooCode's process between fork and exec) and inherited by every process
+in the sandbox, each on its own: ``RLIMIT_AS`` (address space; an allocation past it fails) and
+``RLIMIT_CPU`` (CPU time; ``SIGXCPU`` at the limit, ``SIGKILL`` :data:`CPU_GRACE_SECONDS` later).
 """
 
 from __future__ import annotations
@@ -18,6 +23,20 @@ from pathlib import PurePath
 from mcpclient.config.model import SandboxPlan
 
 SYSTEM = ("--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp")
+# After SIGXCPU (which ends a process that does not catch it) the kernel's SIGKILL, this much later.
+CPU_GRACE_SECONDS = 5
+
+
+def limits_argv(plan: SandboxPlan) -> list[str]:
+    """``prlimit`` with the plan's limits, ready for the command it runs; empty without limits."""
+    if plan.prlimit is None or (plan.memory_mb is None and plan.cpu_seconds is None):
+        return []
+    command = [plan.prlimit]
+    if plan.memory_mb is not None:
+        command.append(f"--as={plan.memory_mb * 1024 * 1024}")
+    if plan.cpu_seconds is not None:
+        command.append(f"--cpu={plan.cpu_seconds}:{plan.cpu_seconds + CPU_GRACE_SECONDS}")
+    return [*command, "--"]
 
 
 def bwrap_argv(plan: SandboxPlan, argv: Sequence[str]) -> list[str]:
@@ -27,7 +46,7 @@ def bwrap_argv(plan: SandboxPlan, argv: Sequence[str]) -> list[str]:
     layers += [(path, ("--ro-bind", path, path)) for path in plan.read]
     layers += [(path, ("--bind", path, path)) for path in plan.write]
     layers.sort(key=lambda layer: len(PurePath(layer[0]).parts))  # stable: at one depth, write last
-    command = [plan.bwrap, *SYSTEM]
+    command = [*limits_argv(plan), plan.bwrap, *SYSTEM]
     for _, mount in layers:
         command += mount
     command.append("--unshare-all")

@@ -24,9 +24,9 @@ import contextlib
 import logging
 import os
 import signal
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
 import anyio
 from anyio.abc import Process
@@ -61,8 +61,12 @@ async def stdio_streams(
     cwd: str | Path | None,
     errlog: TextIO,
     name: str,
+    on_exit: Callable[[int], Any] = lambda status: None,
 ) -> AsyncIterator[Streams]:
-    """Start ``command`` without a shell in a process group of its own; its ``(read, write)`` streams."""
+    """Start ``command`` without a shell in a process group of its own; its ``(read, write)`` streams.
+
+    ``on_exit`` is told the process's exit status once it is over (however it ended: stopped by
+    the session, its status says so), after its streams closed."""
     process = await anyio.open_process(
         [command, *args],
         env=get_default_environment() | env,
@@ -144,6 +148,8 @@ async def stdio_streams(
                     await writer_done.wait()
                 await _stop(process)
             tasks.cancel_scope.cancel()
+            if process.returncode is not None:
+                on_exit(process.returncode)
 
 
 async def _stop(process: Process) -> None:

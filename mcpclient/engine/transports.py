@@ -288,10 +288,12 @@ async def open_streams(
     auth: httpx2.Auth | None = None,
     answer: FirstAnswer | None = None,
     on_stderr: Callable[[str], Any] = lambda line: None,
+    on_exit: Callable[[int], Any] = lambda status: None,
 ) -> AsyncIterator[tuple[Any, Any]]:
-    """The ``(read, write)`` streams of ``transport`` to the server ``resolved`` (see the module)."""
+    """The ``(read, write)`` streams of ``transport`` to the server ``resolved`` (see the module);
+    a stdio server's stderr lines go to ``on_stderr``, its exit status to ``on_exit``."""
     if transport == STDIO:
-        async with _stdio(resolved, name=name, on_stderr=on_stderr) as streams:
+        async with _stdio(resolved, name=name, on_stderr=on_stderr, on_exit=on_exit) as streams:
             yield streams
     elif transport == SSE:
         async with sse_client(
@@ -319,7 +321,7 @@ async def open_streams(
 
 @contextlib.asynccontextmanager
 async def _stdio(
-    resolved: ResolvedServer, *, name: str, on_stderr: Callable[[str], Any]
+    resolved: ResolvedServer, *, name: str, on_stderr: Callable[[str], Any], on_exit: Callable[[int], Any]
 ) -> AsyncIterator[tuple[Any, Any]]:
     read_fd, write_fd = os.pipe()
     errlog = os.fdopen(write_fd, "w")
@@ -327,6 +329,7 @@ async def _stdio(
     argv = [resolved.command or "", *resolved.args]
     if resolved.sandbox is not None:
         argv = bwrap_argv(resolved.sandbox, argv)
+    statuses: list[int] = []
     try:
         async with stdio_streams(
             argv[0],
@@ -335,6 +338,7 @@ async def _stdio(
             cwd=resolved.cwd,
             errlog=errlog,
             name=name,
+            on_exit=statuses.append,
         ) as streams:
             errlog.close()  # the child holds its own copy; EOF comes when it exits
             yield streams
@@ -344,6 +348,8 @@ async def _stdio(
         with contextlib.suppress(asyncio.TimeoutError):
             await asyncio.wait_for(asyncio.shield(reader), 1.0)
         reader.cancel()
+        if statuses:
+            on_exit(statuses[0])  # its last stderr lines are in: what it left can be read together
 
 
 async def _read_stderr(read_fd: int, name: str, on_stderr: Callable[[str], Any]) -> None:

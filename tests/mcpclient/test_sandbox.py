@@ -14,6 +14,7 @@ import asyncio
 import json
 import logging
 import os
+import resource
 import shutil
 import subprocess
 import threading
@@ -26,18 +27,20 @@ from typing import Any
 import pytest
 
 from mcpclient.config.entries import parse_server
-from mcpclient.config.model import ConfigError, ServerConfig
+from mcpclient.config.model import DEFAULT_CPU_SECONDS, DEFAULT_MEMORY_MB, ConfigError, ServerConfig
 from mcpclient.config.resolve import resolve_server
-from mcpclient.config.sandbox import MISSING_BWRAP
+from mcpclient.config.sandbox import MISSING_BWRAP, MISSING_PRLIMIT, made_of
 from mcpclient.config.shapes import SHAPES, entry_for
 from mcpclient.core.state import ServerSnapshot, Status
 from mcpclient.engine.hub import Hub
+from mcpclient.engine.sandbox import CPU_GRACE_SECONDS
 from mcpclient.runtime.sync import sync_servers
 from tests.support.admin import write_config
 from tests.support.hubs import make_config
 from tests.support.processes import NODE_DIR, PYTHON, REAL_PYTHON, ROOT, TEST_COMMANDS, free_port, pids_with
 
 PROBE = ROOT / "tests" / "servers" / "sandbox_probe.py"
+REAL_PYTHON_FILE = os.path.realpath(REAL_PYTHON)  # pyenv's, say: in the home folder
 # A checkout under /tmp: a sandboxed server's private /tmp holds its own (empty, writable) copy of it.
 IN_PRIVATE_TMP = os.path.realpath(ROOT).startswith("/tmp/")
 UVX_CACHE = ROOT / "tests" / "python" / "uvx-cache"
@@ -82,7 +85,7 @@ def resolve(entry: dict[str, Any], base_dir: Path, **kwargs: Any) -> Any:
         parse_server("srv", entry),
         base_dir=base_dir,
         environ=kwargs.pop("environ", os.environ),
-        allowed_commands=TEST_COMMANDS,
+        allowed_commands=kwargs.pop("allowed_commands", TEST_COMMANDS),
         **kwargs,
     )
 
@@ -96,17 +99,47 @@ def resolve(entry: dict[str, Any], base_dir: Path, **kwargs: Any) -> Any:
             '"sandbox" must be true, false or an object such as {"write": [...], "read": [...], '
             '"network": false}, got string',
         ),
-        ({"writes": []}, '"sandbox": unknown key "writes" (known: "write", "read", "network")'),
+        (
+            {"writes": []},
+            '"sandbox": unknown key "writes" (known: "write", "read", "network", "memoryMB", "cpuSeconds")',
+        ),
         ({"write": "/srv/out"}, '"sandbox": "write" must be an array of strings, got string'),
         ({"read": ["/srv", 3]}, '"sandbox": "read[1]" must be a string, got number'),
         ({"write": [" "]}, '"sandbox": "write[0]" must not be empty'),
         ({"network": "no"}, '"sandbox": "network" must be true or false, got "no"'),
+        (
+            {"memoryMB": 16},
+            '"sandbox": "memoryMB" must be a whole number of MiB from 64 to 1048576, or false for no limit, '
+            "got 16",
+        ),
+        (
+            {"memoryMB": "2G"},
+            '"sandbox": "memoryMB" must be a whole number of MiB from 64 to 1048576, or false for no limit, '
+            'got "2G"',
+        ),
+        (
+            {"cpuSeconds": 1.5},
+            '"sandbox": "cpuSeconds" must be a whole number of seconds from 1 to 31622400, or false for no '
+            "limit, got 1.5",
+        ),
+        (
+            {"cpuSeconds": True},
+            '"sandbox": "cpuSeconds" must be a whole number of seconds from 1 to 31622400, or false for no '
+            "limit, got true",
+        ),
     ],
 )
 def test_a_bad_sandbox_is_refused_naming_the_server_and_the_key(sandbox: Any, message: str) -> None:
     with pytest.raises(ConfigError) as caught:
         parse_server("fs", {"command": "npx", "sandbox": sandbox}, source="mcp.json")
     assert str(caught.value) == f'mcp.json: server "fs": {message}'
+
+
+def test_limits_have_defaults_and_false_lifts_them() -> None:
+    assert (parse_server("a", {"command": "npx", "sandbox": True}).sandbox.memory_mb) == DEFAULT_MEMORY_MB
+    assert (parse_server("a", {"command": "npx", "sandbox": True}).sandbox.cpu_seconds) == DEFAULT_CPU_SECONDS
+    lifted = parse_server("a", {"command": "npx", "sandbox": {"memoryMB": False, "cpuSeconds": 90.0}}).sandbox
+    assert (lifted.memory_mb, lifted.cpu_seconds) == (None, 90)
 
 
 def test_a_sandbox_is_for_stdio_servers_only() -> None:
@@ -201,6 +234,63 @@ def test_npx_and_uvx_get_their_caches_where_their_environment_puts_them(tmp_path
     uvx = resolve({"command": "uvx", "env": env, "sandbox": True}, tmp_path, environ=environ).sandbox
     assert uvx.write == (str(tmp_path / "uv-cache"), str(tmp_path / "data" / "uv" / "tools"))
     assert resolve({"command": "node", "sandbox": True}, tmp_path, environ=environ).sandbox.write == ()
+
+
+@needs_bwrap
+def test_the_home_folders_are_hidden_but_what_the_server_is_made_of_there(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    home = tmp_path / "home"
+    (home / ".venv" / "bin").mkdir(parents=True)
+    (home / ".venv" / "bin" / "server").write_text("")
+    (home / "tools").mkdir()
+    (home / "tools" / "server.py").write_text("")
+    (home / ".npmrc").write_text("registry=https://npm.example.com/\n")
+    environ = {"PATH": os.environ["PATH"], "HOME": str(home)}
+    plan = resolve(
+        {
+            "command": str(home / ".venv" / "bin" / "server"),
+            "args": [str(home / "tools" / "server.py")],
+            "sandbox": True,
+        },
+        tmp_path,
+        environ=environ,
+        allowed_commands=[str(home / ".venv" / "bin" / "server")],
+    ).sandbox
+    real_home = os.path.realpath(home)
+    assert real_home in plan.hidden_dirs and os.path.realpath(Path.home()) in plan.hidden_dirs
+    assert plan.homes == (real_home, os.path.realpath(Path.home()))
+    assert set(plan.read) == {f"{real_home}/.venv", f"{real_home}/tools"}
+    # npx: its cache writable, its configuration read-only, in the server's home folder.
+    npx = resolve({"command": "npx", "sandbox": True}, tmp_path, environ=environ).sandbox
+    assert npx.write == (f"{real_home}/.npm",) and npx.read == (f"{real_home}/.npmrc",)
+    # Without a cwd the server works in BooCode's: a checkout in the home folder is there, read-only.
+    (home / "checkout").mkdir()
+    monkeypatch.chdir(home / "checkout")
+    plan = resolve({"command": "node", "sandbox": True}, tmp_path, environ=environ).sandbox
+    assert plan.read == (f"{real_home}/checkout",)
+
+
+def test_a_command_in_a_home_folders_local_bin_brings_only_itself(tmp_path: Path) -> None:
+    (tmp_path / ".local" / "bin").mkdir(parents=True)
+    (tmp_path / ".local" / "bin" / "uvx").write_text("")
+    real = os.path.realpath(tmp_path)
+    assert made_of(str(tmp_path / ".local" / "bin" / "uvx"), [], None, hidden=[str(tmp_path)]) == [
+        f"{real}/.local/bin/uvx"
+    ]
+
+
+@needs_bwrap
+def test_limits_need_prlimit(tmp_path: Path) -> None:
+    bwrap_only = tmp_path / "bin"
+    bwrap_only.mkdir()
+    (bwrap_only / "bwrap").symlink_to(shutil.which("bwrap") or "/usr/bin/bwrap")
+    environ = {"PATH": str(bwrap_only)}
+    with pytest.raises(ConfigError) as caught:
+        resolve({"command": REAL_PYTHON, "sandbox": True}, tmp_path, environ=environ)
+    assert str(caught.value) == f'mcp.json: server "srv": {MISSING_PRLIMIT}'
+    entry = {"command": REAL_PYTHON, "sandbox": {"memoryMB": False, "cpuSeconds": False}}
+    assert resolve(entry, tmp_path, environ=environ).sandbox.prlimit is None
 
 
 @pytest.mark.processes
@@ -363,6 +453,120 @@ async def test_required_sandboxes_a_server_without_the_key(
     assert IN_PRIVATE_TMP or said.startswith("refused: [Errno 30] Read-only file system")
 
 
+def a_file_in_boocodes_home() -> Path | None:
+    """A readable file right in BooCode's home folder (``.bashrc``, ``.profile``...), if there is one."""
+    home = Path.home()
+    for path in sorted(home.iterdir()) if home.is_dir() else []:
+        if path.is_file() and os.access(path, os.R_OK):
+            return path
+    return None
+
+
+@pytest.mark.processes
+@needs_bwrap
+async def test_the_home_folders_files_are_not_readable(hub: Hub, tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    (home / ".ssh").mkdir(parents=True)
+    (home / ".ssh" / "id_ed25519").write_text("PRIVATE KEY")
+    (home / "notes.txt").write_text("mine")
+    env = {"HOME": str(home)}
+    snapshots = await start(hub, probe("boxed", sandbox=True, env=env), probe("plain", env=env))
+    assert all(snapshot.status is Status.READY for snapshot in snapshots.values()), snapshots
+    for secret in (home / ".ssh" / "id_ed25519", home / "notes.txt"):
+        said = (await call(hub, "boxed_read", path=str(secret)))[1]
+        assert said.startswith("refused: [Errno 2] No such file or directory"), said
+        assert (await call(hub, "plain_read", path=str(secret)))[1] == secret.read_text()
+    # BooCode's own home folder too (the server's HOME is elsewhere); an empty folder of its own.
+    own = a_file_in_boocodes_home()
+    if own is not None:
+        said = (await call(hub, "boxed_read", path=str(own)))[1]
+        assert said.startswith("refused: [Errno 2] No such file or directory"), said
+    # (the probe's Python may live in the home folder, as pyenv's does: it is mounted back, read-only)
+    said = (await call(hub, "boxed_write", path=REAL_PYTHON_FILE, text="x"))[1]
+    assert said.startswith("refused: "), said
+
+
+@pytest.mark.processes
+@needs_bwrap
+async def test_a_server_past_its_memory_limit_dies_naming_the_limit(hub: Hub) -> None:
+    snapshots = await start(hub, probe("small", sandbox={"memoryMB": 1024}))
+    assert snapshots["small"].status is Status.READY, snapshots["small"].last_error
+    assert await call(hub, "small_hold", megabytes=16) == (False, "holding 16 MiB")
+    error, _ = await call(hub, "small_hold", megabytes=2048)
+    assert error
+    await hub.wait_until(lambda: "memoryMB" in snapshot_of(hub, "small").last_error, 30)
+    said = snapshot_of(hub, "small").last_error
+    assert (
+        "the server ran out of memory under the sandbox's limit of 1024 MiB of address space per process "
+        '("sandbox": {"memoryMB": 1024}); raise the limit, or set it to false for none'
+    ) in said, said
+    assert "MemoryError" in said  # its own words follow
+
+
+@pytest.mark.processes
+@needs_bwrap
+async def test_cpu_time_is_limited(hub: Hub) -> None:
+    snapshots = await start(
+        hub, probe("busy", sandbox={"cpuSeconds": 1}), probe("plain"), probe("boxed", sandbox=True)
+    )
+    assert all(snapshot.status is Status.READY for snapshot in snapshots.values()), snapshots
+    # Every process of a sandboxed server has the kernel's limits (the defaults without the keys).
+    unlimited = resource.RLIM_INFINITY
+    assert json.loads((await call(hub, "busy_limits"))[1])["cpu"] == [1, 1 + CPU_GRACE_SECONDS]
+    assert json.loads((await call(hub, "boxed_limits"))[1]) == {
+        "address_space": [DEFAULT_MEMORY_MB << 20] * 2,
+        "cpu": [DEFAULT_CPU_SECONDS, DEFAULT_CPU_SECONDS + CPU_GRACE_SECONDS],
+    }
+    assert json.loads((await call(hub, "plain_limits"))[1])["cpu"] == [unlimited, unlimited]
+    # Asked for a minute of CPU, the server is ended by the kernel's SIGXCPU at its one second.
+    error, _ = await call(hub, "busy_burn", seconds=60)
+    assert error
+    await hub.wait_until(lambda: "cpuSeconds" in snapshot_of(hub, "busy").last_error, 30)
+    assert (
+        "the sandbox's CPU time limit ended the server: a process of it used 1 s of CPU "
+        '("sandbox": {"cpuSeconds": 1})'
+    ) in snapshot_of(hub, "busy").last_error
+
+
+def snapshot_of(hub: Hub, name: str) -> ServerSnapshot:
+    return next(snapshot for snapshot in hub.snapshots() if snapshot.name == name)
+
+
+@pytest.mark.processes
+@needs_bwrap
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (
+            None,  # as shipped
+            "the sandbox blocks the network, and uvx needs it to fetch mcp-server-time: fetch it once "
+            "(start the server without the sandbox, or with the network), then start it from the cache with "
+            '"args": ["--offline", "mcp-server-time"], or allow this server the network with "sandbox": '
+            '{"network": true}',
+        ),
+        (
+            ["--offline", "mcp-server-time"],
+            "uvx found no mcp-server-time in its cache, and the sandbox blocks the network to fetch it: "
+            "fetch it once",
+        ),
+    ],
+)
+async def test_the_shipped_time_server_under_required_says_what_the_sandbox_blocks(
+    hub: Hub, tmp_path: Path, settings: Any, args: list[str] | None, said: str
+) -> None:
+    settings.MCP_STDIO_SANDBOX = "required"
+    shipped = json.loads((ROOT / "data" / "mcp.example.json").read_text())["mcpServers"]["time"]
+    cache = {"UV_CACHE_DIR": str(tmp_path / "uv-cache"), "UV_TOOL_DIR": str(tmp_path / "uv-tools")}
+    # (an empty cache of its own; no retries: uv's own wait for the network is not what is tested)
+    entry = {**shipped, "env": {**cache, "UV_HTTP_RETRIES": "0"}}
+    if args is not None:
+        entry["args"] = args
+    [snapshot] = (await start(hub, make_config("time", entry))).values()
+    assert snapshot.status is Status.FAILED
+    assert said in snapshot.last_error, snapshot.last_error
+    assert "(stderr: " in snapshot.last_error  # uv's own words stay
+
+
 @pytest.mark.processes
 async def test_without_bubblewrap_only_the_sandboxed_server_fails(
     hub: Hub, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
@@ -378,8 +582,6 @@ async def test_without_bubblewrap_only_the_sandboxed_server_fails(
 def test_what_a_server_is_made_of_under_tmp_is_mounted_read_only(tmp_path: Path) -> None:
     """The private /tmp would hide a server installed under /tmp (a checkout there): its command's
     installation, the folders of the files its arguments name and its cwd are mounted back, read-only."""
-    from mcpclient.config.sandbox import made_of
-
     (tmp_path / "venv" / "bin").mkdir(parents=True)
     (tmp_path / "venv" / "bin" / "tool").write_text("")
     (tmp_path / "srv").mkdir()

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
+import re
 from collections.abc import Callable
 from functools import partial
 from pathlib import Path
@@ -23,6 +25,7 @@ from boocode.tools import registry
 from boocode.tools.deferred import DeferredTools
 from mcpclient import runtime
 from mcpclient.config.entries import parse_server
+from mcpclient.core.redaction import MASK
 from mcpclient.core.state import Status
 from mcpclient.engine import authorization
 from mcpclient.engine.authorization import HeadlessConsent
@@ -188,6 +191,31 @@ async def test_wrong_issuer_fails_at_discovery(oauth_server: Callable[..., OAuth
     assert 'sign-in to MCP server "secure" failed at discovery' in snapshot.last_error
     assert "issuer" in snapshot.last_error
     assert server.state()["token_requests"] == []
+
+
+async def test_the_sdks_log_of_a_failed_registration_keeps_its_client_secret_out(
+    oauth_server: Callable[..., OAuthServer], caplog: pytest.LogCaptureFixture
+) -> None:
+    """The SDK logs a failed flow with its exception ("OAuth flow error"), whose text quotes the
+    registration answer it did not take (a 202 instead of a 201), client_secret included; turned
+    on (an operator lowering its level), the line reaches the log with every secret masked."""
+    caplog.set_level(logging.ERROR, logger="mcp.client.auth.oauth2")
+    server = oauth_server("--registration-status", "202")
+    hub = _hub(headless=True)
+    try:
+        await hub.start([_config(server)])
+        snapshot = hub.snapshots()[0]
+    finally:
+        await hub.stop()
+    assert snapshot.status is Status.FAILED
+    assert 'sign-in to MCP server "secure" failed at registration' in snapshot.last_error
+    [client] = server.state()["clients"]  # the server did register a client, with a secret
+    flow_errors = [record for record in caplog.records if record.getMessage() == "OAuth flow error"]
+    assert flow_errors, caplog.text
+    assert "Registration failed: 202" in caplog.text
+    assert client["client_id"] in caplog.text  # what is not a secret stays readable
+    said = re.findall(r"client_secret['\"]?\s*[:=]\s*['\"]?([^'\",}\s]+)", caplog.text)
+    assert said and set(said) == {MASK}, caplog.text
 
 
 async def test_step_up_on_insufficient_scope(oauth_server: Callable[..., OAuthServer]) -> None:

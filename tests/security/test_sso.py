@@ -75,12 +75,20 @@ class Sso:
             "  'identity': i and {'subject': i.subject, 'linked_by': i.linked_by, 'groups': i.groups}}"
         )
 
-    def local_account(self, username: str, email: str) -> None:
-        """A local account with a password, made by an administrator."""
+    def local_account(self, username: str, email: str, *, admin: bool = False) -> None:
+        """A local account with a password, made by an administrator (``admin``: staff and superuser)."""
         self.db(
             "from django.contrib.auth import get_user_model\n"
-            f"get_user_model().objects.create_user({username!r}, {email!r}, 'a local password')\n"
+            f"get_user_model().objects.create_user({username!r}, {email!r}, 'a local password',\n"
+            f"  is_staff={admin!r}, is_superuser={admin!r})\n"
             "result = None"
+        )
+
+    def usernames(self) -> list[str]:
+        """Every account's username."""
+        return self.db(
+            "from django.contrib.auth import get_user_model\n"
+            "result = sorted(get_user_model().objects.values_list('username', flat=True))"
         )
 
     def id_token(self, user_id: int, min_validity: float = 60) -> str | None:
@@ -126,6 +134,14 @@ def sso_only(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sso]:
         {"kate": {"admin": True}},
         BOOCODE_LOCAL_LOGIN="false",
         BOOCODE_OIDC_LINK="subject",
+    )
+
+
+@pytest.fixture(scope="module")
+def sso_staff_by_email(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sso]:
+    """Linking by email allowed to reach staff accounts."""
+    yield from sso_server(
+        tmp_path_factory.mktemp("sso-staff"), {"carol": {}}, BOOCODE_OIDC_LINK_STAFF_BY_EMAIL="true"
     )
 
 
@@ -236,6 +252,35 @@ def test_an_unverified_email_never_links_an_account(sso: Sso) -> None:
     # A new account of their own, named apart from grace's and without the unverified address.
     assert sso.signed_in_as(person) == "grace-2"
     assert sso.account("grace-2")["email"] == "" and sso.account("grace")["identity"] is None
+
+
+def test_a_verified_email_never_links_an_administrators_account(sso: Sso) -> None:
+    sso.local_account("root-admin", "boss@example.org", admin=True)
+    sso.provider.set_account(
+        "boss-at-idp", email="Boss@Example.org", email_verified=True, preferred_username="root-admin"
+    )
+    before = sso.usernames()
+    person = sso.person()
+    answer = person.sign_in("boss-at-idp")
+    assert answer.status_code == 403
+    assert (
+        "Your email address belongs to a BooCode administrator&#x27;s account, which single sign-on "
+        "does not link by email" in answer.text
+    ), answer.text[-3000:]
+    assert sso.signed_in_as(person) is None
+    assert sso.account("root-admin")["identity"] is None and sso.usernames() == before
+
+
+def test_with_the_setting_on_a_verified_email_links_an_administrators_account(
+    sso_staff_by_email: Sso,
+) -> None:
+    sso = sso_staff_by_email
+    sso.local_account("root-admin", "boss@example.org", admin=True)
+    sso.provider.set_account("boss-at-idp", email="boss@example.org", email_verified=True)
+    person = sso.person()
+    assert person.sign_in("boss-at-idp").status_code == 200
+    assert sso.signed_in_as(person) == "root-admin"
+    assert sso.account("root-admin")["identity"]["linked_by"] == "email"
 
 
 # --- what binds a callback to its browser --------------------------------------------------------

@@ -74,6 +74,20 @@ def test_linking_by_email_needs_a_verified_address_and_one_account(settings: Any
     assert not SsoIdentity.objects.filter(subject="t").exists()
 
 
+@pytest.mark.parametrize("rights", [{"is_staff": True}, {"is_superuser": True}])
+def test_linking_by_email_reaches_staff_accounts_only_when_allowed(
+    settings: Any, rights: dict[str, bool]
+) -> None:
+    settings.OIDC_LINK = "email"
+    boss = user("boss", "boss@example.org", **rights)
+    claims = {"sub": "boss-1", "email": "boss@example.org", "email_verified": True}
+    with pytest.raises(SignInRefused, match="belongs to a BooCode administrator's account"):
+        account_for(ISSUER, claims)
+    assert not SsoIdentity.objects.exists() and get_user_model().objects.count() == 1
+    settings.OIDC_LINK_STAFF_BY_EMAIL = True
+    assert account_for(ISSUER, claims).pk == boss.pk
+
+
 def test_an_account_takes_one_identity_of_a_provider(settings: Any) -> None:
     settings.OIDC_LINK = "email"
     bea = user("bea", "bea@example.org")

@@ -105,8 +105,9 @@ authenticating with ``private_key_jwt``), ``--idp-client CLIENT_ID:SECRET[:AS_CL
 (repeatable; a client of the identity provider, public with an empty SECRET; AS_CLIENT_ID, by
 default CLIENT_ID, is who its ID-JAGs are for at ``/auth``), ``--idp-users "alice bob"``,
 ``--no-cimd``, ``--wrong-issuer`` (metadata names an ``issuer`` other than the one it was
-fetched for), ``--scopes "read write admin"``, ``--required-scope SCOPE`` (needed for any MCP
-request), ``--handshake-only``.
+fetched for), ``--registration-status CODE`` (a registration is answered with this status
+instead of RFC 7591's 201, its body unchanged: the client's id and secret), ``--scopes "read
+write admin"``, ``--required-scope SCOPE`` (needed for any MCP request), ``--handshake-only``.
 
 Control API (JSON): ``GET /_control/state`` (clients, authorization requests, token requests,
 token exchanges at the identity provider, revocations, MCP requests, active tokens, counts),
@@ -308,6 +309,7 @@ class Options:
     registration: bool = True
     cimd: bool = True
     wrong_issuer: bool = False
+    registration_status: int = 201
     scopes: tuple[str, ...] = ("read", "write", "admin")
     required_scope: str | None = None
     pre_registered: tuple[PreRegistered, ...] = ()
@@ -1170,10 +1172,14 @@ class AuthorizationServer:
             Route(f"{issuer_path}/revoke", self.revoke, methods=["POST"]),
         ]
         if self.options.registration:
-            routes.append(
-                Route(f"{issuer_path}/register", self.registration_handler.handle, methods=["POST"])
-            )
+            routes.append(Route(f"{issuer_path}/register", self.register, methods=["POST"]))
         return routes
+
+    async def register(self, request: Request) -> Response:
+        response = await self.registration_handler.handle(request)
+        if response.status_code == 201:
+            response.status_code = self.options.registration_status
+        return response
 
     async def authorize(self, request: Request) -> Response:
         params = dict(request.query_params) if request.method == "GET" else await form_of(request)
@@ -1654,6 +1660,9 @@ def parse_options(argv: list[str] | None = None) -> Options:
     parser.add_argument("--idp-users", default="alice bob", help="the identity provider's users")
     parser.add_argument("--no-cimd", action="store_true", help="no Client ID Metadata Documents")
     parser.add_argument("--wrong-issuer", action="store_true", help="metadata names another issuer")
+    parser.add_argument(
+        "--registration-status", type=int, default=201, help="the status a successful registration answers"
+    )
     parser.add_argument("--scopes", default="read write admin", help="scopes of the MCP server")
     parser.add_argument("--required-scope", default=None, help="scope needed for any MCP request")
     parser.add_argument(
@@ -1676,6 +1685,7 @@ def parse_options(argv: list[str] | None = None) -> Options:
         registration=not args.no_registration,
         cimd=not args.no_cimd,
         wrong_issuer=args.wrong_issuer,
+        registration_status=args.registration_status,
         scopes=scopes,
         required_scope=args.required_scope,
         pre_registered=tuple(args.pre_registered),

@@ -11,14 +11,21 @@ rather than an error result.
   HTTP GET and returns the status line;
 - ``read(path)``: the file's text;
 - ``write(path, text)``: writes the file, says ``written``;
-- ``processes()``: how many processes it can see in /proc.
+- ``processes()``: how many processes it can see in /proc;
+- ``hold(megabytes)``: allocates that much memory and keeps it; an allocation refused ends the
+  server with "MemoryError" on stderr, as a failed allocation ends a Node.js, Go or Rust server;
+- ``burn(seconds)``: spins until the process has used that much CPU time, says how much it used;
+- ``limits()``: its address space and CPU time limits (soft, hard), ``-1`` for none.
 """
 
 from __future__ import annotations
 
+import json
 import os
+import resource
 import socket
 import sys
+import time
 from urllib.parse import urlsplit
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # for common.py, even when run via runpy
@@ -66,6 +73,41 @@ def write(path: str, text: str) -> str:
 def processes() -> str:
     """How many processes this server sees in /proc."""
     return str(sum(1 for entry in os.listdir("/proc") if entry.isdigit()))
+
+
+HELD: list[bytearray] = []
+
+
+@server.tool()
+def hold(megabytes: int) -> str:
+    """Allocate ``megabytes`` MiB more and keep them."""
+    try:
+        for _ in range(megabytes):
+            HELD.append(bytearray(1 << 20))  # zero-filled: the pages are touched
+    except MemoryError:
+        HELD.clear()
+        print(f"MemoryError: cannot allocate memory (asked for {megabytes} MiB)", file=sys.stderr, flush=True)
+        os._exit(1)
+    return f"holding {len(HELD)} MiB"
+
+
+@server.tool(annotations=READ_ONLY)
+def burn(seconds: float) -> str:
+    """Spin until this process has used ``seconds`` of CPU time."""
+    while time.process_time() < seconds:
+        pass
+    return f"used {time.process_time():.1f} s of CPU"
+
+
+@server.tool(annotations=READ_ONLY)
+def limits() -> str:
+    """This process's resource limits: address space (bytes) and CPU time (seconds)."""
+    return json.dumps(
+        {
+            "address_space": resource.getrlimit(resource.RLIMIT_AS),
+            "cpu": resource.getrlimit(resource.RLIMIT_CPU),
+        }
+    )
 
 
 if __name__ == "__main__":
