@@ -1,10 +1,18 @@
 """Streaming client for OpenAI-compatible Chat Completions (Ollama, llama.cpp, vLLM, OpenAI, ...).
 
-``stream_chat()`` is an async generator: it yields :class:`TextDelta` as text arrives and one
-final :class:`Completion` carrying the full text, the tool calls assembled from their deltas
+``stream_chat()`` is an async generator: it yields :class:`TextDelta` as text arrives,
+:class:`ReasoningDelta` as the model's thinking arrives, and one final :class:`Completion`
+carrying the full text, the thinking apart from it, the tool calls assembled from their deltas
 (index-based, arguments split across chunks, several calls in parallel), the token usage when
 the server reports it (the request asks for it with ``stream_options.include_usage``) and the
 name of the model that answered.
+
+Thinking comes in three dialects, all read: ``delta.reasoning_content`` (DeepSeek, vLLM,
+llama.cpp), ``delta.reasoning`` (OpenRouter, Ollama's OpenAI route) and a ``<think>...</think>``
+block at the very start of the content (qwen3, QwQ, DeepSeek-R1 on servers that do not split
+it; the tags may be cut anywhere between chunks, :class:`ThinkSplitter`). It is never part of
+the answer's text, so it never goes back to the model as one (DeepSeek's rule: do not send
+``reasoning_content`` back); its tokens are in the server's ``completion_tokens``.
 
 ``model_list()`` reads the server's ``GET /models`` (cached for :data:`MODELS_CACHE_SECONDS`);
 ``check_server()`` is the status line's health check: it reads the list afresh and records
@@ -154,6 +162,13 @@ class TextDelta:
 
 
 @dataclass
+class ReasoningDelta:
+    """A piece of the model's thinking (shown apart from the answer, never sent back)."""
+
+    text: str
+
+
+@dataclass
 class ToolCallRequest:
     """One tool call the model asked for; ``arguments`` is the raw JSON text it produced."""
 
@@ -174,6 +189,7 @@ class Completion:
     finish_reason: str | None = None
     usage: Usage | None = None  # None: not reported
     model: str = ""  # the model the server says answered ("" when it did not say)
+    reasoning: str = ""  # the model's thinking before its answer ("" when it showed none)
 
 
 def note_error(exc: LLMError) -> None:
@@ -252,8 +268,8 @@ async def stream_chat(
     tools: list[dict[str, Any]] | None = None,
     temperature: float | None = None,
     top_p: float | None = None,
-) -> AsyncIterator[TextDelta | Completion]:
-    """Stream one Chat Completions call: ``TextDelta``\\ s, then one ``Completion``.
+) -> AsyncIterator[TextDelta | ReasoningDelta | Completion]:
+    """Stream one Chat Completions call: text and thinking deltas, then one ``Completion``.
 
     Raises :class:`LLMError`. Use with ``contextlib.aclosing`` so an early exit closes the stream.
     The request is a span (``chat <model>``, child of the turn's) and counts in
@@ -319,7 +335,7 @@ async def _stream_chat(
     temperature: float | None,
     top_p: float | None,
     first_token: Callable[[], None],
-) -> AsyncIterator[TextDelta | Completion]:
+) -> AsyncIterator[TextDelta | ReasoningDelta | Completion]:
     """:func:`stream_chat`'s request, its retries and its stream (``first_token()`` at the first token)."""
     if not llm.configured:
         raise LLMError(
@@ -572,14 +588,81 @@ async def _lines(response: aiohttp.ClientResponse) -> AsyncIterator[str]:
             yield line
 
 
+class ThinkSplitter:
+    """Splits a leading ``<think>...</think>`` block off streamed content, tags cut anywhere.
+
+    Only a block at the very start (after white space) is thinking: a ``<think>`` later in an
+    answer is the answer's text. An unclosed block is thinking to the end.
+    """
+
+    OPEN, CLOSE = "<think>", "</think>"
+
+    def __init__(self) -> None:
+        self.state = "start"  # start -> thinking -> after -> answer, or start -> answer
+        self.held = ""  # text not yet known to be thinking or answer
+
+    def feed(self, text: str) -> list[tuple[bool, str]]:
+        """``(is_thinking, text)`` pieces of what can be told apart so far."""
+        out: list[tuple[bool, str]] = []
+        held = self.held + text
+        while held:
+            if self.state == "start":
+                stripped = held.lstrip()
+                if stripped.startswith(self.OPEN):
+                    self.state, held = "thinking", stripped[len(self.OPEN) :]
+                    continue
+                if not stripped or self.OPEN.startswith(stripped):
+                    break  # white space or a tag still arriving
+                self.state = "answer"
+            elif self.state == "thinking":
+                end = held.find(self.CLOSE)
+                if end >= 0:
+                    if end:
+                        out.append((True, held[:end]))
+                    self.state, held = "after", held[end + len(self.CLOSE) :]
+                    continue
+                keep = _partial_suffix(held, self.CLOSE)
+                if len(held) > keep:
+                    out.append((True, held[: len(held) - keep]))
+                held = held[len(held) - keep :]
+                break
+            elif self.state == "after":  # the blank lines between the block and the answer
+                held = held.lstrip()
+                if held:
+                    self.state = "answer"
+                continue
+            else:
+                out.append((False, held))
+                held = ""
+        self.held = held
+        return out
+
+    def finish(self) -> list[tuple[bool, str]]:
+        """What is still held when the stream ends."""
+        held, self.held = self.held, ""
+        if not held or self.state == "after":
+            return []
+        return [(self.state == "thinking", held)]
+
+
+def _partial_suffix(text: str, tag: str) -> int:
+    """The length of the longest end of ``text`` that begins ``tag`` (a tag still arriving)."""
+    for size in range(min(len(tag) - 1, len(text)), 0, -1):
+        if tag.startswith(text[-size:]):
+            return size
+    return 0
+
+
 async def _parse_stream(
     response: aiohttp.ClientResponse, llm: LLMSettings, first_token: Callable[[], None] | None = None
-) -> AsyncIterator[TextDelta | Completion]:
-    """Read server-sent events until ``[DONE]``; yield text and, last, the completion.
+) -> AsyncIterator[TextDelta | ReasoningDelta | Completion]:
+    """Read server-sent events until ``[DONE]``; yield text, thinking and, last, the completion.
 
-    ``first_token()`` is called once, at the first piece of text or of a tool call.
+    ``first_token()`` is called once, at the first piece of text, thinking or a tool call.
     """
     text: list[str] = []
+    reasoning: list[str] = []
+    splitter = ThinkSplitter()
     tools = _ToolCallBuilder()
     finish_reason: str | None = None
     usage: tuple[int, int] | None = None
@@ -612,15 +695,23 @@ async def _parse_stream(
                 for choice in chunk.get("choices") or []:
                     delta = choice.get("delta") or {}
                     content = delta.get("content")
-                    if first_token is not None and (content or delta.get("tool_calls")):
+                    # One of the two, not both: some servers send the same thinking under each name.
+                    thought = delta.get("reasoning_content") or delta.get("reasoning")
+                    if first_token is not None and (content or thought or delta.get("tool_calls")):
                         first_token()
                         first_token = None
+                    if thought:
+                        if not isinstance(thought, str):
+                            raise ValueError("reasoning is not a string")
+                        thought = storable(thought)
+                        reasoning.append(thought)
+                        yield ReasoningDelta(thought)
                     if content:
                         if not isinstance(content, str):
                             raise ValueError("content is not a string")
                         content = storable(content)  # a "\ud800" escape cannot be encoded anywhere
-                        text.append(content)
-                        yield TextDelta(content)
+                        for event in _split_thinking(splitter.feed(content), text, reasoning):
+                            yield event
                     if delta.get("tool_calls"):
                         tools.add(delta["tool_calls"])
                     if choice.get("finish_reason"):
@@ -643,9 +734,27 @@ async def _parse_stream(
         await lines.aclose()
     if not done and finish_reason is None:
         raise LLMError("The model server's stream ended before the answer was complete.", kind="disconnected")
+    for event in _split_thinking(splitter.finish(), text, reasoning):
+        yield event
     yield Completion(
-        text="".join(text), tool_calls=tools.build(), finish_reason=finish_reason, usage=usage, model=model
+        text="".join(text),
+        tool_calls=tools.build(),
+        finish_reason=finish_reason,
+        usage=usage,
+        model=model,
+        reasoning="".join(reasoning),
     )
+
+
+def _split_thinking(
+    pieces: list[tuple[bool, str]], text: list[str], reasoning: list[str]
+) -> list[TextDelta | ReasoningDelta]:
+    """The events of :meth:`ThinkSplitter.feed`'s pieces, each kept in ``text`` or ``reasoning``."""
+    events: list[TextDelta | ReasoningDelta] = []
+    for thinking, piece in pieces:
+        (reasoning if thinking else text).append(piece)
+        events.append(ReasoningDelta(piece) if thinking else TextDelta(piece))
+    return events
 
 
 def _usage(value: Any) -> tuple[int, int] | None:
