@@ -206,9 +206,9 @@ async def _stream_chat(
         raise LLMError(
             "No model is configured: set BOOCODE_LLM_BASE_URL and BOOCODE_LLM_MODEL.", kind="not_configured"
         )
-    native = await model_server.is_ollama(llm)
+    native = await model_server.is_ollama(llm, shared=True)
     if native:
-        shown = await model_server.ollama_show(llm, llm.model)
+        shown = await model_server.ollama_show(llm, llm.model, shared=True)
         size = ollama.sized_num_ctx(
             num_ctx,
             messages,

@@ -1,7 +1,8 @@
 """The model server as a peer: the HTTP session every request to it shares, the proxy the
 environment names, and short probes of what the server says of itself.
 
-Probes (:func:`is_ollama`, :func:`ollama_show`, :func:`read_json`) are bounded: one request,
+Probes (:func:`is_ollama`, :func:`ollama_show`, :func:`read_json`; ``shared=True`` from the
+chat request's loop, which keeps the connection for the request) are bounded: one request,
 at most :data:`PROBE_TIMEOUT` seconds and a byte limit read, and they never raise: a server
 that does not answer, answers an error or something unreadable gives ``None`` (or ``False``).
 What a server said is cached per base URL (and model) for :data:`PROBE_CACHE_SECONDS`; no
@@ -41,6 +42,8 @@ _sessions: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, aiohttp.ClientSe
 _NO_ANSWER = object()
 _kinds: dict[str, tuple[float, bool]] = {}  # base URL -> (when, is Ollama)
 _shown: dict[tuple[str, str], tuple[float, dict[str, Any] | None]] = {}  # (base URL, model) -> /api/show
+# (base URL, model) -> (when, window): kept by boocode.chat.model_windows, forgotten with the rest.
+windows: dict[tuple[str, str], tuple[float, int | None]] = {}
 
 
 def http_session() -> aiohttp.ClientSession:
@@ -78,12 +81,27 @@ async def close_http_session() -> None:
         await session.close()
 
 
-async def _probe(llm: LLMSettings, url: str, *, body: Any = None, limit: int = PROBE_BYTES) -> Any:
+async def _probe(
+    llm: LLMSettings, url: str, *, body: Any = None, limit: int = PROBE_BYTES, shared: bool = False
+) -> Any:
     """The JSON of one GET (or POST of ``body``) to ``url``: ``None`` for an answer that is not
-    a 200 with JSON within ``limit`` bytes, ``_NO_ANSWER`` when the server did not answer."""
+    a 200 with JSON within ``limit`` bytes, ``_NO_ANSWER`` when the server did not answer.
+
+    ``shared``: on the loop's kept session (the chat request's own loop); else a session of
+    its own, closed at once (views run on loops of their own).
+    """
+    if shared:
+        return await _probe_with(http_session(), llm, url, body, limit)
+    async with aiohttp.ClientSession(cookie_jar=aiohttp.DummyCookieJar()) as session:
+        return await _probe_with(session, llm, url, body, limit)
+
+
+async def _probe_with(
+    session: aiohttp.ClientSession, llm: LLMSettings, url: str, body: Any, limit: int
+) -> Any:
     timeout = aiohttp.ClientTimeout(total=min(llm.timeout, PROBE_TIMEOUT))
     try:
-        async with http_session().request(
+        async with session.request(
             "GET" if body is None else "POST",
             url,
             json=body,
@@ -116,7 +134,7 @@ async def read_json(llm: LLMSettings, url: str, *, body: Any = None, limit: int 
     return None if data is _NO_ANSWER else data
 
 
-async def is_ollama(llm: LLMSettings) -> bool:
+async def is_ollama(llm: LLMSettings, *, shared: bool = False) -> bool:
     """Whether the model server is Ollama: its ``GET /api/version`` answers ``{"version": ...}``.
 
     Asked once per base URL (again after :data:`PROBE_CACHE_SECONDS`, or next time when the
@@ -127,7 +145,7 @@ async def is_ollama(llm: LLMSettings) -> bool:
     cached = _kinds.get(llm.base_url)
     if cached is not None and time.monotonic() - cached[0] < PROBE_CACHE_SECONDS:
         return cached[1]
-    data = await _probe(llm, f"{llm.root_url}/api/version", limit=4096)
+    data = await _probe(llm, f"{llm.root_url}/api/version", limit=4096, shared=shared)
     if data is _NO_ANSWER:
         return False
     found = isinstance(data, dict) and isinstance(data.get("version"), str)
@@ -139,13 +157,13 @@ async def is_ollama(llm: LLMSettings) -> bool:
     return found
 
 
-async def ollama_show(llm: LLMSettings, model: str) -> dict[str, Any] | None:
+async def ollama_show(llm: LLMSettings, model: str, *, shared: bool = False) -> dict[str, Any] | None:
     """What Ollama's ``POST /api/show`` says of ``model`` (model_info, parameters, capabilities)."""
     key = (llm.base_url, model)
     cached = _shown.get(key)
     if cached is not None and time.monotonic() - cached[0] < PROBE_CACHE_SECONDS:
         return cached[1]
-    data = await _probe(llm, f"{llm.root_url}/api/show", body={"model": model})
+    data = await _probe(llm, f"{llm.root_url}/api/show", body={"model": model}, shared=shared)
     if data is _NO_ANSWER:
         return None
     shown = data if isinstance(data, dict) else None
@@ -157,3 +175,4 @@ def forget() -> None:
     """Drop what the probes learned (tests)."""
     _kinds.clear()
     _shown.clear()
+    windows.clear()

@@ -15,7 +15,9 @@ Where each server says it:
 
 Asked in that order until one answers; the result (``None`` when no server said) is cached
 per base URL and model for :data:`WINDOW_CACHE_SECONDS` (:data:`UNKNOWN_CACHE_SECONDS` for
-``None``). Every read is bounded (:mod:`boocode.chat.model_server`) and nothing here raises.
+``None``; :func:`boocode.chat.llm.forget_models` forgets them). Every read is bounded
+(:mod:`boocode.chat.model_server`, a session of its own closed at once: this runs from views
+on whatever loop they have) and nothing here raises.
 """
 
 from __future__ import annotations
@@ -33,21 +35,19 @@ UNKNOWN_CACHE_SECONDS = 60.0
 MODEL_LIST_BYTES = 8 * 1024 * 1024  # OpenRouter's list of every model is a few megabytes
 MAX_WINDOW = 2**31 - 1
 
-_windows: dict[tuple[str, str], tuple[float, int | None]] = {}
-
 
 async def server_window(llm: LLMSettings, model: str) -> int | None:
     """The context window (tokens) the model server says ``model`` has, or ``None`` if it does not say."""
     if not llm.base_url or not model:
         return None
     key = (llm.base_url, model)
-    cached = _windows.get(key)
+    cached = model_server.windows.get(key)
     if cached is not None:
         when, window = cached
         if time.monotonic() - when < (WINDOW_CACHE_SECONDS if window else UNKNOWN_CACHE_SECONDS):
             return window
     window = await _discover(llm, model)
-    _windows[key] = (time.monotonic(), window)
+    model_server.windows[key] = (time.monotonic(), window)
     return window
 
 
@@ -98,8 +98,3 @@ def _first(*values: Any) -> int | None:
         if isinstance(value, int) and not isinstance(value, bool) and 0 < value <= MAX_WINDOW:
             return value
     return None
-
-
-def forget() -> None:
-    """Drop the cached windows (tests)."""
-    _windows.clear()

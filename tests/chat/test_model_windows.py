@@ -11,7 +11,6 @@ from typing import Any
 import pytest
 
 from boocode.chat import llm as llm_client
-from boocode.chat import model_windows
 from boocode.chat.llm import LLMSettings
 from boocode.chat.model_windows import server_window
 from tests.support.llm import MODEL, ScriptedLLM
@@ -21,10 +20,8 @@ from tests.support.processes import free_port
 @pytest.fixture(autouse=True)
 def forget() -> Iterator[None]:
     llm_client.forget_models()
-    model_windows.forget()
     yield
     llm_client.forget_models()
-    model_windows.forget()
 
 
 def settings_of(server: ScriptedLLM) -> LLMSettings:
@@ -38,7 +35,6 @@ async def test_ollama_says_the_models_window_within_the_setting(settings: Any) -
         assert await server_window(settings_of(server), MODEL) == 40960
         assert (server.version_requests, server.show_requests) == (1, 1)  # cached
         assert await server_window(settings_of(server), "missing") is None
-    model_windows.forget()
     llm_client.forget_models()
     settings.OLLAMA_MAX_CTX = 16384
     with ScriptedLLM(ollama=True, model_context=40960) as server:
