@@ -25,10 +25,15 @@ dropped before a response are retried with backoff, but only before the first to
 half-streamed answer is never replayed. Cancelling the consumer closes the HTTP response, so
 the server sees the connection go away.
 
-One ``aiohttp.ClientSession`` is kept per event loop so connections are reused between turns
-(aiohttp rather than the MCP SDK's httpx2: with dozens of kept-alive connections its pool
-hands one out without probing every other, and a streamed answer costs about a quarter of
-the CPU; see docs/benchmarks.md).
+When the server is Ollama (it says so at ``/api/version``, asked once per base URL) the call
+goes to its own ``/api/chat`` instead, with ``options.num_ctx`` sized to the request
+(:mod:`boocode.chat.ollama`, docs/models.md): its OpenAI route cuts a long prompt silently.
+Same events, same errors.
+
+One ``aiohttp.ClientSession`` is kept per event loop (:mod:`boocode.chat.model_server`) so
+connections are reused between turns (aiohttp rather than the MCP SDK's httpx2: with dozens
+of kept-alive connections its pool hands one out without probing every other, and a streamed
+answer costs about a quarter of the CPU; see docs/benchmarks.md).
 """
 
 from __future__ import annotations
