@@ -89,6 +89,10 @@ def test_thinking_is_folded_above_the_answer_and_keyboard_reachable(
     answer.locator("details.thinking summary").click()
     expect(answer.locator(".thinking-text")).to_have_text(THOUGHT)
     screenshot(page, "thinking-reloaded")
+    page.emulate_media(color_scheme="dark")
+    screenshot(page, "thinking-dark")
+    if AXE.exists():
+        assert serious_violations(page) == [], "thinking open, dark"
 
 
 def test_an_answer_without_thinking_shows_no_section(open_page: Any, site: Site) -> None:
