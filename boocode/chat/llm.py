@@ -48,7 +48,7 @@ import random
 import re
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -69,6 +69,7 @@ from boocode.chat.llm_types import without_userinfo
 from boocode.chat.model_server import close_http_session as close_http_session
 from boocode.chat.model_server import http_session, proxy_for
 from boocode.chat.storable import storable
+from boocode.chat.thinking import ThinkSplitter, split_thinking
 from mcpclient.telemetry import tracing
 
 logger = logging.getLogger(__name__)
@@ -460,7 +461,7 @@ class _ToolCallBuilder:
         ]
 
 
-async def _lines(response: aiohttp.ClientResponse) -> AsyncIterator[str]:
+async def _lines(response: aiohttp.ClientResponse) -> AsyncGenerator[str]:
     """The body's lines, split at CRLF, LF or CR (a CR ending one chunk may pair with the next LF)."""
     decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
     pending = ""
@@ -477,71 +478,6 @@ async def _lines(response: aiohttp.ClientResponse) -> AsyncIterator[str]:
     for line in _LINE_BREAK.split(pending):
         if line:
             yield line
-
-
-class ThinkSplitter:
-    """Splits a leading ``<think>...</think>`` block off streamed content, tags cut anywhere.
-
-    Only a block at the very start (after white space) is thinking: a ``<think>`` later in an
-    answer is the answer's text. An unclosed block is thinking to the end.
-    """
-
-    OPEN, CLOSE = "<think>", "</think>"
-
-    def __init__(self) -> None:
-        self.state = "start"  # start -> thinking -> after -> answer, or start -> answer
-        self.held = ""  # text not yet known to be thinking or answer
-
-    def feed(self, text: str) -> list[tuple[bool, str]]:
-        """``(is_thinking, text)`` pieces of what can be told apart so far."""
-        out: list[tuple[bool, str]] = []
-        held = self.held + text
-        while held:
-            if self.state == "start":
-                stripped = held.lstrip()
-                if stripped.startswith(self.OPEN):
-                    self.state, held = "thinking", stripped[len(self.OPEN) :]
-                    continue
-                if not stripped or self.OPEN.startswith(stripped):
-                    break  # white space or a tag still arriving
-                self.state = "answer"
-            elif self.state == "thinking":
-                end = held.find(self.CLOSE)
-                if end >= 0:
-                    if end:
-                        out.append((True, held[:end]))
-                    self.state, held = "after", held[end + len(self.CLOSE) :]
-                    continue
-                keep = _partial_suffix(held, self.CLOSE)
-                if len(held) > keep:
-                    out.append((True, held[: len(held) - keep]))
-                held = held[len(held) - keep :]
-                break
-            elif self.state == "after":  # the blank lines between the block and the answer
-                held = held.lstrip()
-                if held:
-                    self.state = "answer"
-                continue
-            else:
-                out.append((False, held))
-                held = ""
-        self.held = held
-        return out
-
-    def finish(self) -> list[tuple[bool, str]]:
-        """What is still held when the stream ends."""
-        held, self.held = self.held, ""
-        if not held or self.state == "after":
-            return []
-        return [(self.state == "thinking", held)]
-
-
-def _partial_suffix(text: str, tag: str) -> int:
-    """The length of the longest end of ``text`` that begins ``tag`` (a tag still arriving)."""
-    for size in range(min(len(tag) - 1, len(text)), 0, -1):
-        if tag.startswith(text[-size:]):
-            return size
-    return 0
 
 
 async def _parse_stream(
@@ -610,7 +546,7 @@ async def _parse_stream(
                         if not isinstance(content, str):
                             raise ValueError("content is not a string")
                         content = storable(content)  # a "\ud800" escape cannot be encoded anywhere
-                        for event in _split_thinking(splitter.feed(content), text, reasoning):
+                        for event in split_thinking(splitter.feed(content), text, reasoning):
                             yield event
                     if delta.get("tool_calls"):
                         tools.add(delta["tool_calls"])
@@ -634,7 +570,7 @@ async def _parse_stream(
         await lines.aclose()
     if not done and finish_reason is None:
         raise LLMError("The model server's stream ended before the answer was complete.", kind="disconnected")
-    for event in _split_thinking(splitter.finish(), text, reasoning):
+    for event in split_thinking(splitter.finish(), text, reasoning):
         yield event
     yield Completion(
         text="".join(text),
@@ -667,17 +603,6 @@ async def _native_stream(
         ) from None
     finally:
         await lines.aclose()
-
-
-def _split_thinking(
-    pieces: list[tuple[bool, str]], text: list[str], reasoning: list[str]
-) -> list[TextDelta | ReasoningDelta]:
-    """The events of :meth:`ThinkSplitter.feed`'s pieces, each kept in ``text`` or ``reasoning``."""
-    events: list[TextDelta | ReasoningDelta] = []
-    for thinking, piece in pieces:
-        (reasoning if thinking else text).append(piece)
-        events.append(ReasoningDelta(piece) if thinking else TextDelta(piece))
-    return events
 
 
 def _usage(value: Any) -> tuple[int, int] | None:

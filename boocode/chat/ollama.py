@@ -21,11 +21,12 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from typing import Any
 
 from boocode.chat.llm_types import Completion, LLMError, ReasoningDelta, TextDelta, ToolCallRequest
 from boocode.chat.storable import storable
+from boocode.chat.thinking import ThinkSplitter, split_thinking
 
 NUM_CTX_STEP = 8192  # num_ctx is a multiple of this
 MIN_NUM_CTX = 4096  # never less than Ollama's own default
@@ -179,7 +180,7 @@ def _tokens(value: Any) -> int | None:
 
 async def events(
     lines: AsyncIterator[str], first_token: Callable[[], None] | None = None
-) -> AsyncIterator[TextDelta | ReasoningDelta | Completion]:
+) -> AsyncGenerator[TextDelta | ReasoningDelta | Completion]:
     """Read ``/api/chat``'s NDJSON until ``done``; yield text, thinking and, last, the completion.
 
     Raises :class:`LLMError` (``malformed``, ``server`` for an error line, ``disconnected``
@@ -187,6 +188,7 @@ async def events(
     """
     text: list[str] = []
     reasoning: list[str] = []
+    splitter = ThinkSplitter()  # a model Ollama does not split (older versions) thinks inline
     calls: list[ToolCallRequest] = []
     finish_reason: str | None = None
     usage: tuple[int, int] | None = None
@@ -221,8 +223,8 @@ async def events(
             if content:
                 if not isinstance(content, str):
                     raise ValueError("content is not a string")
-                text.append(storable(content))
-                yield TextDelta(text[-1])
+                for event in split_thinking(splitter.feed(storable(content)), text, reasoning):
+                    yield event
             for call in message.get("tool_calls") or []:
                 calls.append(_call(call))
             if chunk.get("done"):
@@ -235,6 +237,8 @@ async def events(
             ) from None
     if not done:
         raise LLMError("The model server's stream ended before the answer was complete.", kind="disconnected")
+    for event in split_thinking(splitter.finish(), text, reasoning):
+        yield event
     if calls and finish_reason == "stop":
         finish_reason = "tool_calls"  # as the OpenAI route says it (Ollama says "stop")
     yield Completion(
@@ -263,11 +267,11 @@ def _call(call: Any) -> ToolCallRequest:
 
 def _usage(chunk: dict[str, Any]) -> tuple[int, int] | None:
     """``(prompt_eval_count, eval_count)``, or ``None`` when the line has neither."""
-    counts = []
+    counts: list[int | None] = []
     for key in ("prompt_eval_count", "eval_count"):
         value = chunk.get(key)
         valid = isinstance(value, int) and not isinstance(value, bool) and value >= 0
-        counts.append(min(value, MAX_TOKENS) if valid else None)
+        counts.append(min(value, MAX_TOKENS) if isinstance(value, int) and valid else None)
     if counts[0] is None and counts[1] is None:
         return None
     return counts[0] or 0, counts[1] or 0

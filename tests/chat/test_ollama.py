@@ -198,3 +198,15 @@ async def test_a_turn_with_a_tool_call_over_api_chat_keeps_its_whole_prompt(
         and stored[-1].prompt_tokens > SMALL_DEFAULT
     )
     assert [e["call"]["status"] for e in events if e["type"] == "tool_result"] == ["done"]
+
+
+async def test_inline_thinking_from_an_older_ollama_is_split_off(server: ScriptedLLM) -> None:
+    line = '{{"model": "m", "message": {{"role": "assistant", "content": {}}}, "done": false}}'
+    pieces = ["<thi", "nk>Plan it.</th", "ink>\n\nDone."]
+    end = (
+        '{"model": "m", "message": {"role": "assistant", "content": ""}, "done": true, "done_reason": "stop"}'
+    )
+    server.script(Raw([line.format(json.dumps(piece)) for piece in pieces] + [end]))
+    text, thought, completion = await collect(server)
+    assert (text, thought) == ("Done.", "Plan it.")
+    assert (completion.text, completion.reasoning) == ("Done.", "Plan it.")
