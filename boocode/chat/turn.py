@@ -7,8 +7,8 @@ conversation's group), so a dropped socket does not stop it and every open tab s
 
 Order: what the user sent is stored in one write unit while the first model request goes out,
 and no event of the answer is handled before that unit has finished, so frames and rows keep
-their order (``message`` echo, ``message_start``, ``text_delta``...). The tool calls of one
-step run concurrently (:mod:`boocode.chat.calls`) and go back to the model in the order it
+their order (``message`` echo, ``message_start``, ``reasoning_delta``, ``text_delta``...). The
+tool calls of one step run concurrently (:mod:`boocode.chat.calls`) and go back to the model in the order it
 asked for them; they go out while the answer and their rows are written (one write, which may
 wait behind other turns' writes on the database thread), and what the tabs hear of them
 (``message_complete``, ``tool_call``, then their approvals, questions, progress and results)
