@@ -222,6 +222,14 @@ async def _stream_chat(
             window=ollama.context_length(shown) or ollama.modelfile_num_ctx(shown),
             cap=settings.OLLAMA_MAX_CTX,
         )
+        estimate = ollama.estimate_tokens(messages, tools)
+        if estimate > size:  # the budget is the caller's; this says when it was not kept
+            logger.warning(
+                "a request of about %d tokens goes to Ollama with num_ctx %d (the model's window or "
+                "BOOCODE_OLLAMA_MAX_CTX): Ollama drops its beginning",
+                estimate,
+                size,
+            )
         body = ollama.native_body(
             messages,
             model=llm.model,

@@ -83,7 +83,9 @@ async def test_text_thinking_and_usage_come_over_the_native_route(server: Script
     assert len(server.requests) == 2 == len(server.native_requests)  # nothing went to /v1/chat/completions
 
 
-async def test_num_ctx_is_sized_to_the_request_and_bounded(server: ScriptedLLM, settings: Any) -> None:
+async def test_num_ctx_is_sized_to_the_request_and_bounded(
+    server: ScriptedLLM, settings: Any, caplog: pytest.LogCaptureFixture
+) -> None:
     server.model_context = 40960
     server.script(Text("a"), Text("b"), Text("c"), Text("d"))
     await collect(server)  # small: estimated, at least Ollama's own default
@@ -92,6 +94,7 @@ async def test_num_ctx_is_sized_to_the_request_and_bounded(server: ScriptedLLM, 
     await collect(server, messages=big, num_ctx=None)
     settings_cap = settings.OLLAMA_MAX_CTX
     assert server.native_requests[-1]["options"]["num_ctx"] == min(40960, settings_cap)
+    assert "Ollama drops its beginning" in caplog.text  # too big for the window it may have: said
     await collect(server, num_ctx=10_000)  # the caller's count: rounded up to a step
     assert server.native_requests[-1]["options"]["num_ctx"] == 16384
     settings.OLLAMA_MAX_CTX = 65536
