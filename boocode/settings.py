@@ -508,6 +508,10 @@ if 0 < LLM_CHECK_INTERVAL < 5:
     raise ImproperlyConfigured(
         f"BOOCODE_LLM_CHECK_INTERVAL={LLM_CHECK_INTERVAL:g}: must be 0 (off) or at least 5"
     )
+# Ollama (found at the base URL's /api/version) is asked over its own /api/chat with num_ctx
+# sized to each request, never above this many tokens nor above the model's own window: the
+# memory the model server gives a conversation grows with it (docs/models.md).
+OLLAMA_MAX_CTX = env_int("BOOCODE_OLLAMA_MAX_CTX", 32768, minimum=2048, maximum=2_097_152)
 # After a conversation's first answer, ask the model for its title (else: the first message's words).
 TITLE_FROM_MODEL = env_bool("BOOCODE_TITLE_FROM_MODEL", False)
 

@@ -119,6 +119,9 @@ def fresh_state(settings: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) 
     settings.LLM_MODEL = ""
     reset_sync_state()
     llm_client.last_error = None
+    # What model servers said of themselves is kept per base URL, and a later test's server may
+    # get an earlier one's port: each test asks its own afresh.
+    llm_client.forget_models()
     # Backoff is the client's own timing knob; tests keep its shape but not its seconds.
     monkeypatch.setattr(llm_client, "RETRY_BASE_DELAY", 0.01)
     yield

@@ -55,6 +55,14 @@ def test_a_bad_variable_stops_the_process_with_a_clear_message(tmp_path):
 
 
 @pytest.mark.processes
+def test_a_window_for_ollama_too_small_for_any_model_is_refused(tmp_path):
+    env = {**os.environ, "BOOCODE_DATA_DIR": str(tmp_path), "BOOCODE_OLLAMA_MAX_CTX": "1024"}
+    result = subprocess.run([PYTHON, "manage.py", "check"], cwd=ROOT, env=env, capture_output=True, text=True)
+    assert result.returncode != 0
+    assert "BOOCODE_OLLAMA_MAX_CTX=1024: must be at least 2048" in result.stderr
+
+
+@pytest.mark.processes
 def test_secret_key_is_generated_once_and_private(tmp_path):
     env = {**os.environ, "BOOCODE_DATA_DIR": str(tmp_path)}
     env.pop("BOOCODE_SECRET_KEY", None)

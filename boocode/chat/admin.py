@@ -91,6 +91,7 @@ class MessageAdmin(admin.ModelAdmin):
         "role",
         "status",
         "content",
+        "reasoning",
         "error",
         "model",
         "prompt_tokens",

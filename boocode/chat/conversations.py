@@ -385,6 +385,7 @@ def settle_turn(
     status: str,
     error: str,
     call_output: str,
+    reasoning: str = "",
 ) -> tuple[dict[str, Any] | None, bool, list[dict[str, Any]]]:
     """End a stopped or failed turn: ``(message payload, created, ended tool call payloads)``.
 
@@ -398,7 +399,9 @@ def settle_turn(
         ).update(status=status, error=storable(error) or INTERRUPTED)
         calls = end_running_calls(conversation_id, output=call_output)
         if message_id is not None:
-            message = finish_message(message_id, content=content, status=status, error=error)
+            message = finish_message(
+                message_id, content=content, status=status, error=error, reasoning=reasoning
+            )
             return message, False, calls
         if status == Message.Status.FAILED:
             return (
@@ -409,9 +412,11 @@ def settle_turn(
         return None, False, calls
 
 
-def save_partial(message_id: int, content: str) -> None:
-    """Save the text streamed so far (a reload mid-turn shows it)."""
-    Message.objects.filter(pk=message_id).update(content=storable(content), updated_at=timezone.now())
+def save_partial(message_id: int, content: str, reasoning: str = "") -> None:
+    """Save the text and the thinking streamed so far (a reload mid-turn shows them)."""
+    Message.objects.filter(pk=message_id).update(
+        content=storable(content), reasoning=storable(reasoning), updated_at=timezone.now()
+    )
 
 
 def finish_message(
@@ -427,8 +432,11 @@ def finish_message(
     model: str | None = None,
     usage: Usage | None = None,
     counted_for: int | None = None,
+    reasoning: str = "",
 ) -> dict[str, Any]:
     """Store a streamed message's final text and status, and the tool calls it requested; its payload.
+
+    ``reasoning`` is the model's thinking, stored apart from the text.
 
     The calls are created running; ``identities`` maps a call's name to its (server, tool,
     title). ``model`` (the model that answered) and ``usage`` are stored when given. The turn
@@ -437,8 +445,14 @@ def finish_message(
     of the day this completed answer adds to (its tokens and one answer, :mod:`.daily_usage`).
     """
     now = timezone.now()
-    content, error = storable(content), storable(error)
-    fields: dict[str, Any] = {"content": content, "status": status, "error": error, "updated_at": now}
+    content, error, reasoning = storable(content), storable(error), storable(reasoning)
+    fields: dict[str, Any] = {
+        "content": content,
+        "reasoning": reasoning,
+        "status": status,
+        "error": error,
+        "updated_at": now,
+    }
     if model is not None:
         model = fields["model"] = storable(model)[:MODEL_NAME_LENGTH]
     if usage is not None:
@@ -490,6 +504,7 @@ def finish_message(
         conversation_id=conversation_id,
         role=role,
         content=content,
+        reasoning=reasoning,
         status=status,
         error=error,
         model=model or "",

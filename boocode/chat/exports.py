@@ -52,6 +52,7 @@ def as_json(conversation: Conversation) -> dict[str, Any]:
                 "role": str(message.role),
                 "status": str(message.status),
                 "content": message.content,
+                "reasoning": message.reasoning,
                 "error": message.error,
                 "model": message.model,
                 "usage": message.usage if message.role == Message.Role.ASSISTANT else None,
@@ -131,6 +132,11 @@ def _when(message: Message) -> str:
     return timezone.localtime(message.created_at).strftime("%Y-%m-%d %H:%M %Z")
 
 
+def _quote(text: str) -> str:
+    """``text`` as a Markdown block quote (its own lines kept)."""
+    return "\n".join(f"> {line}".rstrip() for line in text.splitlines())
+
+
 def markdown_text(conversation: Conversation) -> str:
     """The conversation as a Markdown document: a section per message, tool calls as fenced blocks."""
     lines = [f"# {_plain(conversation.title)}", ""]
@@ -149,6 +155,8 @@ def markdown_text(conversation: Conversation) -> str:
             if usage is not None:
                 heading.append(f"{usage['prompt_tokens']} + {usage['completion_tokens']} tokens")
         lines += ["## " + " · ".join(heading), ""]
+        if message.reasoning:  # labelled, apart from the answer's text
+            lines += ["**Thinking:**", "", _quote(message.reasoning), ""]
         if message.role == Message.Role.CONSOLE:
             lines += [_fence(message.content), ""]
         elif message.content:

@@ -1,10 +1,18 @@
 """Streaming client for OpenAI-compatible Chat Completions (Ollama, llama.cpp, vLLM, OpenAI, ...).
 
-``stream_chat()`` is an async generator: it yields :class:`TextDelta` as text arrives and one
-final :class:`Completion` carrying the full text, the tool calls assembled from their deltas
+``stream_chat()`` is an async generator: it yields :class:`TextDelta` as text arrives,
+:class:`ReasoningDelta` as the model's thinking arrives, and one final :class:`Completion`
+carrying the full text, the thinking apart from it, the tool calls assembled from their deltas
 (index-based, arguments split across chunks, several calls in parallel), the token usage when
 the server reports it (the request asks for it with ``stream_options.include_usage``) and the
 name of the model that answered.
+
+Thinking comes in three dialects, all read: ``delta.reasoning_content`` (DeepSeek, vLLM,
+llama.cpp), ``delta.reasoning`` (OpenRouter, Ollama's OpenAI route) and a ``<think>...</think>``
+block at the very start of the content (qwen3, QwQ, DeepSeek-R1 on servers that do not split
+it; the tags may be cut anywhere between chunks, :class:`ThinkSplitter`). It is never part of
+the answer's text, so it never goes back to the model as one (DeepSeek's rule: do not send
+``reasoning_content`` back); its tokens are in the server's ``completion_tokens``.
 
 ``model_list()`` reads the server's ``GET /models`` (cached for :data:`MODELS_CACHE_SECONDS`);
 ``check_server()`` is the status line's health check: it reads the list afresh and records
@@ -17,10 +25,15 @@ dropped before a response are retried with backoff, but only before the first to
 half-streamed answer is never replayed. Cancelling the consumer closes the HTTP response, so
 the server sees the connection go away.
 
-One ``aiohttp.ClientSession`` is kept per event loop so connections are reused between turns
-(aiohttp rather than the MCP SDK's httpx2: with dozens of kept-alive connections its pool
-hands one out without probing every other, and a streamed answer costs about a quarter of
-the CPU; see docs/benchmarks.md).
+When the server is Ollama (it says so at ``/api/version``, asked once per base URL) the call
+goes to its own ``/api/chat`` instead, with ``options.num_ctx`` sized to the request
+(:mod:`boocode.chat.ollama`, docs/models.md): its OpenAI route cuts a long prompt silently.
+Same events, same errors.
+
+One ``aiohttp.ClientSession`` is kept per event loop (:mod:`boocode.chat.model_server`) so
+connections are reused between turns (aiohttp rather than the MCP SDK's httpx2: with dozens
+of kept-alive connections its pool hands one out without probing every other, and a streamed
+answer costs about a quarter of the CPU; see docs/benchmarks.md).
 """
 
 from __future__ import annotations
@@ -29,28 +42,34 @@ import asyncio
 import codecs
 import contextlib
 import errno
-import functools
 import json
 import logging
 import random
 import re
 import time
 import uuid
-import weakref
-from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass, field
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from typing import Any
-from urllib.parse import unquote, urlsplit, urlunsplit
-from urllib.request import getproxies, proxy_bypass
+from urllib.parse import urlsplit
 
 import aiohttp
 from django.conf import settings
 from opentelemetry.trace import Span
 
 from boocode.chat import metrics as chat_metrics
+from boocode.chat import model_server, ollama
+from boocode.chat.llm_types import Completion as Completion
+from boocode.chat.llm_types import LLMError as LLMError
+from boocode.chat.llm_types import LLMSettings as LLMSettings
+from boocode.chat.llm_types import ReasoningDelta as ReasoningDelta
+from boocode.chat.llm_types import TextDelta as TextDelta
+from boocode.chat.llm_types import ToolCallRequest as ToolCallRequest
+from boocode.chat.llm_types import Usage as Usage
+from boocode.chat.llm_types import without_userinfo
+from boocode.chat.model_server import close_http_session as close_http_session
+from boocode.chat.model_server import http_session, proxy_for
 from boocode.chat.storable import storable
-from mcpclient.core.redaction import redact_text, redact_url
-from mcpclient.runtime.shutdown import on_server_shutdown
+from boocode.chat.thinking import ThinkSplitter, split_thinking
 from mcpclient.telemetry import tracing
 
 logger = logging.getLogger(__name__)
@@ -70,111 +89,6 @@ MODELS_CACHE_SECONDS = 60.0
 MAX_LISTED_MODELS = 1000
 MAX_TOKENS_STORED = 2_147_483_647  # the database column's limit
 
-_sessions: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, aiohttp.ClientSession] = (
-    weakref.WeakKeyDictionary()
-)
-
-
-class LLMError(Exception):
-    """A failure talking to the model; ``str()`` is a message fit to show the user.
-
-    ``kind`` is one of: not_configured, connect, timeout, auth, model, rate_limit, server,
-    request, malformed, disconnected.
-    """
-
-    def __init__(self, message: str, *, kind: str, status: int | None = None) -> None:
-        # Messages are stored, sent to every tab and logged: no URL in one keeps a credential.
-        super().__init__(redact_text(message))
-        self.kind = kind
-        self.status = status
-
-
-@dataclass(frozen=True)
-class LLMSettings:
-    """Where and how to call the model."""
-
-    base_url: str
-    model: str
-    api_key: str = ""
-    timeout: float = 120.0
-    max_retries: int = 3
-
-    @classmethod
-    def from_settings(cls, model: str = "") -> LLMSettings:
-        """The BOOCODE_LLM_* settings; ``model`` (an agent's choice) overrides BOOCODE_LLM_MODEL."""
-        return cls(
-            base_url=settings.LLM_BASE_URL.rstrip("/"),
-            model=model or settings.LLM_MODEL,
-            api_key=settings.LLM_API_KEY,
-            timeout=settings.LLM_TIMEOUT,
-            max_retries=settings.LLM_MAX_RETRIES,
-        )
-
-    @property
-    def configured(self) -> bool:
-        """Whether a base URL and a model are set."""
-        return bool(self.base_url and self.model)
-
-    @property
-    def url(self) -> str:
-        """The Chat Completions endpoint, without the base URL's ``user:password@`` (sent as auth)."""
-        return f"{_without_userinfo(self.base_url)}/chat/completions"
-
-    @property
-    def display_url(self) -> str:
-        """The base URL as messages and logs may show it: userinfo and query values masked."""
-        return redact_url(self.base_url)
-
-    def auth_headers(self) -> dict[str, str]:
-        """``Authorization`` for the request: the API key, else the base URL's ``user:password@``.
-
-        Both at once cannot be sent (one header); the API key wins, as the more specific setting.
-        """
-        if self.api_key:
-            return {"authorization": f"Bearer {self.api_key}"}
-        parts = urlsplit(self.base_url)
-        if parts.username is not None:
-            credentials = aiohttp.BasicAuth(unquote(parts.username), unquote(parts.password or ""))
-            return {"authorization": credentials.encode()}
-        return {}
-
-
-def _without_userinfo(url: str) -> str:
-    parts = urlsplit(url)
-    if "@" not in parts.netloc:
-        return url
-    return urlunsplit(parts._replace(netloc=parts.netloc.rpartition("@")[2]))
-
-
-@dataclass
-class TextDelta:
-    """A piece of the answer's text."""
-
-    text: str
-
-
-@dataclass
-class ToolCallRequest:
-    """One tool call the model asked for; ``arguments`` is the raw JSON text it produced."""
-
-    id: str
-    name: str
-    arguments: str
-
-
-Usage = tuple[int, int]  # (prompt tokens, completion tokens) of one model call
-
-
-@dataclass
-class Completion:
-    """The end of one model call."""
-
-    text: str
-    tool_calls: list[ToolCallRequest] = field(default_factory=list)
-    finish_reason: str | None = None
-    usage: Usage | None = None  # None: not reported
-    model: str = ""  # the model the server says answered ("" when it did not say)
-
 
 def note_error(exc: LLMError) -> None:
     """Remember a failure to reach the model for the status line (not "not configured")."""
@@ -187,41 +101,6 @@ def note_success() -> None:
     """The model answered: the status line shows no error."""
     global last_error, last_error_kind
     last_error = last_error_kind = None
-
-
-def http_session() -> aiohttp.ClientSession:
-    """The shared session of the running event loop (created on first use).
-
-    No cookies are kept, so nothing one turn's server set travels with another's request.
-    Proxies come from :func:`proxy_for`, not from aiohttp's ``trust_env`` (which reads
-    ``~/.netrc`` in a worker thread on every request).
-    """
-    loop = asyncio.get_running_loop()
-    session = _sessions.get(loop)
-    if session is None or session.closed:
-        session = aiohttp.ClientSession(
-            connector=aiohttp.TCPConnector(limit=200, keepalive_timeout=60.0),
-            cookie_jar=aiohttp.DummyCookieJar(),
-        )
-        _sessions[loop] = session
-        on_server_shutdown(close_http_session)
-    return session
-
-
-@functools.lru_cache(maxsize=32)
-def proxy_for(url: str) -> str | None:
-    """The proxy the environment names for ``url`` (``HTTP_PROXY``/``HTTPS_PROXY``, ``NO_PROXY``)."""
-    parts = urlsplit(url)
-    if parts.hostname is None or proxy_bypass(parts.hostname):
-        return None
-    return getproxies().get(parts.scheme)
-
-
-async def close_http_session() -> None:
-    """Close the running loop's session, if any (server shutdown, tests)."""
-    session = _sessions.pop(asyncio.get_running_loop(), None)
-    if session is not None and not session.closed:
-        await session.close()
 
 
 def build_request(
@@ -252,8 +131,15 @@ async def stream_chat(
     tools: list[dict[str, Any]] | None = None,
     temperature: float | None = None,
     top_p: float | None = None,
-) -> AsyncIterator[TextDelta | Completion]:
-    """Stream one Chat Completions call: ``TextDelta``\\ s, then one ``Completion``.
+    num_ctx: int | None = None,
+) -> AsyncIterator[TextDelta | ReasoningDelta | Completion]:
+    """Stream one Chat Completions call: text and thinking deltas, then one ``Completion``.
+
+    When the server is Ollama (:func:`boocode.chat.model_server.is_ollama`) the call goes to its
+    native ``/api/chat`` (:mod:`boocode.chat.ollama`) with ``options.num_ctx`` sized to
+    ``num_ctx`` (the tokens the request needs, its answer's room included; ``None``: estimated
+    here), bounded by the model's window and ``BOOCODE_OLLAMA_MAX_CTX``. Every other server gets
+    Chat Completions, where ``num_ctx`` means nothing.
 
     Raises :class:`LLMError`. Use with ``contextlib.aclosing`` so an early exit closes the stream.
     The request is a span (``chat <model>``, child of the turn's) and counts in
@@ -270,7 +156,7 @@ async def stream_chat(
     outcome, completion = "cancelled", None  # (a consumer that stops reading closes the stream)
     try:
         # aclosing: a consumer that stops reading closes the HTTP response now, not at collection.
-        request = _stream_chat(messages, llm, tools, temperature, top_p, first_token)
+        request = _stream_chat(messages, llm, tools, temperature, top_p, num_ctx, first_token)
         async with contextlib.aclosing(request) as events:
             async for event in events:
                 if isinstance(event, Completion):
@@ -318,17 +204,47 @@ async def _stream_chat(
     tools: list[dict[str, Any]] | None,
     temperature: float | None,
     top_p: float | None,
+    num_ctx: int | None,
     first_token: Callable[[], None],
-) -> AsyncIterator[TextDelta | Completion]:
+) -> AsyncIterator[TextDelta | ReasoningDelta | Completion]:
     """:func:`stream_chat`'s request, its retries and its stream (``first_token()`` at the first token)."""
     if not llm.configured:
         raise LLMError(
             "No model is configured: set BOOCODE_LLM_BASE_URL and BOOCODE_LLM_MODEL.", kind="not_configured"
         )
-    body = build_request(messages, model=llm.model, tools=tools, temperature=temperature, top_p=top_p)
-    if llm.base_url in _usage_refused:
-        body.pop("stream_options", None)
-    headers = {"accept": "text/event-stream", **llm.auth_headers()}
+    native = await model_server.is_ollama(llm, shared=True)
+    if native:
+        shown = await model_server.ollama_show(llm, llm.model, shared=True)
+        size = ollama.sized_num_ctx(
+            num_ctx,
+            messages,
+            tools,
+            window=ollama.context_length(shown) or ollama.modelfile_num_ctx(shown),
+            cap=settings.OLLAMA_MAX_CTX,
+        )
+        estimate = ollama.estimate_tokens(messages, tools)
+        if estimate > size:  # the budget is the caller's; this says when it was not kept
+            logger.warning(
+                "a request of about %d tokens goes to Ollama with num_ctx %d (the model's window or "
+                "BOOCODE_OLLAMA_MAX_CTX): Ollama drops its beginning",
+                estimate,
+                size,
+            )
+        body = ollama.native_body(
+            messages,
+            model=llm.model,
+            num_ctx=size,
+            tools=tools,
+            temperature=temperature,
+            top_p=top_p,
+            think=ollama.can_think(shown),
+        )
+        url, headers = f"{llm.root_url}/api/chat", {"accept": "application/x-ndjson", **llm.auth_headers()}
+    else:
+        body = build_request(messages, model=llm.model, tools=tools, temperature=temperature, top_p=top_p)
+        if llm.base_url in _usage_refused:
+            body.pop("stream_options", None)
+        url, headers = llm.url, {"accept": "text/event-stream", **llm.auth_headers()}
     # sock_read bounds the wait for the answer and every silence in it; connect includes the
     # wait for a free connection of the pool.
     timeout = aiohttp.ClientTimeout(
@@ -342,11 +258,11 @@ async def _stream_chat(
         retry_delay: float | None = None
         try:
             async with session.post(
-                llm.url,
+                url,
                 json=body,
                 headers=headers,
                 timeout=timeout,
-                proxy=proxy_for(llm.url),
+                proxy=proxy_for(url),
                 allow_redirects=False,
             ) as response:
                 if response.status != 200:
@@ -366,7 +282,7 @@ async def _stream_chat(
                     retry_delay = _retry_delay(response, attempt)
                     logger.warning("LLM %s; retrying in %.1f s", error, retry_delay)
                 else:
-                    async for event in _parse_stream(response, llm, first_token):
+                    async for event in _parse_stream(response, llm, first_token, native=native):
                         yield event
                     return
         except aiohttp.ConnectionTimeoutError:
@@ -553,7 +469,7 @@ class _ToolCallBuilder:
         ]
 
 
-async def _lines(response: aiohttp.ClientResponse) -> AsyncIterator[str]:
+async def _lines(response: aiohttp.ClientResponse) -> AsyncGenerator[str]:
     """The body's lines, split at CRLF, LF or CR (a CR ending one chunk may pair with the next LF)."""
     decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
     pending = ""
@@ -573,13 +489,24 @@ async def _lines(response: aiohttp.ClientResponse) -> AsyncIterator[str]:
 
 
 async def _parse_stream(
-    response: aiohttp.ClientResponse, llm: LLMSettings, first_token: Callable[[], None] | None = None
-) -> AsyncIterator[TextDelta | Completion]:
-    """Read server-sent events until ``[DONE]``; yield text and, last, the completion.
+    response: aiohttp.ClientResponse,
+    llm: LLMSettings,
+    first_token: Callable[[], None] | None = None,
+    *,
+    native: bool = False,
+) -> AsyncIterator[TextDelta | ReasoningDelta | Completion]:
+    """Read server-sent events until ``[DONE]``; yield text, thinking and, last, the completion.
 
-    ``first_token()`` is called once, at the first piece of text or of a tool call.
+    ``first_token()`` is called once, at the first piece of text, thinking or a tool call.
+    ``native``: Ollama's NDJSON instead (:func:`boocode.chat.ollama.events`).
     """
+    if native:
+        async for event in _native_stream(response, llm, first_token):
+            yield event
+        return
     text: list[str] = []
+    reasoning: list[str] = []
+    splitter = ThinkSplitter()
     tools = _ToolCallBuilder()
     finish_reason: str | None = None
     usage: tuple[int, int] | None = None
@@ -612,15 +539,23 @@ async def _parse_stream(
                 for choice in chunk.get("choices") or []:
                     delta = choice.get("delta") or {}
                     content = delta.get("content")
-                    if first_token is not None and (content or delta.get("tool_calls")):
+                    # One of the two, not both: some servers send the same thinking under each name.
+                    thought = delta.get("reasoning_content") or delta.get("reasoning")
+                    if first_token is not None and (content or thought or delta.get("tool_calls")):
                         first_token()
                         first_token = None
+                    if thought:
+                        if not isinstance(thought, str):
+                            raise ValueError("reasoning is not a string")
+                        thought = storable(thought)
+                        reasoning.append(thought)
+                        yield ReasoningDelta(thought)
                     if content:
                         if not isinstance(content, str):
                             raise ValueError("content is not a string")
                         content = storable(content)  # a "\ud800" escape cannot be encoded anywhere
-                        text.append(content)
-                        yield TextDelta(content)
+                        for event in split_thinking(splitter.feed(content), text, reasoning):
+                            yield event
                     if delta.get("tool_calls"):
                         tools.add(delta["tool_calls"])
                     if choice.get("finish_reason"):
@@ -643,9 +578,39 @@ async def _parse_stream(
         await lines.aclose()
     if not done and finish_reason is None:
         raise LLMError("The model server's stream ended before the answer was complete.", kind="disconnected")
+    for event in split_thinking(splitter.finish(), text, reasoning):
+        yield event
     yield Completion(
-        text="".join(text), tool_calls=tools.build(), finish_reason=finish_reason, usage=usage, model=model
+        text="".join(text),
+        tool_calls=tools.build(),
+        finish_reason=finish_reason,
+        usage=usage,
+        model=model,
+        reasoning="".join(reasoning),
     )
+
+
+async def _native_stream(
+    response: aiohttp.ClientResponse, llm: LLMSettings, first_token: Callable[[], None] | None
+) -> AsyncIterator[TextDelta | ReasoningDelta | Completion]:
+    """Ollama's ``/api/chat`` stream, its failures told as the OpenAI route tells them."""
+    lines = _lines(response)
+    try:
+        async with contextlib.aclosing(ollama.events(lines, first_token)) as events:
+            async for event in events:
+                yield event
+    except ValueError as exc:  # from _lines: a line with no end in sight
+        raise LLMError(f"The model server sent a malformed stream ({exc}).", kind="malformed") from None
+    except aiohttp.ServerTimeoutError:
+        raise LLMError(
+            f"The model stopped sending for {llm.timeout:g} s (BOOCODE_LLM_TIMEOUT).", kind="timeout"
+        ) from None
+    except aiohttp.ClientError:
+        raise LLMError(
+            "The connection to the model server closed in the middle of the answer.", kind="disconnected"
+        ) from None
+    finally:
+        await lines.aclose()
 
 
 def _usage(value: Any) -> tuple[int, int] | None:
@@ -674,7 +639,7 @@ async def fetch_models(llm: LLMSettings) -> list[str]:
     """
     if not llm.base_url:
         raise LLMError("No model server is configured: set BOOCODE_LLM_BASE_URL.", kind="not_configured")
-    url = f"{_without_userinfo(llm.base_url)}/models"
+    url = f"{without_userinfo(llm.base_url)}/models"
     timeout = aiohttp.ClientTimeout(total=min(llm.timeout, 10.0))
     try:
         async with (
@@ -746,9 +711,10 @@ async def model_list(llm: LLMSettings, *, max_age: float = MODELS_CACHE_SECONDS)
 
 
 def forget_models() -> None:
-    """Drop the cached model lists and which servers refused usage (tests)."""
+    """Drop the cached model lists, which servers refused usage and what they said of themselves (tests)."""
     _models_cache.clear()
     _usage_refused.clear()
+    model_server.forget()
 
 
 async def check_server(llm: LLMSettings) -> str | None:

@@ -78,6 +78,10 @@ class Message(models.Model):
     conversation = models.ForeignKey(Conversation, on_delete=models.CASCADE, related_name="messages")
     role = models.CharField(max_length=10, choices=Role.choices)
     content = models.TextField(blank=True)
+    reasoning = models.TextField(
+        blank=True,
+        help_text="The model's thinking before its answer (shown folded; never sent back to the model).",
+    )
     status = models.CharField(max_length=10, choices=Status.choices, default=Status.COMPLETE)
     error = models.TextField(blank=True, help_text="Why the message failed, for the user.")
     model = models.CharField(

@@ -113,6 +113,7 @@ def message_payload(
         "role": str(message.role),
         "status": str(message.status),
         "content": message.content,
+        "reasoning": message.reasoning,
         "html": render_markdown(message.content) if rendered else "",
         "error": message.error,
         "tool_calls": [tool_call_payload(call, message.conversation_id) for call in calls],

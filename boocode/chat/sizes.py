@@ -60,13 +60,14 @@ def bounded_message(message: dict[str, Any]) -> dict[str, Any]:
     HTML so far (``text_html``) is left out first.
     """
     content, html = message.get("content") or "", message.get("html") or ""
+    reasoning = message.get("reasoning") or ""
     if message.get("text_html") and encoded_size(message) > MESSAGE_INLINE_BYTES:
         # A streamed message's HTML so far goes first: the page shows its text instead.
         message = {**message, "text_html": None}
     if message.get("tool_calls"):
         message = {**message, "tool_calls": [bounded_call(call) for call in message["tool_calls"]]}
     # Short text decides it without encoding anything; long text without encoding either.
-    chars = len(content) + len(html)
+    chars = len(content) + len(html) + len(reasoning)
     if chars > MESSAGE_INLINE_BYTES or (
         (chars > MESSAGE_INLINE_BYTES // 6 or message.get("tool_calls"))
         and encoded_size(message) > MESSAGE_INLINE_BYTES
@@ -74,6 +75,7 @@ def bounded_message(message: dict[str, Any]) -> dict[str, Any]:
         return {
             **message,
             "content": content[:SUMMARY_CHARS],
+            "reasoning": reasoning[:SUMMARY_CHARS],
             "html": "",
             "tool_calls": [],
             "large": True,

@@ -7,8 +7,8 @@ conversation's group), so a dropped socket does not stop it and every open tab s
 
 Order: what the user sent is stored in one write unit while the first model request goes out,
 and no event of the answer is handled before that unit has finished, so frames and rows keep
-their order (``message`` echo, ``message_start``, ``text_delta``...). The tool calls of one
-step run concurrently (:mod:`boocode.chat.calls`) and go back to the model in the order it
+their order (``message`` echo, ``message_start``, ``reasoning_delta``, ``text_delta``...). The
+tool calls of one step run concurrently (:mod:`boocode.chat.calls`) and go back to the model in the order it
 asked for them; they go out while the answer and their rows are written (one write, which may
 wait behind other turns' writes on the database thread), and what the tabs hear of them
 (``message_complete``, ``tool_call``, then their approvals, questions, progress and results)
@@ -68,7 +68,15 @@ from boocode.chat.calls import call_scope, execute, prepare_hub, server_of
 from boocode.chat.console import parse_command, run_command
 from boocode.chat.events import Emit
 from boocode.chat.live_markdown import LiveHtml
-from boocode.chat.llm import Completion, LLMError, LLMSettings, TextDelta, ToolCallRequest, stream_chat
+from boocode.chat.llm import (
+    Completion,
+    LLMError,
+    LLMSettings,
+    ReasoningDelta,
+    TextDelta,
+    ToolCallRequest,
+    stream_chat,
+)
 from boocode.chat.models import Message, ToolCall
 from boocode.chat.prompt_insertion import PromptRequest, insert_prompt
 from boocode.chat.questions import forms
@@ -205,6 +213,16 @@ def _stale_agent_notice(agent: Agent) -> str:
     )
 
 
+def _only_thinking_notice(completion: Completion) -> str:
+    """Said when the model's answer was all thinking (shown folded above) and no text."""
+    if completion.finish_reason == "length":
+        return (
+            "The model used up its answer's length thinking and gave no answer (its thinking is shown "
+            "above). Ask again, or ask for something smaller."
+        )
+    return "The model only thought and gave no answer (its thinking is shown above). Ask again to get one."
+
+
 def _tools_left_out_notice(context: TurnContext) -> str:
     left_out, kept = context.tools_left_out, len(context.tools)
     return (
@@ -270,6 +288,9 @@ class Turn:
         self.parts: list[str] = []  # its text so far
         self.unsent: list[str] = []  # text not yet sent in a text_delta
         self.sent = 0  # UTF-16 length of the text sent so far
+        self.thought: list[str] = []  # its thinking so far (reasoning_delta frames, stored apart)
+        self.unsent_thought: list[str] = []
+        self.sent_thought = 0  # UTF-16 length of the thinking sent so far
         self.live_html: LiveHtml | None = None  # its HTML for the pages while it streams (text_html)
         self.last_emit = 0.0
         self.cap_hit = False
@@ -287,6 +308,11 @@ class Turn:
     @property
     def text(self) -> str:
         return "".join(self.parts)
+
+    @property
+    def reasoning(self) -> str:
+        """The thinking of the message being streamed, so far."""
+        return "".join(self.thought)
 
     async def emit(self, event: dict[str, Any]) -> None:
         try:
@@ -575,6 +601,8 @@ class Turn:
             )
             if used >= context.max_tool_calls:
                 self.cap_hit = True
+        if completion.reasoning and not completion.text.strip():
+            await self._notice(_only_thinking_notice(completion))
         if self.cap_hit:
             notice = (
                 f"Tool call limit reached: agent {context.agent_name} may make {context.max_tool_calls} tool "
@@ -619,7 +647,7 @@ class Turn:
                     )
                 last_save = time.monotonic()
                 while True:
-                    if self.unsent:
+                    if self.unsent or self.unsent_thought:
                         wait = DELTA_INTERVAL - (time.monotonic() - self.last_emit)
                         if wait > 0:
                             await asyncio.wait([upcoming], timeout=wait)
@@ -629,13 +657,17 @@ class Turn:
                         event = await upcoming
                     except StopAsyncIteration:
                         break
-                    if isinstance(event, TextDelta):
-                        self.parts.append(event.text)
-                        self.unsent.append(event.text)
+                    if isinstance(event, TextDelta | ReasoningDelta):
+                        if isinstance(event, TextDelta):
+                            self.parts.append(event.text)
+                            self.unsent.append(event.text)
+                        else:
+                            self.thought.append(event.text)
+                            self.unsent_thought.append(event.text)
                         if time.monotonic() - self.last_emit >= DELTA_INTERVAL:
                             await self._flush()
                         if time.monotonic() - last_save >= SAVE_INTERVAL:
-                            await db(conversations.save_partial)(self.message_id, self.text)
+                            await db(conversations.save_partial)(self.message_id, self.text, self.reasoning)
                             last_save = time.monotonic()
                     else:
                         completion = event
@@ -665,6 +697,7 @@ class Turn:
             model=completion.model or context.llm.model,
             usage=completion.usage,
             counted_for=self.spender,
+            reasoning=completion.reasoning,
         )
         if not requested:
             await self._announce(record, [])
@@ -689,6 +722,7 @@ class Turn:
     async def _open_message(self, payload: dict[str, Any]) -> None:
         """Start streaming into the assistant message ``payload`` (just created)."""
         self.message_id, self.parts, self.unsent, self.sent = payload["id"], [], [], 0
+        self.thought, self.unsent_thought, self.sent_thought = [], [], 0
         self._end_live_html()
         self.live_html = LiveHtml(payload["id"], lambda: self.text, self.emit)
         self.message_created_at = datetime.fromisoformat(payload["created_at"])
@@ -696,8 +730,25 @@ class Turn:
         await self.emit({"type": "message_start", "message": payload})
 
     async def _flush(self) -> None:
-        """Send the text not yet sent as one ``text_delta`` (deltas are coalesced per DELTA_INTERVAL)."""
-        if not self.unsent or self.message_id is None:
+        """Send the thinking and the text not yet sent as one ``reasoning_delta`` and one
+        ``text_delta`` (deltas are coalesced per DELTA_INTERVAL)."""
+        if self.message_id is None:
+            return
+        if self.unsent_thought:
+            thought = "".join(self.unsent_thought)
+            self.unsent_thought.clear()
+            self.last_emit = time.monotonic()
+            for piece in delta_pieces(thought):
+                offset = self.sent_thought
+                self.sent_thought += utf16_length(piece)
+                frame = {
+                    "type": "reasoning_delta",
+                    "message_id": self.message_id,
+                    "offset": offset,
+                    "text": piece,
+                }
+                await self.emit(frame)
+        if not self.unsent:
             return
         text = "".join(self.unsent)
         self.unsent.clear()
@@ -782,6 +833,7 @@ class Turn:
                 self.conversation_id,
                 self.message_id,
                 content=self.text if self.message_id is not None else "",
+                reasoning=self.reasoning if self.message_id is not None else "",
                 status=status,
                 error=error,
                 call_output=call_output,

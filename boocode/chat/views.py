@@ -30,6 +30,7 @@ from boocode.chat import agent_choice, conversations, exports, payloads, server_
 from boocode.chat import llm as llm_client
 from boocode.chat.events import group_emitter
 from boocode.chat.llm import LLMSettings
+from boocode.chat.model_windows import server_window
 from boocode.chat.models import MODEL_NAME_LENGTH, Conversation
 from boocode.chat.search import search_conversations
 from boocode.chat.storable import text_problem
@@ -247,7 +248,9 @@ def tool_output(request: HttpRequest, conversation_id: int, call_id: int) -> Htt
 @require_safe
 @login_required
 async def models_api(request: HttpRequest) -> HttpResponse:
-    """``{"models", "default", "error"}``: the server's models (cached 60 s) and the default one.
+    """``{"models", "default", "error", "window"}``: the server's models (cached 60 s), the
+    default one and its context window as the server says it (``None``: it does not say;
+    :func:`boocode.chat.model_windows.server_window`).
 
     ``?conversation=<id>`` (the user's own, else 404): the default is that conversation's
     agent's ``model:``; without it, the default agent's. Either falls back to BOOCODE_LLM_MODEL.
@@ -262,9 +265,10 @@ async def models_api(request: HttpRequest) -> HttpResponse:
     llm = LLMSettings.from_settings(default)
     if not llm.base_url:
         error = "No model server is configured: set BOOCODE_LLM_BASE_URL."
-        return JsonResponse({"models": [], "default": default, "error": error})
+        return JsonResponse({"models": [], "default": default, "error": error, "window": None})
     models, error = await llm_client.model_list(llm)
-    return JsonResponse({"models": models, "default": default, "error": error})
+    window = await server_window(llm, default) if not error else None
+    return JsonResponse({"models": models, "default": default, "error": error, "window": window})
 
 
 def _agent_default_model(agent_name: str, user_id: int) -> str:

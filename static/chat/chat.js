@@ -425,6 +425,9 @@ function handle(frame) {
     case "text_delta":
       thread.delta(frame);
       break;
+    case "reasoning_delta":
+      thread.reasoningDelta(frame);
+      break;
     case "text_html":
       thread.textHtml(frame);
       break;

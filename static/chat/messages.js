@@ -13,6 +13,10 @@
 // tool cards in order, the actions (copy takes the whole answer) and the usage (summed) once, on
 // the last.
 //
+// Thinking (a model's reasoning, `reasoning` and `reasoning_delta` frames) is shown above the
+// answer in a folded <details> "Thinking" section, as plain text, apart from the answer: copy
+// takes the answer only.
+//
 // Sizes (docs/protocol.md): a message or tool call too large for a frame arrives as a summary
 // marked `large`, and its whole object is read over HTTP (at most two reads at once); the
 // history frame holds only the newest messages, and older ones are read page by page when the
@@ -216,6 +220,11 @@ export class Thread {
     const badge = el("span", "badge");
     const model = el("span", "model-name");
     header.append(role, badge, model);
+    const thinking = el("details", "thinking");
+    thinking.hidden = true;
+    const summary = el("summary", "thinking-summary", "Thinking");
+    const thought = el("div", "thinking-text");
+    thinking.append(summary, thought);
     const body = el("div", "message-body");
     const calls = el("div", "tool-calls");
     const error = el("p", "message-error");
@@ -223,8 +232,11 @@ export class Thread {
     const note = el("p", "message-note");
     note.hidden = true;
     const footer = el("div", "message-footer");
-    article.append(header, body, note, calls, error, footer);
-    entry = { el: article, header, badge, model, body, note, calls, error, footer, textNode: null, live: null, length: 0, message };
+    article.append(header, thinking, body, note, calls, error, footer);
+    entry = {
+      el: article, header, badge, model, thinking, summary, thought, body, note, calls, error, footer,
+      textNode: null, live: null, length: 0, message,
+    };
     this.messages.set(message.id, entry);
     this.insertInOrder(article, message.id);
     this.updateWelcome();
@@ -244,6 +256,7 @@ export class Thread {
     article.setAttribute("aria-busy", String(message.status === "streaming"));
     entry.badge.textContent = message.status === "complete" ? "" : message.status;
     entry.model.textContent = message.role === "assistant" && message.model ? `· ${message.model}` : "";
+    this.renderThinking(entry, message);
     this.renderBody(entry, message);
     showAttachments(entry.el, entry.body, message); // resources.js: chips that open the viewer
     entry.error.textContent = message.error || "";
@@ -317,6 +330,39 @@ export class Thread {
     body.hidden = !message.html && !message.content && message.status !== "streaming";
   }
 
+  // The folded thinking: its text, and a summary that says while the model is still at it.
+  renderThinking(entry, message) {
+    const text = message.reasoning || "";
+    entry.thought.textContent = text;
+    entry.thinking.hidden = !text;
+    this.labelThinking(entry);
+  }
+
+  labelThinking(entry) {
+    const message = entry.message;
+    const still = message.status === "streaming" && !(message.content || "");
+    entry.summary.textContent = still ? "Thinking…" : "Thinking";
+  }
+
+  // A piece of thinking (`reasoning_delta`), placed by its offset like the text's.
+  reasoningDelta(frame) {
+    let entry = this.messages.get(frame.message_id);
+    if (!entry) {
+      this.upsert({ id: frame.message_id, role: "assistant", status: "streaming", content: "", html: "", error: "" });
+      entry = this.messages.get(frame.message_id);
+    }
+    const shown = (entry.message.reasoning || "").length;
+    const end = frame.offset + frame.text.length;
+    if (frame.offset > shown || end <= shown) return; // missed (the final frame has it all) or shown
+    const wasNearBottom = this.nearBottom();
+    const piece = frame.text.slice(shown - frame.offset);
+    entry.message = { ...entry.message, reasoning: (entry.message.reasoning || "") + piece };
+    entry.thought.append(piece);
+    entry.thinking.hidden = false;
+    this.labelThinking(entry);
+    this.keepScrolled(wasNearBottom);
+  }
+
   delta(frame) {
     let entry = this.messages.get(frame.message_id);
     if (!entry) {
@@ -334,6 +380,7 @@ export class Thread {
     entry.length += piece.length;
     entry.message = { ...entry.message, content: (entry.message.content || "") + piece };
     entry.body.hidden = false;
+    if (!entry.thinking.hidden) this.labelThinking(entry);
     this.keepScrolled(wasNearBottom);
   }
 

@@ -95,10 +95,18 @@ async def test_usage_can_be_left_out_of_the_request(models_llm: ScriptedLLM, set
 # --- the model list and the conversation's model --------------------------------------------
 def test_models_api_lists_the_server_models_and_caches_them(models_llm: ScriptedLLM) -> None:
     client, _ = client_of("alice")
-    assert client.get("/api/models/").json() == {"models": list(MODELS), "default": "test-model", "error": ""}
+    answer = {"models": list(MODELS), "default": "test-model", "error": "", "window": None}
+    assert client.get("/api/models/").json() == answer
+    asked = models_llm.model_list_requests  # the list, and the window looked for in it
     assert client.get("/api/models/").json()["models"] == list(MODELS)
-    assert models_llm.model_list_requests == 1  # cached
+    assert models_llm.model_list_requests == asked  # cached, the unknown window too
     assert Client().get("/api/models/").status_code == 302  # login required
+
+
+def test_models_api_says_the_default_models_window(models_llm: ScriptedLLM) -> None:
+    models_llm.model_fields = {"max_model_len": 32768}  # as vLLM lists its models
+    client, _ = client_of("alice")
+    assert client.get("/api/models/").json()["window"] == 32768
 
 
 def test_models_api_names_the_problem(models_llm: ScriptedLLM, settings: Any) -> None:

@@ -17,6 +17,35 @@ completion)`` to end the stream with a usage chunk (``choices: []``), as OpenAI 
 request asks with ``stream_options.include_usage``. ``GET /v1/models`` lists ``models`` (answered
 with ``models_status`` instead when a test sets it; ``model_list_requests`` counts them). Run
 ``python tests/support/llm.py --port N`` to serve a fixed echo script by hand.
+
+Limits, as the servers people run have them (all off by default: the server then takes any
+request, as it always did):
+
+- ``window=N``: requests whose estimated tokens (:func:`estimate_tokens`, UTF-8 bytes / 4 of
+  the rendered prompt, plus ``max_tokens``) pass ``N`` are refused in the wording of
+  ``refusal``: ``"openai"`` (400, ``context_length_exceeded``), ``"vllm"`` (400, "maximum
+  context length is N tokens"), ``"llamacpp"`` (400, ``exceed_context_size_error``, "exceeds
+  the available context size") or ``"anthropic"`` (400, "prompt is too long: M tokens > N
+  maximum"). ``refusals`` counts them.
+- ``Text(finish="length")`` ends an answer cut by the server's token limit.
+- ``reasoning=`` on ``Text``/``ToolCalls`` streams the model's thinking first, in the ``dialect``
+  of its server: ``"reasoning_content"`` (DeepSeek, vLLM, llama.cpp), ``"reasoning"``
+  (OpenRouter, Ollama's OpenAI route) or ``"think"`` (inline ``<think>...</think>`` at the start of
+  the content, as qwen3/QwQ on servers that do not split it; the tags are cut across chunks
+  like any text).
+- ``ollama=True``: Ollama. ``GET /api/version``; ``POST /api/show`` (``model_info`` with
+  ``<arch>.context_length`` = ``model_context``, ``parameters`` with ``num_ctx`` when
+  ``model_num_ctx`` is set, ``capabilities`` with ``"thinking"`` when ``thinking``);
+  ``POST /api/chat`` streaming NDJSON (``message.content``, ``message.thinking``,
+  ``message.tool_calls`` with arguments as objects, ``done``, ``done_reason``,
+  ``prompt_eval_count``, ``eval_count``). Past ``options.num_ctx`` (``ollama_default_ctx`` when
+  the request gives none) the front of the prompt is dropped without a word and
+  ``prompt_eval_count`` says how much was read; ``/v1/chat/completions`` ignores any num_ctx and
+  cuts at ``ollama_default_ctx`` the same way. ``seen`` holds, per chat request, the prompt
+  text the model was left with (the whole rendered prompt when nothing was cut).
+- ``routes={"/props": {...}}`` answers other ``GET`` paths with JSON (llama.cpp's ``/props``,
+  LM Studio's ``/api/v0/models``); ``model_fields`` adds fields to every ``/v1/models`` entry
+  (vLLM's ``max_model_len``, OpenRouter's ``context_length``).
 """
 
 from __future__ import annotations
@@ -35,6 +64,7 @@ from typing import Any
 __all__ = [
     "MODEL",
     "MODELS",
+    "OLLAMA_VERSION",
     "Bytes",
     "Call",
     "Drop",
@@ -44,10 +74,15 @@ __all__ = [
     "Stall",
     "Text",
     "ToolCalls",
+    "estimate_tokens",
+    "rendered_prompt",
 ]
 
 MODEL = "test-model"  # the model the chat tests' settings name and their scripted server offers
 MODELS = (MODEL, "big-model")  # what the chat tests' two-model server offers, the first the default
+OLLAMA_VERSION = "0.12.6"  # what GET /api/version says in Ollama mode
+REFUSALS = ("openai", "vllm", "llamacpp", "anthropic")
+DIALECTS = ("reasoning_content", "reasoning", "think")
 
 # One streamed action: bytes to write, a float of seconds to sleep, or _WAIT to block until released.
 _WAIT = object()
@@ -100,6 +135,76 @@ def _pieces(text: str, size: int) -> list[str]:
     return [text[i : i + size] for i in range(0, len(text), size)]
 
 
+def rendered_prompt(body: dict[str, Any]) -> str:
+    """The prompt a server builds from a chat request, roughly: tools first, then each message."""
+    parts = []
+    if body.get("tools"):
+        parts.append("tools: " + json.dumps(body["tools"]))
+    for message in body.get("messages") or []:
+        content = message.get("content")
+        if isinstance(content, list):
+            content = " ".join(str(part.get("text", "")) for part in content if isinstance(part, dict))
+        parts.append(f"{message.get('role', '')}: {content or ''}")
+        if message.get("tool_calls"):
+            parts.append(json.dumps(message["tool_calls"]))
+    return "\n".join(parts)
+
+
+def estimate_tokens(text: str) -> int:
+    """Tokens of ``text`` as this server counts them: UTF-8 bytes / 4, rounded up."""
+    return -(-len(text.encode()) // 4)
+
+
+def _front_cut(text: str, tokens: int) -> str:
+    """``text`` without its front, so that at most ``tokens`` tokens remain (Ollama's silent cut)."""
+    data = text.encode()
+    keep = tokens * 4
+    return data[-keep:].decode("utf-8", errors="ignore") if len(data) > keep else text
+
+
+def _ollama_line(model: str, message: dict[str, Any], **extra: Any) -> bytes:
+    line = {
+        "model": model,
+        "created_at": time.strftime("%Y-%m-%dT%H:%M:%S.000000Z", time.gmtime()),
+        "message": {"role": "assistant", **message},
+        "done": False,
+        **extra,
+    }
+    return json.dumps(line).encode() + b"\n"
+
+
+def _ollama_done(model: str, reason: str, prompt_tokens: int, completion_tokens: int) -> bytes:
+    return _ollama_line(
+        model,
+        {"content": ""},
+        done=True,
+        done_reason=reason,
+        total_duration=1_000_000,
+        load_duration=100_000,
+        prompt_eval_count=prompt_tokens,
+        prompt_eval_duration=300_000,
+        eval_count=completion_tokens,
+        eval_duration=600_000,
+    )
+
+
+def _reasoning_chunks(model: str, reasoning: str, dialect: str, size: int) -> Iterator[bytes]:
+    """The thinking of an OpenAI-route answer in its server's dialect (``think`` goes in the content)."""
+    if dialect not in DIALECTS:
+        raise ValueError(f"unknown reasoning dialect {dialect!r}: one of {DIALECTS}")
+    if dialect == "think" or not reasoning:
+        return
+    for piece in _pieces(reasoning, size):
+        yield _chunk(model, {"content": None, dialect: piece})
+
+
+def _content_text(text: str, reasoning: str, dialect: str) -> str:
+    """The content stream: inline ``<think>`` reasoning first when the server does not split it."""
+    if dialect == "think" and reasoning:
+        return f"<think>{reasoning}</think>\n\n{text}"
+    return text
+
+
 class Reply:
     """A scripted answer to one request."""
 
@@ -114,6 +219,14 @@ class Reply:
         """A non-streamed body (error replies), or ``None`` to stream."""
         return None
 
+    def ollama_actions(self, model: str, prompt_tokens: int) -> Iterator[Action]:
+        """The stream as Ollama's ``/api/chat`` sends it (NDJSON lines)."""
+        raise NotImplementedError(f"{type(self).__name__} has no Ollama form")
+
+    def ollama_body(self) -> bytes | None:
+        """A non-streamed body in Ollama's error shape, or ``None`` to stream."""
+        return None
+
 
 @dataclass
 class Text(Reply):
@@ -125,19 +238,37 @@ class Text(Reply):
     delay: float = 0.0
     done: bool = True
     usage: tuple[int, int] | None = None
+    finish: str = "stop"  # "length": the server's token limit cut the answer
+    reasoning: str = ""  # the model's thinking, streamed before the text
+    dialect: str = "reasoning_content"  # how the server streams it (DIALECTS)
 
     def actions(self, model: str) -> Iterator[Action]:
         if self.first_delay:
             yield float(self.first_delay)
         yield _chunk(model, {"role": "assistant", "content": ""})
-        for index, piece in enumerate(_pieces(self.text, self.chunk_size)):
+        yield from _reasoning_chunks(model, self.reasoning, self.dialect, self.chunk_size)
+        content = _content_text(self.text, self.reasoning, self.dialect)
+        for index, piece in enumerate(_pieces(content, self.chunk_size)):
             if index and self.delay:
                 yield float(self.delay)
             yield _chunk(model, {"content": piece})
-        yield _chunk(model, {}, "stop")
+        yield _chunk(model, {}, self.finish)
         yield from _usage_chunk(model, self.usage)
         if self.done:
             yield _event("[DONE]")
+
+    def ollama_actions(self, model: str, prompt_tokens: int) -> Iterator[Action]:
+        if self.first_delay:
+            yield float(self.first_delay)
+        for piece in _pieces(self.reasoning, self.chunk_size):
+            yield _ollama_line(model, {"content": "", "thinking": piece})
+        for index, piece in enumerate(_pieces(self.text, self.chunk_size)):
+            if index and self.delay:
+                yield float(self.delay)
+            yield _ollama_line(model, {"content": piece})
+        if self.done:
+            completion = self.usage[1] if self.usage else estimate_tokens(self.reasoning + self.text)
+            yield _ollama_done(model, self.finish, prompt_tokens, completion)
 
 
 @dataclass
@@ -165,12 +296,15 @@ class ToolCalls(Reply):
     first_delay: float = 0.0
     omit_ids: bool = False
     usage: tuple[int, int] | None = None
+    reasoning: str = ""  # the model's thinking, streamed before the text and the calls
+    dialect: str = "reasoning_content"
 
     def actions(self, model: str) -> Iterator[Action]:
         if self.first_delay:
             yield float(self.first_delay)
         yield _chunk(model, {"role": "assistant", "content": None})
-        for piece in _pieces(self.text, 4):
+        yield from _reasoning_chunks(model, self.reasoning, self.dialect, 4)
+        for piece in _pieces(_content_text(self.text, self.reasoning, self.dialect), 4):
             yield _chunk(model, {"content": piece})
         streams = []
         for index, call in enumerate(self.calls):
@@ -194,6 +328,25 @@ class ToolCalls(Reply):
         yield from _usage_chunk(model, self.usage)
         yield _event("[DONE]")
 
+    def ollama_actions(self, model: str, prompt_tokens: int) -> Iterator[Action]:
+        # Ollama sends the calls whole, in one message, their arguments as objects.
+        if self.first_delay:
+            yield float(self.first_delay)
+        for piece in _pieces(self.reasoning, 4):
+            yield _ollama_line(model, {"content": "", "thinking": piece})
+        for piece in _pieces(self.text, 4):
+            yield _ollama_line(model, {"content": piece})
+        calls = []
+        for index, call in enumerate(self.calls):
+            arguments = call.arguments if isinstance(call.arguments, dict) else json.loads(call.arguments)
+            entry: dict[str, Any] = {"function": {"index": index, "name": call.name, "arguments": arguments}}
+            if call.id and not self.omit_ids:
+                entry["id"] = call.id
+            calls.append(entry)
+        yield _ollama_line(model, {"content": "", "tool_calls": calls})
+        completion = self.usage[1] if self.usage else estimate_tokens(self.reasoning + self.text) + 10
+        yield _ollama_done(model, "stop", prompt_tokens, completion)
+
 
 @dataclass
 class Error(Reply):
@@ -208,6 +361,11 @@ class Error(Reply):
         if self.raw_body is not None:
             return self.raw_body.encode()
         return json.dumps({"error": {"message": self.message, "type": "server_error"}}).encode()
+
+    def ollama_body(self) -> bytes:
+        if self.raw_body is not None:
+            return self.raw_body.encode()
+        return json.dumps({"error": self.message}).encode()
 
 
 @dataclass
@@ -230,6 +388,15 @@ class Stall(Reply):
         yield from _usage_chunk(model, self.usage)
         yield _event("[DONE]")
 
+    def ollama_actions(self, model: str, prompt_tokens: int) -> Iterator[Action]:
+        for piece in _pieces(self.text, 4):
+            yield _ollama_line(model, {"content": piece})
+        yield _WAIT
+        for piece in _pieces(self.after, 4):
+            yield _ollama_line(model, {"content": piece})
+        completion = self.usage[1] if self.usage else estimate_tokens(self.text + self.after)
+        yield _ollama_done(model, "stop", prompt_tokens, completion)
+
 
 @dataclass
 class Raw(Reply):
@@ -241,6 +408,10 @@ class Raw(Reply):
     def actions(self, model: str) -> Iterator[Action]:
         for line in self.lines:
             yield f"data: {line}\n\n".encode()
+
+    def ollama_actions(self, model: str, prompt_tokens: int) -> Iterator[Action]:
+        for line in self.lines:  # NDJSON: one line each
+            yield f"{line}\n".encode()
 
 
 @dataclass
@@ -256,12 +427,18 @@ class Bytes(Reply):
                 yield float(self.gap)
             yield piece
 
+    def ollama_actions(self, model: str, prompt_tokens: int) -> Iterator[Action]:
+        return self.actions(model)
+
 
 @dataclass
 class Drop(Reply):
     """Close the connection without answering."""
 
     def actions(self, model: str) -> Iterator[Action]:
+        return iter(())
+
+    def ollama_actions(self, model: str, prompt_tokens: int) -> Iterator[Action]:
         return iter(())
 
 
@@ -278,7 +455,32 @@ class ScriptedLLM:
         on_first_chunk: Callable[[dict[str, Any]], None] | None = None,
         on_last_chunk: Callable[[dict[str, Any]], None] | None = None,
         port: int = 0,
+        window: int | None = None,
+        refusal: str = "openai",
+        ollama: bool = False,
+        ollama_default_ctx: int = 4096,
+        model_context: int = 40960,
+        model_num_ctx: int | None = None,
+        thinking: bool = False,
+        routes: dict[str, Any] | None = None,
+        model_fields: dict[str, Any] | None = None,
     ) -> None:
+        if refusal not in REFUSALS:
+            raise ValueError(f"unknown refusal {refusal!r}: one of {REFUSALS}")
+        self.window = window  # the context window the OpenAI route enforces (None: any request)
+        self.refusal = refusal  # whose wording a refusal for length takes
+        self.ollama = ollama
+        self.ollama_default_ctx = ollama_default_ctx  # the server's default num_ctx
+        self.model_context = model_context  # the model's own window (/api/show model_info)
+        self.model_num_ctx = model_num_ctx  # a num_ctx in the model's Modelfile parameters
+        self.thinking = thinking  # the model can think (/api/show capabilities)
+        self.routes = dict(routes or {})  # other GET paths answered with this JSON
+        self.model_fields = dict(model_fields or {})  # extra fields of each /v1/models entry
+        self.seen: list[str] = []  # per chat request: the prompt the model was left with
+        self.refusals = 0  # requests refused for length
+        self.native_requests: list[dict[str, Any]] = []  # bodies of POST /api/chat
+        self.show_requests = 0  # POST /api/show received
+        self.version_requests = 0  # GET /api/version received
         self.api_key = api_key
         self.models = models
         self.responder = responder
@@ -438,6 +640,12 @@ class ScriptedLLM:
         length = int(headers.get("content-length", "0") or 0)
         raw = await reader.readexactly(length) if length else b""
 
+        path = target.split("?", 1)[0].rstrip("/")
+        if method == "GET" and path in self.routes:
+            await self._send(writer, 200, json.dumps(self.routes[path]).encode())
+            return True
+        if self.ollama and path.startswith("/api/"):
+            return await self._ollama(reader, writer, method, path, raw)
         if method == "GET" and target.rstrip("/").endswith("/models"):
             with self._changed:
                 self.model_list_requests += 1
@@ -449,7 +657,10 @@ class ScriptedLLM:
             if self.models_status != 200:
                 await self._send(writer, self.models_status, b'{"error": {"message": "no models today"}}')
                 return True
-            listed = [{"id": name, "object": "model"} for name in (self.models or ("scripted",))]
+            listed = [
+                {"id": name, "object": "model", **self.model_fields}
+                for name in (self.models or ("scripted",))
+            ]
             await self._send(writer, 200, json.dumps({"object": "list", "data": listed}).encode())
             return True
         if method != "POST" or not target.rstrip("/").endswith("/chat/completions"):
@@ -475,6 +686,21 @@ class ScriptedLLM:
             )
             await self._send(writer, 404, message.encode())
             return True
+        prompt = rendered_prompt(body)
+        if self.ollama:  # the OpenAI route of Ollama: num_ctx is not read, the default window cuts
+            self._saw(_front_cut(prompt, self.ollama_default_ctx))
+        elif self.window is not None:
+            asked = estimate_tokens(prompt)
+            answer = body.get("max_completion_tokens") or body.get("max_tokens") or 0
+            if asked + int(answer) > self.window:
+                with self._changed:
+                    self.refusals += 1
+                    self._changed.notify_all()
+                await self._send(writer, 400, self._refusal_body(asked, int(answer)))
+                return True
+            self._saw(prompt)
+        else:
+            self._saw(prompt)
 
         reply = self._next_reply(body)
         error_body = reply.body()
@@ -487,7 +713,7 @@ class ScriptedLLM:
             b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncache-control: no-cache\r\n"
             b"transfer-encoding: chunked\r\n\r\n"
         )
-        finished = await self._stream(reply, body, model or "scripted", reader, writer)
+        finished = await self._stream(reply, body, reply.actions(model or "scripted"), reader, writer)
         if not finished:
             with self._changed:
                 self.aborted_streams += 1
@@ -502,18 +728,151 @@ class ScriptedLLM:
             self.on_last_chunk(body)
         return True
 
+    def _saw(self, prompt: str) -> None:
+        with self._changed:
+            self.seen.append(prompt)
+
+    def _refusal_body(self, asked: int, answer: int) -> bytes:
+        """A refusal for length, in the wording and shape of :attr:`refusal`'s server."""
+        window = self.window
+        if self.refusal == "vllm":
+            message = (
+                f"This model's maximum context length is {window} tokens. However, you requested "
+                f"{asked + answer} tokens ({asked} in the messages, {answer} in the completion). "
+                "Please reduce the length of the messages or completion."
+            )
+            error: dict[str, Any] = {
+                "message": message,
+                "type": "BadRequestError",
+                "param": None,
+                "code": 400,
+            }
+            return json.dumps({"error": error}).encode()
+        if self.refusal == "llamacpp":
+            error = {
+                "code": 400,
+                "message": f"request ({asked} tokens) exceeds the available context size ({window} tokens)",
+                "type": "exceed_context_size_error",
+                "n_prompt_tokens": asked,
+                "n_ctx": window,
+            }
+            return json.dumps({"error": error}).encode()
+        if self.refusal == "anthropic":
+            error = {
+                "type": "invalid_request_error",
+                "message": f"prompt is too long: {asked} tokens > {window} maximum",
+            }
+            return json.dumps({"type": "error", "error": error}).encode()
+        message = (
+            f"This model's maximum context length is {window} tokens. However, your messages resulted in "
+            f"{asked} tokens. Please reduce the length of the messages."
+        )
+        error = {
+            "message": message,
+            "type": "invalid_request_error",
+            "param": "messages",
+            "code": "context_length_exceeded",
+        }
+        return json.dumps({"error": error}).encode()
+
+    async def _ollama(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, method: str, path: str, raw: bytes
+    ) -> bool:
+        """Ollama's native API: ``/api/version``, ``/api/show`` and ``/api/chat`` (streamed NDJSON)."""
+        if method == "GET" and path == "/api/version":
+            with self._changed:
+                self.version_requests += 1
+            await self._send(writer, 200, json.dumps({"version": OLLAMA_VERSION}).encode())
+            return True
+        if method != "POST" or path not in ("/api/show", "/api/chat"):
+            await self._send(writer, 404, b"404 page not found")
+            return True
+        try:
+            body = json.loads(raw)
+        except ValueError:
+            await self._send(writer, 400, b'{"error": "invalid character in request body"}')
+            return True
+        model = str(body.get("model", ""))
+        if self.models is not None and model not in self.models:
+            await self._send(writer, 404, json.dumps({"error": f"model '{model}' not found"}).encode())
+            return True
+        if path == "/api/show":
+            with self._changed:
+                self.show_requests += 1
+            await self._send(writer, 200, json.dumps(self._show(model)).encode())
+            return True
+        if self.on_request is not None:
+            self.on_request(body)
+        with self._changed:
+            self.requests.append(body)
+            self.native_requests.append(body)
+            self._changed.notify_all()
+        options = body.get("options") or {}
+        num_ctx = options.get("num_ctx") or self.ollama_default_ctx
+        prompt = rendered_prompt(body)
+        kept = _front_cut(prompt, int(num_ctx))  # silently: the front of the prompt is gone
+        self._saw(kept)
+        reply = self._next_reply(body)
+        error_body = reply.ollama_body()
+        if error_body is not None:
+            await self._send(writer, reply.status, error_body, reply.headers)
+            return True
+        if isinstance(reply, Drop):
+            return False
+        writer.write(
+            b"HTTP/1.1 200 OK\r\ncontent-type: application/x-ndjson\r\ntransfer-encoding: chunked\r\n\r\n"
+        )
+        actions = reply.ollama_actions(model, estimate_tokens(kept))
+        finished = await self._stream(reply, body, actions, reader, writer)
+        if not finished:
+            with self._changed:
+                self.aborted_streams += 1
+                self._changed.notify_all()
+            return False
+        writer.write(b"0\r\n\r\n")
+        await writer.drain()
+        if self.on_last_chunk is not None:
+            self.on_last_chunk(body)
+        return True
+
+    def _show(self, model: str) -> dict[str, Any]:
+        """``POST /api/show``: what Ollama says of a model (details, parameters, model_info)."""
+        parameters = 'stop "<|im_end|>"\ntemperature 0.6\ntop_k 20'
+        if self.model_num_ctx is not None:
+            parameters = f"num_ctx {self.model_num_ctx}\n{parameters}"
+        capabilities = ["completion", "tools", *(["thinking"] if self.thinking else [])]
+        return {
+            "license": "Apache License",
+            "modelfile": f"FROM {model}\n",
+            "parameters": parameters,
+            "template": "{{ .Prompt }}",
+            "details": {
+                "format": "gguf",
+                "family": "qwen3",
+                "parameter_size": "8.2B",
+                "quantization_level": "Q4_K_M",
+            },
+            "model_info": {
+                "general.architecture": "qwen3",
+                "general.parameter_count": 8190735360,
+                "qwen3.context_length": self.model_context,
+                "qwen3.embedding_length": 4096,
+            },
+            "capabilities": capabilities,
+        }
+
     async def _stream(
         self,
         reply: Reply,
         body: dict[str, Any],
-        model: str,
+        actions: Iterator[Action],
         reader: asyncio.StreamReader,
         writer: asyncio.StreamWriter,
     ) -> bool:
         """Write the reply's actions; ``False`` if the client went away first."""
         assert self._release is not None
         first = True
-        for action in reply.actions(model):
+        for action in actions:
             if isinstance(action, bytes):
                 if first and self.on_first_chunk is not None:
                     self.on_first_chunk(body)
