@@ -3,8 +3,9 @@
 :class:`DatabasePins` is the hub's :class:`~mcpclient.core.pinning.PinBook`: each listing of a
 server is reviewed against the ``ToolPin`` rows (in a thread; the database is the truth every web
 process and the hub worker share) and recorded, so the admin can show a held tool's change as a
-diff. :func:`accept` is the administrator's side; the hub then lists the server again and offers
-the tool under its new definition.
+diff. :func:`accept` is the administrator's side (the admin's *Accept*, and
+:func:`accept_recorded` for ``manage.py mcp_discover --accept``); the hub then lists the server
+again and offers the tool under its new definition.
 """
 
 from __future__ import annotations
@@ -28,16 +29,22 @@ def review_listing(
     with transaction.atomic():
         rows = {row.tool: row for row in ToolPin.objects.select_for_update().filter(server=server)}
         accepted = {name: row.digest for name, row in rows.items() if row.digest}
-        verdicts = pinning.review(seen, accepted, mode=mode, accept_new=accept_new)
         others = pinning.OtherTools(
             McpTool.objects.exclude(server__name=server).values_list("server__name", "name", "prefixed_name")
         )
+        # The poisoning check first: a flagged definition nobody accepted is held, not pinned.
+        seen = [
+            dataclasses.replace(
+                item, findings=tuple(pinning.findings(_description(item), server=server, other_tools=others))
+            )
+            for item in seen
+        ]
+        verdicts = pinning.review(seen, accepted, mode=mode, accept_new=accept_new)
         now = timezone.now()
         added: list[ToolPin] = []
         for item in seen:
             verdict = verdicts[item.name]
-            description = item.definition.get("description") or ""
-            found = tuple(pinning.findings(str(description), server=server, other_tools=others))
+            found = item.findings
             verdicts[item.name] = dataclasses.replace(verdict, findings=found)
             row = rows.get(item.name)
             if row is None:
@@ -60,6 +67,10 @@ def review_listing(
         # Another process listing the same server at the same moment recorded the same rows.
         ToolPin.objects.bulk_create(added, ignore_conflicts=True)
     return verdicts
+
+
+def _description(item: pinning.Seen) -> str:
+    return str(item.definition.get("description") or "")
 
 
 class DatabasePins:
@@ -85,6 +96,20 @@ def accept(pins: Sequence[ToolPin], user: Any) -> list[str]:
         if pin.server not in servers:
             servers.append(pin.server)
     return servers
+
+
+def accept_recorded(servers: Sequence[str]) -> list[ToolPin]:
+    """Accept the definitions last listed and recorded for ``servers`` that wait for a review.
+
+    ``manage.py mcp_discover --accept``: what a review recorded (and the operator read, or can
+    read as a diff in the admin) is accepted, not what the servers list next; a later listing
+    that differs is held again as changed. Returns the definitions accepted.
+    """
+    with transaction.atomic():
+        rows = ToolPin.objects.select_for_update().filter(server__in=servers)
+        pending = [pin for pin in rows if pin.pending]
+        accept(pending, None)
+    return pending
 
 
 def change_of(pin: ToolPin) -> str:

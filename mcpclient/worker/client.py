@@ -9,8 +9,8 @@ form and, for a link they opened, until it ends on either side; a call given up 
 answer, Redis is asked whether anything listens on the hub channel (a killed worker's connection,
 and its subscription, end with it), so the first call after a worker died is refused at once; a
 new ``boot`` id fails the calls sent to the old worker at once, and after ``SILENT_AFTER`` seconds
-of silence the calls in flight fail and new ones are refused. Reads, completions, prompts and skills run in the worker on its live
-sessions: a session's ``client`` here is only :data:`IN_WORKER`.
+of silence the calls in flight fail and new ones are refused. Reads, completions, prompts and
+skills run in the worker on its live sessions: a session's ``client`` here is only :data:`IN_WORKER`.
 
 The tour: docs/deployment.md (*What runs where*, *Messages between the processes*, *Calls,
 cancellation and crashes*).
