@@ -34,6 +34,7 @@ from django.conf import settings
 from mcpclient.config.model import ConfigError
 from mcpclient.config.writeback import WritebackError, remove_stale_temp_files
 from mcpclient.core import pinning
+from mcpclient.core.pinning import PinBook
 from mcpclient.core.results import ToolResult
 from mcpclient.core.state import HubTool, ServerSnapshot, Status
 from mcpclient.engine.api import HubApi
@@ -176,12 +177,13 @@ def username_of(user_id: int) -> str:
     return str(found or "")
 
 
-def new_hub(*, persist: bool = True, pins: bool | None = None) -> Hub:
+def new_hub(*, persist: bool = True, pins: PinBook | None = None) -> Hub:
     """A hub configured from settings; with ``persist`` its state is written to the database.
 
-    ``pins``: whether listings are reviewed against the pinned definitions and recorded
-    (:mod:`mcpclient.runtime.pins`); by default a persisting hub's are. ``manage.py mcp_discover``
-    reviews (and so pins what it shows) without keeping the hub.
+    ``pins``: where listings are reviewed against the pinned definitions (by default a persisting
+    hub's go to the database, :class:`~mcpclient.runtime.pins.DatabasePins`; ``manage.py
+    mcp_discover`` passes a :class:`~mcpclient.runtime.pins.ListingRecorder`, so that what it
+    shows is what gets pinned).
     """
     hub = Hub(
         base_dir=settings.MCP_CONFIG.parent,
@@ -191,7 +193,7 @@ def new_hub(*, persist: bool = True, pins: bool | None = None) -> Hub:
         consent_timeout=float(settings.OAUTH_CONSENT_TIMEOUT),
         idle_seconds=float(settings.OAUTH_IDLE_SECONDS),
         apps=bool(settings.MCP_APPS),
-        pins=DatabasePins() if (persist if pins is None else pins) else None,
+        pins=pins if pins is not None else DatabasePins() if persist else None,
         person_name=username_of,
         person_id_token=lambda user_id: _id_tokens(user_id) if _id_tokens is not None else None,
         person_groups=people.groups_of,

@@ -7,6 +7,7 @@ database and bump the version so a running web process picks the change up.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -150,9 +151,11 @@ def _select(names: list[str]) -> tuple[list[ServerConfig], list[EntryError], str
 def _discover(chosen: list[ServerConfig]) -> list[DiscoveryOutcome]:
     """Connect ``chosen``, list their tools, store what was learned and bump the version."""
 
+    # Reviewed against the pins and recorded: what this run shows is what gets pinned.
+    recorder = pins.ListingRecorder([config.name for config in chosen])
+
     async def run() -> list[ServerSnapshot]:
-        # Reviewed against the pins and recorded: what this run shows is what gets pinned.
-        hub = new_hub(persist=False, pins=True)
+        hub = new_hub(persist=False, pins=recorder)
         try:
             await hub.start(chosen)
             return hub.snapshots()
@@ -160,11 +163,27 @@ def _discover(chosen: list[ServerConfig]) -> list[DiscoveryOutcome]:
             await hub.stop()
 
     snapshots = asyncio.run(run())
+    recorded = recorder.record()
+    snapshots = [_with_verdicts(snapshot, recorded.get(snapshot.name, {})) for snapshot in snapshots]
     for snapshot in snapshots:
         persist_snapshot(snapshot)
     bump_version()
     entries = {config.name: config.raw for config in chosen}
     return [DiscoveryOutcome(snapshot, entries.get(snapshot.name)) for snapshot in snapshots]
+
+
+def _with_verdicts(snapshot: ServerSnapshot, verdicts: dict[str, pinning.Verdict]) -> ServerSnapshot:
+    """``snapshot`` with the recorded pin verdicts on its tools (those another process may have
+    changed since the run read the pins)."""
+    if not verdicts:
+        return snapshot
+    tools = tuple(
+        dataclasses.replace(tool, held=verdict.held, pin_note=verdict.note, findings=verdict.findings)
+        if (verdict := verdicts.get(tool.name)) is not None
+        else tool
+        for tool in snapshot.tools
+    )
+    return dataclasses.replace(snapshot, tools=tools)
 
 
 def discover_servers(names: list[str]) -> list[DiscoveryOutcome]:

@@ -69,6 +69,48 @@ def review_listing(
     return verdicts
 
 
+class ListingRecorder:
+    """The pin book of a short-lived hub a command runs (``manage.py mcp_discover``).
+
+    Each listing is reviewed against the pins read when the recorder was made (in the command's
+    thread, before the run) and kept; :meth:`record` then reviews and records them in the
+    database from the calling thread, whose verdicts are the ones stored. The run's event loop
+    never touches the database (its thread may not: a command's ``asyncio.run``).
+    """
+
+    def __init__(self, servers: Sequence[str]) -> None:
+        self._accepted: dict[str, dict[str, str]] = {}
+        rows = ToolPin.objects.filter(server__in=servers).exclude(digest="")
+        for server, tool, digest in rows.values_list("server", "tool", "digest"):
+            self._accepted.setdefault(server, {})[tool] = digest
+        tools = McpTool.objects.values_list("server__name", "name", "prefixed_name")
+        self._others = pinning.OtherTools(tools)
+        self._listings: dict[str, tuple[list[pinning.Seen], str, bool]] = {}
+
+    async def review(
+        self, server: str, seen: Sequence[pinning.Seen], *, mode: str, accept_new: bool
+    ) -> dict[str, pinning.Verdict]:
+        others = self._others
+        checked = [
+            dataclasses.replace(
+                item, findings=tuple(pinning.findings(_description(item), server=server, other_tools=others))
+            )
+            for item in seen
+        ]
+        self._listings[server] = (checked, mode, accept_new)
+        verdicts = pinning.review(checked, self._accepted.get(server, {}), mode=mode, accept_new=accept_new)
+        return {
+            item.name: dataclasses.replace(verdicts[item.name], findings=item.findings) for item in checked
+        }
+
+    def record(self) -> dict[str, dict[str, pinning.Verdict]]:
+        """Review and record every listing kept (sync ORM): each server's verdicts, by tool name."""
+        return {
+            server: review_listing(server, seen, mode=mode, accept_new=accept_new)
+            for server, (seen, mode, accept_new) in self._listings.items()
+        }
+
+
 def _description(item: pinning.Seen) -> str:
     return str(item.definition.get("description") or "")
 
