@@ -64,7 +64,7 @@ from mcpclient.core.approval import grant
 from mcpclient.core.results import ToolResult, cap_output
 from mcpclient.core.state import HubTool
 from mcpclient.engine.elicitation import TimeBudget, timed_by
-from mcpclient.runtime import get_hub, hub_call, hub_tools
+from mcpclient.runtime import get_hub, held_for_review, hub_call, hub_tools
 
 __all__ = [
     "NATIVE_SOURCE",
@@ -585,6 +585,11 @@ async def execute_tool(
     pool = list(allowed) if allowed is not None else available_tools()
     tool = next((candidate for candidate in pool if candidate.name == name), None)
     if tool is None:
+        # Held for an administrator's review (mcpclient.core.pinning): offered to nobody, but its
+        # caller reads why, not "Unknown tool". Whose call it is: the person the agent's tools run as.
+        person = next((candidate.user_id for candidate in pool if candidate.user_id is not None), None)
+        if (held := held_for_review(name, person)) is not None:
+            return held
         if allowed is not None and any(candidate.name == name for candidate in available_tools()):
             return ToolResult.error(f'Tool "{name}" is not available to this agent')
         offered = ", ".join(candidate.name for candidate in pool[:50]) or "none"

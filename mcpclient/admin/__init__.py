@@ -36,7 +36,7 @@ from django.contrib.admin import ActionLocation
 from django.contrib.admin.actions import delete_selected as django_delete_selected
 from django.core.exceptions import PermissionDenied
 from django.db import transaction
-from django.db.models import QuerySet
+from django.db.models import Count, Q, QuerySet
 from django.http import HttpRequest, HttpResponse, HttpResponseNotAllowed, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import URLPattern, path, reverse
@@ -122,6 +122,12 @@ class McpToolInline(admin.TabularInline):
 def yes_no(value: bool) -> str:
     """ "yes" or "no" as text (Django's boolean icons make a rejected tool look like a failure)."""
     return "yes" if value else "no"
+
+
+def with_held_count(servers: QuerySet[McpServer]) -> QuerySet[McpServer]:
+    """``servers`` each with ``held_count``: its tools held for review that would be offered otherwise."""
+    held = Q(tools__held=True, tools__rejected=False, tools__filtered=False)
+    return servers.annotate(held_count=Count("tools", filter=held))
 
 
 def tool_state(tool: McpTool) -> str:
@@ -296,6 +302,7 @@ class McpServerAdmin(ServerLogsAdmin, admin.ModelAdmin):
         "protocol_version",
         "active_transport",
         "tool_count",
+        "held_summary",
         "tools_note",
         "rejected_count",
         "filtered_count",
@@ -318,7 +325,7 @@ class McpServerAdmin(ServerLogsAdmin, admin.ModelAdmin):
                 "server_display",
                 "protocol_version",
                 "active_transport",
-                ("tool_count", "rejected_count", "filtered_count"),
+                ("tool_count", "held_summary", "rejected_count", "filtered_count"),
                 "tools_note",
                 "stderr_display",
             )
@@ -552,8 +559,12 @@ class McpServerAdmin(ServerLogsAdmin, admin.ModelAdmin):
         return names
 
     def _report(self, request: HttpRequest, names: list[str], verb: str) -> None:
-        rows = McpServer.objects.filter(name__in=names)
-        summary = "; ".join(f"{row.name}: {row.status}, {row.tool_count} tools" for row in rows)
+        rows = with_held_count(McpServer.objects.filter(name__in=names))
+        summary = "; ".join(
+            f"{row.name}: {row.status}, {row.tool_count} tools"
+            + (f", {row.held_count} held for review" if row.held_count else "")
+            for row in rows
+        )
         self.message_user(request, f"{verb}: {summary}.", messages.SUCCESS)
 
     @admin.action(description="Enable", permissions=["change"], location=BOTH)
@@ -633,12 +644,32 @@ class McpServerAdmin(ServerLogsAdmin, admin.ModelAdmin):
         plan = _retry_plan(server)
         return format_html('{}<br><small class="mcp-retry">{}</small>', badge, plan) if plan else badge
 
+    def get_queryset(self, request: HttpRequest) -> QuerySet[McpServer]:
+        """The servers, each with how many of its tools are held for review (list and page)."""
+        return with_held_count(super().get_queryset(request))
+
+    @admin.display(description="held for review")
+    def held_summary(self, server: McpServer) -> str:
+        """How many tools wait for an administrator's review, linking to their definitions."""
+        held = getattr(server, "held_count", 0)
+        if not held:
+            return "0"
+        query = urlencode({"review": "pending", "server": server.name})
+        url = reverse("admin:mcpclient_toolpin_changelist") + "?" + query
+        return format_html('<a href="{}">{} held for review</a>', url, held)
+
     @admin.display(description="tools", ordering="tool_count")
     def tools_summary(self, server: McpServer) -> str:
-        """Tools offered, then (small) how many the read-only guard rejected and the filters left out."""
+        """Tools offered, then (small) how many are held for review, how many the read-only guard
+        rejected and the filters left out."""
+        held = getattr(server, "held_count", 0)
         left_out = [
             f"{count} {what}"
-            for count, what in ((server.rejected_count, "rejected"), (server.filtered_count, "filtered"))
+            for count, what in (
+                (held, "held for review"),
+                (server.rejected_count, "rejected"),
+                (server.filtered_count, "filtered"),
+            )
             if count
         ]
         if server.tools_note:

@@ -26,6 +26,13 @@ from urllib.parse import urlsplit
 
 SETTING = "BOOCODE_EGRESS_ALLOW"
 
+# What a person reads when their own server (mcpclient.runtime.personal) is refused: the setting
+# that would change it is the operator's, not theirs, so it is named in the log and the admin only.
+OWN_SERVER_REFUSED = (
+    "This BooCode does not let servers of one's own reach addresses on this machine or its "
+    "private network; ask an administrator."
+)
+
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
 # A host (lower case, IDNA-encoded, no trailing dot) and a port.

@@ -3,17 +3,21 @@
 A tool's *definition* is what the model and the person are shown and what decides the tool's
 safety: its name, title, description, input and output schema, annotations and ``_meta.ui``.
 Its *digest* is the SHA-256 of that definition as canonical JSON. The first time a server's
-tools are seen their digests are recorded (accepted); later, a tool whose digest differs from
+tools are seen (by ``manage.py mcp_discover``, which the operator reads, or by the first process
+that connects it) their digests are recorded (accepted), except a definition the poisoning check
+flags, which is held for review from the start; later, a tool whose digest differs from
 the accepted one (a ``list_changed``, a reconnect, a new server version: a "rug pull") and a new
 tool of a server already known are held back until an administrator accepts them, as the
 entry's ``pinTools`` says (:data:`PIN_BLOCK`, the default; :data:`PIN_WARN` offers the tool and
 flags it; :data:`PIN_OFF` accepts every definition as it comes). ``acceptNewTools: true`` lets a
-known server add tools without a review.
+known server add tools without a review (never a flagged one).
 
 :func:`review` is the decision, on values only; the runtime keeps the accepted definitions in
 the database (:mod:`mcpclient.runtime.pins`). :func:`findings` is a conservative check of a
 description for tool poisoning: text aimed at the model rather than at describing the tool, or
-naming another server's tools. It flags for the admin; it never decides by itself.
+naming another server's tools. It never removes an accepted tool: it holds a definition that
+nobody accepted yet, and flags for the admin. :func:`held_call` is what a call of a held tool
+answers; :func:`held_count` counts them wherever a server's tools are counted.
 """
 
 from __future__ import annotations
@@ -28,6 +32,8 @@ from typing import Any, Protocol
 
 import mcp.types as types
 
+from mcpclient.core.results import ToolResult
+
 PIN_BLOCK = "block"
 PIN_WARN = "warn"
 PIN_OFF = "off"
@@ -35,11 +41,14 @@ PIN_MODES = (PIN_BLOCK, PIN_WARN, PIN_OFF)
 
 CHANGED = "changed"  # its definition differs from the accepted one
 NEW = "new"  # a new tool of a server whose tools were already accepted
+FLAGGED = "flagged"  # never accepted, and the poisoning check flags its definition
 
 HELD_CHANGED = "its definition changed since it was accepted: held until an administrator accepts it"
 HELD_NEW = "a new tool of a known server: held until an administrator accepts it"
 WARN_CHANGED = 'its definition changed since it was accepted ("pinTools": "warn": offered anyway)'
 WARN_NEW = 'a new tool of a known server, not yet accepted ("pinTools": "warn": offered anyway)'
+HELD_FLAGGED = "the poisoning check flagged its definition ({}): held until an administrator accepts it"
+WARN_FLAGGED = 'the poisoning check flagged its definition ({}) ("pinTools": "warn": offered anyway)'
 
 
 def definition(tool: types.Tool) -> dict[str, Any]:
@@ -71,6 +80,7 @@ class Seen:
     name: str
     digest: str
     definition: dict[str, Any]
+    findings: tuple[str, ...] = ()  # what :func:`findings` says of its description
 
 
 @dataclass(frozen=True)
@@ -102,23 +112,53 @@ def review(
     """The verdict on each of ``seen`` given the ``accepted`` digests (tool name -> digest).
 
     A server with nothing accepted yet is seen for the first time: every tool is accepted as it
-    is (the caller records them). ``mode`` is the entry's ``pinTools``.
+    is (the caller records them), but one whose definition the poisoning check flags
+    (``Seen.findings``), which waits for a review like a changed one. ``mode`` is the entry's
+    ``pinTools``.
     """
-    if mode == PIN_OFF or not accepted:
+    if mode == PIN_OFF:
         return {tool.name: ACCEPTED for tool in seen}
+    blocked = mode == PIN_BLOCK
     verdicts: dict[str, Verdict] = {}
     for tool in seen:
         known = accepted.get(tool.name)
         if known == tool.digest:
             verdicts[tool.name] = ACCEPTED
-        elif known is None and accept_new:
-            verdicts[tool.name] = ACCEPTED
-        elif known is None:
-            verdicts[tool.name] = Verdict(mode == PIN_BLOCK, HELD_NEW if mode == PIN_BLOCK else WARN_NEW, NEW)
-        else:
-            blocked = mode == PIN_BLOCK
+        elif known is not None:
             verdicts[tool.name] = Verdict(blocked, HELD_CHANGED if blocked else WARN_CHANGED, CHANGED)
+        elif tool.findings:
+            said = "; ".join(tool.findings)
+            note = (HELD_FLAGGED if blocked else WARN_FLAGGED).format(said)
+            verdicts[tool.name] = Verdict(blocked, note, FLAGGED)
+        elif accept_new or not accepted:
+            verdicts[tool.name] = ACCEPTED
+        else:
+            verdicts[tool.name] = Verdict(blocked, HELD_NEW if blocked else WARN_NEW, NEW)
     return verdicts
+
+
+def held_call(prefixed_name: str) -> ToolResult:
+    """What a call of a tool held for review answers (the person, the console, the model read it)."""
+    return ToolResult.error(
+        f'The tool "{prefixed_name}" waits for an administrator\'s review of its definition and cannot '
+        "be called until it is accepted (admin: MCP servers, Tool definitions)."
+    )
+
+
+class _Listed(Protocol):
+    @property
+    def held(self) -> bool: ...
+
+    @property
+    def rejected(self) -> bool: ...
+
+    @property
+    def filtered(self) -> bool: ...
+
+
+def held_count(tools: Iterable[_Listed]) -> int:
+    """How many of a server's listed tools are held for review (and would be offered otherwise)."""
+    return sum(tool.held and not (tool.rejected or tool.filtered) for tool in tools)
 
 
 def diff(old: Mapping[str, Any] | None, new: Mapping[str, Any]) -> str:

@@ -52,6 +52,7 @@ from mcpclient.config.model import (
 )
 from mcpclient.config.resolve import InputLookup, resolve_server
 from mcpclient.core import pinning
+from mcpclient.core.egress import OWN_SERVER_REFUSED
 from mcpclient.core.pinning import PinBook
 from mcpclient.core.redaction import redact_text
 from mcpclient.core.results import ToolResult, extract_result
@@ -67,6 +68,7 @@ from mcpclient.engine.authorization import (
     preregistered_client,
 )
 from mcpclient.engine.catalog import KeptFresh
+from mcpclient.engine.egress import EgressRefused
 from mcpclient.engine.healing import Healer, RetryState, ping_loop
 from mcpclient.engine.prompts import Catalog as PromptCatalog
 from mcpclient.engine.resources import ResourceCatalog, keep_listed
@@ -92,6 +94,21 @@ def _describe(exc: BaseException) -> str:
     return redact_text(_description(exc))
 
 
+def _egress_refused(exc: BaseException) -> bool:
+    """Whether ``exc`` is, holds or was caused by an :class:`EgressRefused`."""
+    seen: list[BaseException] = [exc]
+    while seen:
+        current = seen.pop()
+        if isinstance(current, EgressRefused):
+            return True
+        if isinstance(current, BaseExceptionGroup):
+            seen.extend(current.exceptions)
+        seen.extend(e for e in (current.__cause__, current.__context__) if e is not None and e is not current)
+        if len(seen) > 100:  # a cycle of causes: give up rather than loop
+            return False
+    return False
+
+
 def _description(exc: BaseException) -> str:
     if isinstance(exc, BaseExceptionGroup):
         inner = [e for e in exc.exceptions if not isinstance(e, anyio.get_cancelled_exc_class())]
@@ -103,6 +120,8 @@ def _description(exc: BaseException) -> str:
         return f"permission denied: {exc.filename or exc}"
     if isinstance(exc, MCPError):
         return exc.error.message if hasattr(exc, "error") else str(exc)
+    if isinstance(exc, EgressRefused):  # not the server's answer: BooCode did not connect
+        return f"not connected: the egress policy refused it ({exc})"
     if isinstance(exc, httpx2.ConnectError):
         return f"connection refused or unreachable ({exc})"
     if isinstance(exc, httpx2.HTTPStatusError):
@@ -462,7 +481,17 @@ class ServerConnection:
         self.tools = tools
         self._notify(self)
 
-    def _set_unavailable(self, reason: str, client: Client | None = None) -> None:
+    def _person_reason(self, exc: BaseException) -> str:
+        """What the person reads instead of the operator's wording ("" when it is the same).
+
+        A person's own server refused by the egress policy: the setting that would allow it is
+        the operator's (``last_error`` and the log name it); the person reads a sentence for them.
+        """
+        if self.config.owner_id is not None and _egress_refused(exc):
+            return OWN_SERVER_REFUSED
+        return ""
+
+    def _set_unavailable(self, reason: str, client: Client | None = None, *, person: str = "") -> None:
         # ``client``: the session the failure was seen on; a late failure of an earlier session
         # must not end the one that replaced it.
         if (
@@ -472,7 +501,7 @@ class ServerConnection:
         ):
             return
         self.status = Status.UNAVAILABLE
-        self.reason = reason
+        self.reason = person or reason
         self.last_error = reason + self._stderr_hint()
         logger.warning('MCP server "%s" is unavailable: %s', self.name, self.last_error)
         self._commands.put_nowait("closed")
@@ -562,9 +591,9 @@ class ServerConnection:
                 status = Status.AUTH_REQUIRED if failure.sign_in_required else None
                 self._fail(failure.describe(self.name), status=status)
             elif self.status is Status.READY:
-                self._set_unavailable(_describe(exc))
+                self._set_unavailable(_describe(exc), person=self._person_reason(exc))
             elif self.status is Status.CONNECTING:
-                self._fail(_describe(exc), self._stderr_hint())
+                self._fail(_describe(exc), self._stderr_hint(), person=self._person_reason(exc))
             logger.debug('MCP server "%s" owner ended with %r', self.name, exc)
 
     async def _wait_for_retry(self) -> bool:
@@ -645,7 +674,11 @@ class ServerConnection:
             return await database_sync_to_async(resolve)()
         return resolve()
 
-    def _fail(self, message: str, stderr: str = "", *, status: Status | None = None) -> None:
+    def _fail(
+        self, message: str, stderr: str = "", *, status: Status | None = None, person: str = ""
+    ) -> None:
+        """Record a failed attempt: ``message`` (and ``stderr``) for the log and the admin, ``person``
+        (when given) as what the people who use the server read."""
         self._release_slot()
         healing = status is None and self.connected_at is not None and self.retry.attempts > 0
         if healing and not self._no_retry:
@@ -655,7 +688,7 @@ class ServerConnection:
         else:
             self.status = status or Status.FAILED
             self.tools = []
-        self.reason = message
+        self.reason = person or message
         self.last_error = message + stderr
         logger.warning('MCP server "%s" failed to start: %s', self.name, self.last_error)
         self._settled.set()

@@ -30,6 +30,7 @@ from mcpclient.config.model import (
     same_session,
 )
 from mcpclient.config.resolve import InputLookup
+from mcpclient.core import pinning
 from mcpclient.core.naming import assign_names
 from mcpclient.core.pinning import PinBook
 from mcpclient.core.results import ToolResult, unknown_tool
@@ -717,13 +718,19 @@ class Hub:
         return await connection.call_tool(tool, arguments or {})
 
     def _unknown_tool(self, prefixed_name: str, user_id: int | None) -> ToolResult:
-        # The tool may belong to a server that is down: say so rather than "unknown" (of the
-        # servers the person may use: the others' names and states are none of their business).
+        # The tool may belong to a server that is down, or be held for an administrator's review:
+        # say so rather than "unknown" (of the servers the person may use: the others' names and
+        # states are none of their business).
         for name, connection in self._connections.items():
-            if connection.status is not Status.READY and allowed(self, connection.config, user_id):
-                for tool in connection.tools:
-                    if self._names.get((name, tool.name), ("",))[0] == prefixed_name:
-                        return connection.unreachable(connection.reason or connection.status.value)
+            if not allowed(self, connection.config, user_id):
+                continue
+            for tool in connection.tools:
+                if self._names.get((name, tool.name), ("",))[0] != prefixed_name:
+                    continue
+                if connection.status is not Status.READY:
+                    return connection.unreachable(connection.reason or connection.status.value)
+                if pinning.held_count([tool]):
+                    return pinning.held_call(prefixed_name)
         return unknown_tool(prefixed_name)
 
 

@@ -33,6 +33,8 @@ from django.conf import settings
 
 from mcpclient.config.model import ConfigError
 from mcpclient.config.writeback import WritebackError, remove_stale_temp_files
+from mcpclient.core import pinning
+from mcpclient.core.pinning import PinBook
 from mcpclient.core.results import ToolResult
 from mcpclient.core.state import HubTool, ServerSnapshot, Status
 from mcpclient.engine.api import HubApi
@@ -175,8 +177,14 @@ def username_of(user_id: int) -> str:
     return str(found or "")
 
 
-def new_hub(*, persist: bool = True) -> Hub:
-    """A hub configured from settings; with ``persist`` its state is written to the database."""
+def new_hub(*, persist: bool = True, pins: PinBook | None = None) -> Hub:
+    """A hub configured from settings; with ``persist`` its state is written to the database.
+
+    ``pins``: where listings are reviewed against the pinned definitions (by default a persisting
+    hub's go to the database, :class:`~mcpclient.runtime.pins.DatabasePins`; ``manage.py
+    mcp_discover`` passes a :class:`~mcpclient.runtime.pins.ListingRecorder`, so that what it
+    shows is what gets pinned).
+    """
     hub = Hub(
         base_dir=settings.MCP_CONFIG.parent,
         allowed_commands=list(settings.MCP_STDIO_COMMANDS),
@@ -185,7 +193,7 @@ def new_hub(*, persist: bool = True) -> Hub:
         consent_timeout=float(settings.OAUTH_CONSENT_TIMEOUT),
         idle_seconds=float(settings.OAUTH_IDLE_SECONDS),
         apps=bool(settings.MCP_APPS),
-        pins=DatabasePins() if persist else None,
+        pins=pins if pins is not None else DatabasePins() if persist else None,
         person_name=username_of,
         person_id_token=lambda user_id: _id_tokens(user_id) if _id_tokens is not None else None,
         person_groups=people.groups_of,
@@ -425,8 +433,31 @@ async def hub_call(
     return await hub.call_tool(prefixed_name, arguments, user_id=user_id, views=views)
 
 
+def held_for_review(prefixed_name: str, user_id: int | None) -> ToolResult | None:
+    """What a call of ``prefixed_name`` answers when it is a tool held for an administrator's
+    review on a ready server ``user_id`` may use (None otherwise: it is unknown to them).
+
+    The tool registry asks before it answers "Unknown tool" (held tools are offered to nobody).
+    With no person known, a server with ``groups`` is left out: its tools are nobody's business.
+    """
+    hub = _hub
+    if hub is None:
+        return None
+    for snapshot in hub.snapshots():
+        config = hub.config(snapshot.name)
+        if snapshot.status is not Status.READY or config is None:
+            continue
+        if (config.groups and user_id is None) or not allowed(hub, config, user_id):
+            continue
+        for tool in snapshot.tools:
+            if snapshot.prefixed_names.get(tool.name) == prefixed_name and pinning.held_count([tool]):
+                return pinning.held_call(prefixed_name)
+    return None
+
+
 def hub_statuses(*, staff: bool = False, user_id: int | None = None) -> list[dict[str, Any]]:
-    """Name, status and tool count of every configured server ``user_id`` may use (its groups),
+    """Name, status, tool count (and how many are held for review) of every configured server
+    ``user_id`` may use (its groups),
     then of their own servers (``"own": true``; ``"idle"`` until their session opens); for
     ``staff``, the last error too.
 
@@ -443,6 +474,7 @@ def hub_statuses(*, staff: bool = False, user_id: int | None = None) -> list[dic
             "name": snapshot.name,
             "status": snapshot.status.value,
             "tool_count": sum(tool.offered for tool in snapshot.tools),
+            "held_count": pinning.held_count(snapshot.tools),
             **retry_fields(snapshot.attempts, snapshot.next_retry_at, snapshot.circuit_open),
         }
         if staff:

@@ -7,18 +7,20 @@ database and bump the version so a running web process picks the change up.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from mcpclient.config.model import ConfigError, ServerConfig
+from mcpclient.core import pinning
 from mcpclient.core.naming import server_prefix
 from mcpclient.core.redaction import masked_entry
 from mcpclient.core.results import ToolResult
 from mcpclient.core.state import ServerSnapshot, Status
 from mcpclient.engine.hub import Hub
 from mcpclient.models import McpServer
-from mcpclient.runtime import new_hub, set_hub
+from mcpclient.runtime import new_hub, pins, set_hub
 from mcpclient.runtime.sync import bump_version, persist_snapshot, server_configs, sync_servers
 
 
@@ -42,6 +44,7 @@ class DiscoveryOutcome:
             "status": s.status.value,
             "config": masked_entry(self.entry),
             "tool_count": sum(t.offered for t in s.tools),
+            "held_count": pinning.held_count(s.tools),
             "rejected_count": sum(t.rejected for t in s.tools),
             "error": s.last_error,
             "protocol_version": s.protocol_version,
@@ -51,12 +54,19 @@ class DiscoveryOutcome:
                     "prefixed_name": s.prefixed_names.get(t.name, ""),
                     "name": t.name,
                     "title": t.title,
+                    "description": t.description,
+                    "input_schema": t.input_schema,
+                    "annotations": t.annotations,
                     "output_schema": t.output_schema,
                     "rejected": t.rejected,
                     "filtered": t.filtered,
                     "reason": t.reject_reason,
                     "approval": t.approval_reason,
                     "warning": s.warnings.get(t.name, ""),
+                    "held": t.held,
+                    "pin_note": t.pin_note,
+                    "findings": list(t.findings),
+                    "digest": t.digest,
                 }
                 for t in s.tools
             ],
@@ -82,6 +92,7 @@ class DiscoveryReport:
     outcomes: list[DiscoveryOutcome] = field(default_factory=list)
     errors: list[EntryError] = field(default_factory=list)
     shape: str | None = None  # the host shape mcp.json is written in (None: unreadable or missing)
+    accepted: list[tuple[str, str, str]] = field(default_factory=list)  # (server, tool, digest) --accept took
 
     @property
     def failures(self) -> list[str]:
@@ -98,6 +109,9 @@ class DiscoveryReport:
         """The JSON document ``mcp_discover --json`` prints, whatever happened."""
         return {
             "shape": self.shape,
+            "accepted": [
+                {"server": server, "tool": tool, "digest": digest} for server, tool, digest in self.accepted
+            ],
             "servers": [outcome.as_dict() for outcome in self.outcomes],
             "errors": [error.as_dict() for error in self.errors],
         }
@@ -137,8 +151,11 @@ def _select(names: list[str]) -> tuple[list[ServerConfig], list[EntryError], str
 def _discover(chosen: list[ServerConfig]) -> list[DiscoveryOutcome]:
     """Connect ``chosen``, list their tools, store what was learned and bump the version."""
 
+    # Reviewed against the pins and recorded: what this run shows is what gets pinned.
+    recorder = pins.ListingRecorder([config.name for config in chosen])
+
     async def run() -> list[ServerSnapshot]:
-        hub = new_hub(persist=False)
+        hub = new_hub(persist=False, pins=recorder)
         try:
             await hub.start(chosen)
             return hub.snapshots()
@@ -146,11 +163,27 @@ def _discover(chosen: list[ServerConfig]) -> list[DiscoveryOutcome]:
             await hub.stop()
 
     snapshots = asyncio.run(run())
+    recorded = recorder.record()
+    snapshots = [_with_verdicts(snapshot, recorded.get(snapshot.name, {})) for snapshot in snapshots]
     for snapshot in snapshots:
         persist_snapshot(snapshot)
     bump_version()
     entries = {config.name: config.raw for config in chosen}
     return [DiscoveryOutcome(snapshot, entries.get(snapshot.name)) for snapshot in snapshots]
+
+
+def _with_verdicts(snapshot: ServerSnapshot, verdicts: dict[str, pinning.Verdict]) -> ServerSnapshot:
+    """``snapshot`` with the recorded pin verdicts on its tools (those another process may have
+    changed since the run read the pins)."""
+    if not verdicts:
+        return snapshot
+    tools = tuple(
+        dataclasses.replace(tool, held=verdict.held, pin_note=verdict.note, findings=verdict.findings)
+        if (verdict := verdicts.get(tool.name)) is not None
+        else tool
+        for tool in snapshot.tools
+    )
+    return dataclasses.replace(snapshot, tools=tools)
 
 
 def discover_servers(names: list[str]) -> list[DiscoveryOutcome]:
@@ -165,18 +198,24 @@ def discover_servers(names: list[str]) -> list[DiscoveryOutcome]:
     return _discover(chosen)
 
 
-def discovery_report(names: list[str]) -> DiscoveryReport:
+def discovery_report(names: list[str], *, accept: bool = False) -> DiscoveryReport:
     """Like :func:`discover_servers`, but every problem is data (``mcp_discover`` uses it).
 
     The servers that can start are discovered; unknown, invalid or disabled entries, or an
     unreadable file, become ``errors``, so the command can report everything and still print
-    valid JSON.
+    valid JSON. With ``accept`` (``--accept``), the definitions the last review of the chosen
+    servers recorded and held (changed, new or flagged: what ``mcp_discover`` showed as held) are
+    accepted first; what the servers list now is then reviewed against them.
     """
     try:
         chosen, errors, shape = _select(names)
     except ConfigError as exc:
         return DiscoveryReport(errors=[EntryError(None, str(exc))])
-    return DiscoveryReport(outcomes=_discover(chosen), errors=errors, shape=shape)
+    accepted = []
+    if accept:
+        taken = pins.accept_recorded([config.name for config in chosen])
+        accepted = [(pin.server, pin.tool, pin.digest) for pin in taken]
+    return DiscoveryReport(outcomes=_discover(chosen), errors=errors, shape=shape, accepted=accepted)
 
 
 def _not_offered(hub: Hub, prefixed_name: str) -> str:

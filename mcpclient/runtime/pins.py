@@ -3,8 +3,9 @@
 :class:`DatabasePins` is the hub's :class:`~mcpclient.core.pinning.PinBook`: each listing of a
 server is reviewed against the ``ToolPin`` rows (in a thread; the database is the truth every web
 process and the hub worker share) and recorded, so the admin can show a held tool's change as a
-diff. :func:`accept` is the administrator's side; the hub then lists the server again and offers
-the tool under its new definition.
+diff. :func:`accept` is the administrator's side (the admin's *Accept*, and
+:func:`accept_recorded` for ``manage.py mcp_discover --accept``); the hub then lists the server
+again and offers the tool under its new definition.
 """
 
 from __future__ import annotations
@@ -28,16 +29,22 @@ def review_listing(
     with transaction.atomic():
         rows = {row.tool: row for row in ToolPin.objects.select_for_update().filter(server=server)}
         accepted = {name: row.digest for name, row in rows.items() if row.digest}
-        verdicts = pinning.review(seen, accepted, mode=mode, accept_new=accept_new)
         others = pinning.OtherTools(
             McpTool.objects.exclude(server__name=server).values_list("server__name", "name", "prefixed_name")
         )
+        # The poisoning check first: a flagged definition nobody accepted is held, not pinned.
+        seen = [
+            dataclasses.replace(
+                item, findings=tuple(pinning.findings(_description(item), server=server, other_tools=others))
+            )
+            for item in seen
+        ]
+        verdicts = pinning.review(seen, accepted, mode=mode, accept_new=accept_new)
         now = timezone.now()
         added: list[ToolPin] = []
         for item in seen:
             verdict = verdicts[item.name]
-            description = item.definition.get("description") or ""
-            found = tuple(pinning.findings(str(description), server=server, other_tools=others))
+            found = item.findings
             verdicts[item.name] = dataclasses.replace(verdict, findings=found)
             row = rows.get(item.name)
             if row is None:
@@ -60,6 +67,52 @@ def review_listing(
         # Another process listing the same server at the same moment recorded the same rows.
         ToolPin.objects.bulk_create(added, ignore_conflicts=True)
     return verdicts
+
+
+class ListingRecorder:
+    """The pin book of a short-lived hub a command runs (``manage.py mcp_discover``).
+
+    Each listing is reviewed against the pins read when the recorder was made (in the command's
+    thread, before the run) and kept; :meth:`record` then reviews and records them in the
+    database from the calling thread, whose verdicts are the ones stored. The run's event loop
+    never touches the database (its thread may not: a command's ``asyncio.run``).
+    """
+
+    def __init__(self, servers: Sequence[str]) -> None:
+        self._accepted: dict[str, dict[str, str]] = {}
+        rows = ToolPin.objects.filter(server__in=servers).exclude(digest="")
+        for server, tool, digest in rows.values_list("server", "tool", "digest"):
+            self._accepted.setdefault(server, {})[tool] = digest
+        tools = McpTool.objects.values_list("server__name", "name", "prefixed_name")
+        self._others = pinning.OtherTools(tools)
+        self._listings: dict[str, tuple[list[pinning.Seen], str, bool]] = {}
+
+    async def review(
+        self, server: str, seen: Sequence[pinning.Seen], *, mode: str, accept_new: bool
+    ) -> dict[str, pinning.Verdict]:
+        others = self._others
+        checked = [
+            dataclasses.replace(
+                item, findings=tuple(pinning.findings(_description(item), server=server, other_tools=others))
+            )
+            for item in seen
+        ]
+        self._listings[server] = (checked, mode, accept_new)
+        verdicts = pinning.review(checked, self._accepted.get(server, {}), mode=mode, accept_new=accept_new)
+        return {
+            item.name: dataclasses.replace(verdicts[item.name], findings=item.findings) for item in checked
+        }
+
+    def record(self) -> dict[str, dict[str, pinning.Verdict]]:
+        """Review and record every listing kept (sync ORM): each server's verdicts, by tool name."""
+        return {
+            server: review_listing(server, seen, mode=mode, accept_new=accept_new)
+            for server, (seen, mode, accept_new) in self._listings.items()
+        }
+
+
+def _description(item: pinning.Seen) -> str:
+    return str(item.definition.get("description") or "")
 
 
 class DatabasePins:
@@ -85,6 +138,20 @@ def accept(pins: Sequence[ToolPin], user: Any) -> list[str]:
         if pin.server not in servers:
             servers.append(pin.server)
     return servers
+
+
+def accept_recorded(servers: Sequence[str]) -> list[ToolPin]:
+    """Accept the definitions last listed and recorded for ``servers`` that wait for a review.
+
+    ``manage.py mcp_discover --accept``: what a review recorded (and the operator read, or can
+    read as a diff in the admin) is accepted, not what the servers list next; a later listing
+    that differs is held again as changed. Returns the definitions accepted.
+    """
+    with transaction.atomic():
+        rows = ToolPin.objects.select_for_update().filter(server__in=servers)
+        pending = [pin for pin in rows if pin.pending]
+        accept(pending, None)
+    return pending
 
 
 def change_of(pin: ToolPin) -> str:

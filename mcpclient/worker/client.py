@@ -5,10 +5,12 @@ hub, so nothing above the runtime changes. :meth:`RemoteHub.start` subscribes (i
 the state group) before it sends anything: pub/sub drops what arrives for nobody. Every call has a
 fresh id and is bounded by its caller's time budget, paused while the person answers a forwarded
 form and, for a link they opened, until it ends on either side; a call given up on sends
-``hub.cancel``. No call waits for a worker that is gone: a new ``boot`` id fails the calls sent to
-the old worker at once, and after ``SILENT_AFTER`` seconds of silence the calls in flight fail and
-new ones are refused. Reads, completions, prompts and skills run in the worker on its live
-sessions: a session's ``client`` here is only :data:`IN_WORKER`.
+``hub.cancel``. No call waits for a worker that is gone: before a call or a request waits for an
+answer, Redis is asked whether anything listens on the hub channel (a killed worker's connection,
+and its subscription, end with it), so the first call after a worker died is refused at once; a
+new ``boot`` id fails the calls sent to the old worker at once, and after ``SILENT_AFTER`` seconds
+of silence the calls in flight fail and new ones are refused. Reads, completions, prompts and
+skills run in the worker on its live sessions: a session's ``client`` here is only :data:`IN_WORKER`.
 
 The tour: docs/deployment.md (*What runs where*, *Messages between the processes*, *Calls,
 cancellation and crashes*).
@@ -28,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 import mcp.types as types
 from channels.db import database_sync_to_async
 from django.conf import settings
+from redis.exceptions import RedisError
 
 from mcpclient.config.model import ServerConfig, per_user
 from mcpclient.core.approval import granted
@@ -210,8 +213,8 @@ class RemoteHub:
         A worker that has been silent too long is not waited for (only the ``state`` a starting
         process asks for is): :class:`WorkerUnavailable` at once, saying so.
         """
-        if op != "state" and self.silence() > worker_wire.SILENT_AFTER:
-            raise WorkerUnavailable(f"the MCP hub worker is not running ({self._heard()})")
+        if (absent := await self._absent(quiet_ok=op == "state")) is not None:
+            raise WorkerUnavailable(f"the MCP hub worker is not running ({absent})")
         request_id = uuid.uuid4().hex
         waiting: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
         self._requests[request_id] = waiting
@@ -233,6 +236,26 @@ class RemoteHub:
         if "refused" in reply:
             raise worker_wire.refusal_in(reply["refused"])
         return reply.get("result")
+
+    async def _absent(self, *, quiet_ok: bool = False) -> str | None:
+        """Why the worker is known to be away now (None: it may answer, so its answer is awaited).
+
+        First Redis's word: nothing subscribed to the hub channel means no worker runs (one killed
+        a moment ago included, which no heartbeat has missed yet). Then the heartbeats: silent for
+        ``SILENT_AFTER`` seconds (``quiet_ok``: a starting process asking for the state, which may
+        not have heard anything yet, still asks when something listens).
+        """
+        count = getattr(self.layer, "group_listeners", None)
+        if count is not None:
+            try:
+                listening = await count(self.channel)
+            except (RedisError, OSError) as exc:
+                return f"Redis cannot be reached: {exc}"
+            if listening == 0:
+                return f'nothing listens on its channel "{self.channel}"'
+        if not quiet_ok and self.silence() > worker_wire.SILENT_AFTER:
+            return self._heard()
+        return None
 
     # -- the reply channel -----------------------------------------------------------------
     async def _read(self) -> None:
@@ -599,9 +622,9 @@ class RemoteHub:
 
         ``views``: a call from a view (MCP Apps), among the tools views may call.
         """
-        if self.silence() > worker_wire.SILENT_AFTER:
+        if (absent := await self._absent()) is not None:
             return ToolResult.error(
-                f'MCP tool "{prefixed_name}" failed: the MCP hub worker is not running ({self._heard()}); '
+                f'MCP tool "{prefixed_name}" failed: the MCP hub worker is not running ({absent}); '
                 "try again once it is back."
             )
         call_id = uuid.uuid4().hex

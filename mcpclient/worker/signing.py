@@ -77,6 +77,20 @@ class SignedRedisPubSubChannelLayer(RedisPubSubChannelLayer):
         layer = self._get_layer()
         await layer.group_send(group, self.seal(layer._get_group_channel_name(group), message))
 
+    async def group_listeners(self, group: str) -> int:
+        """How many connections to Redis are subscribed to ``group`` now (``PUBSUB NUMSUB``).
+
+        A process that dies loses its connection, and Redis its subscriptions, at once: a group
+        only a dead process had joined counts 0 before any heartbeat is missed.
+        """
+        layer = self._get_layer()
+        channel = layer._get_group_channel_name(group)
+        shard = layer._get_shard(channel)
+        async with shard._lock:  # the shard's connection, as its own publish uses it
+            shard._ensure_redis()
+            counts = await shard._redis.pubsub_numsub(channel)
+        return int(counts[0][1]) if counts else 0
+
     # --- receiving ----------------------------------------------------------------------------
     def deserialize(self, message: bytes) -> Any:
         """Decode what Redis delivered; ``None`` (refused by :meth:`receive`) when it is not msgpack."""

@@ -144,7 +144,8 @@ export class StatusLine {
       const item = el("li", `server server-${server.status}`);
       item.dataset.name = server.name;
       let words = STATUS_WORDS[server.status] || (this.staff ? server.status : PERSON_WORDS[server.status]) || server.status;
-      if (server.status === "ready") words += ` (${server.tool_count} tools)`;
+      // Tools held for an administrator's review are counted too: "ready (3 tools, 1 held for review)".
+      if (server.status === "ready") words += ` (${server.tool_count} tools${server.held_count ? `, ${server.held_count} held for review` : ""})`;
       else if (this.staff) words += retryText(server);
       item.textContent = `${server.name}: ${words}`;
       if (this.staff && server.last_error) item.title = server.last_error;

@@ -18,7 +18,7 @@ from django.test import AsyncClient, Client
 from django.urls import reverse
 
 from boocode.chat.status import status_payload
-from mcpclient.core.egress import EgressAllow
+from mcpclient.core.egress import OWN_SERVER_REFUSED, EgressAllow
 from mcpclient.engine.hub import Hub
 from mcpclient.models import McpServer, PersonalServer, StoredSecret
 from mcpclient.runtime import people, personal, set_hub
@@ -221,7 +221,11 @@ async def test_a_persons_server_is_theirs_alone_under_the_rules_of_a_shared_one(
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.processes
 async def test_writes_wait_for_the_person_and_a_private_address_is_refused_by_the_egress_policy(
-    llm: ScriptedLLM, own_hub: Hub, http_toolbox: Callable[..., HttpServer], settings: Any
+    llm: ScriptedLLM,
+    own_hub: Hub,
+    http_toolbox: Callable[..., HttpServer],
+    settings: Any,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     server = http_toolbox("--feature", "writes")
     alice = await client_of("alice")
@@ -244,8 +248,18 @@ async def test_writes_wait_for_the_person_and_a_private_address_is_refused_by_th
     bobs = await new_conversation("bob")
     tools, _ = await offered(llm, bobs, await login("bob"), [])
     assert not any(name.startswith("mine_") for name in tools)
+    # Bob reads a sentence for him, not a setting he cannot change nor "connection refused"; the
+    # operator's side (the session's last error, the log) names the rule and the setting.
     [state] = (await bob.get("/api/servers/")).json()["servers"]
-    assert state["status"] == "failed" and "BOOCODE_EGRESS_ALLOW" in state["reason"], state
+    assert (state["status"], state["reason"]) == ("failed", OWN_SERVER_REFUSED), state
+    connection = own_hub.user_connection("mine", await _id("bob"))
+    assert connection is not None and connection.reason == OWN_SERVER_REFUSED
+    assert "egress policy refused" in connection.last_error
+    assert "BOOCODE_EGRESS_ALLOW" in connection.last_error
+    assert "127.0.0.1 is a loopback address" in connection.last_error
+    logged = [record.getMessage() for record in caplog.records if "mine" in record.getMessage()]
+    assert any("BOOCODE_EGRESS_ALLOW" in line for line in logged), logged
+    assert not any(OWN_SERVER_REFUSED in line for line in logged)
 
 
 @sync_to_async

@@ -5,8 +5,8 @@ prompts, questions and logs) and a "perUser" OAuth server over HTTP (tests/serve
 two Daphne processes serve the chat and the admin, the Redis channel layer (database 13, a
 channel name of this module's own) carries the calls, all three processes share a PostgreSQL
 database of this module's own, and the scripted model asks for the tools.
-The tests run in file order on one deployment; the last one kills the worker with SIGKILL and
-starts it again.
+The tests run in file order on one deployment; the last two kill the worker with SIGKILL and
+start it again.
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ from unittest import mock
 import aiohttp
 import psycopg
 import pytest
+import redis
 from yarl import URL
 
 from mcpclient.worker import wire as worker_wire
@@ -1008,6 +1009,49 @@ def test_a_stopped_turn_ends_at_once_and_the_next_call_works(deployment: Deploym
     asyncio.run(run())
 
 
+def listening_on_the_hub_channel(deployment: Deployment) -> int:
+    """How many Redis connections are subscribed to the hub channel's group (the worker's)."""
+    group_channel = f"{REDIS_PREFIX}__group__{deployment.env['BOOCODE_HUB_CHANNEL']}"
+    with redis.Redis.from_url(REDIS_URL) as client:
+        return int(client.pubsub_numsub(group_channel)[0][1])
+
+
+def test_the_first_call_after_the_worker_died_is_refused_at_once(deployment: Deployment) -> None:
+    # Killed while nothing runs: no call in flight, no heartbeat missed yet. Each later answer
+    # says the worker is not running because nothing listens on its channel: not after a request's
+    # time limit ("did not answer within"), nor after the heartbeats' silence ("nothing heard").
+    assert deployment.worker is not None
+    port_a, _ = deployment.ports
+
+    async def run() -> None:
+        async with Tab.live(port_a, deployment.accounts[0], take_status=False) as a:
+            await _ready_status(a)
+            assert deployment.worker is not None
+            deployment.worker.send_signal(signal.SIGKILL)
+            deployment.worker.wait(10)
+            wait_for(lambda: listening_on_the_hub_channel(deployment) == 0, 10, "Redis to drop the worker")
+
+            # The model's call: the turn goes on without the worker's skills, the call says why.
+            call, end = await a.turn('tool toolbox_echo {"text": "nobody there"}', within=20)
+            assert (call["status"], end["status"]) == ("error", "complete"), (call, end)
+            assert (
+                'the MCP hub worker is not running (nothing listens on its channel "'
+                in call["output"]
+            ), call["output"]
+
+            # The tool console's /call reads the servers' state first: the turn fails, saying why.
+            await a.send({"type": "user_message", "text": '/call toolbox_echo {"text": "console"}'})
+            end = await a.next("turn_end", within=20)
+            assert end["status"] == "failed", end
+            assert "the MCP hub worker is not running (nothing listens on its channel" in end["error"], end
+
+            wait_for(lambda: not deployment.children(), 20, "the killed worker's child to end")
+            deployment.start_worker()
+            await _ready_status(a)
+
+    asyncio.run(run())
+
+
 def test_a_killed_worker_fails_the_call_readably_and_the_restarted_one_serves(deployment: Deployment) -> None:
     assert deployment.worker is not None
     port_a, _ = deployment.ports
@@ -1034,7 +1078,7 @@ def test_a_killed_worker_fails_the_call_readably_and_the_restarted_one_serves(de
             call = (await a.next("tool_result"))["call"]
             assert time.monotonic() - started < 5
             assert (call["status"], (await a.next("turn_end"))["status"]) == ("error", "complete")
-            assert "the MCP hub worker is not running (nothing heard for" in call["output"]
+            assert "the MCP hub worker is not running (" in call["output"]
 
             # The process manager's part: start it again. Its child reconnects; the next call works.
             wait_for(lambda: not deployment.children(), 20, "the killed worker's child to end")

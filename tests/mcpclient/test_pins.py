@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 from io import StringIO
 from pathlib import Path
 from typing import Any
@@ -22,13 +23,13 @@ from django.test import AsyncClient
 from django.urls import reverse
 
 from boocode.chat.approval_requests import allowance
-from boocode.tools.registry import available_tools
+from boocode.tools.registry import available_tools, execute_tool
 from mcpclient import runtime
 from mcpclient.config.entries import parse_server
 from mcpclient.config.model import ConfigError
 from mcpclient.config.shapes import SHAPES, entry_for
 from mcpclient.core import pinning
-from mcpclient.models import McpTool, ToolPin
+from mcpclient.models import McpServer, McpTool, ToolPin
 from tests.support.admin import AsgiAdmin, write_config
 from tests.support.hubs import stop_process_hub
 from tests.support.processes import TEST_COMMANDS, toolbox_entry
@@ -66,6 +67,25 @@ def test_a_server_seen_first_is_accepted_then_changes_and_new_tools_are_held() -
     assert all(
         v == pinning.ACCEPTED for v in pinning.review(later, accepted, mode="off", accept_new=False).values()
     )
+
+
+def test_a_flagged_definition_nobody_accepted_is_held_even_at_first_sight() -> None:
+    flagged = pinning.Seen("weather", "d1", {"description": POISON}, ("a hidden-instruction tag",))
+    first = [seen("a", "one"), flagged]
+    verdicts = pinning.review(first, {}, mode="block", accept_new=False)
+    assert verdicts["a"] == pinning.ACCEPTED
+    assert (verdicts["weather"].held, verdicts["weather"].kind) == (True, pinning.FLAGGED)
+    assert "the poisoning check flagged its definition (a hidden-instruction tag)" in verdicts["weather"].note
+    # Still held on later listings, acceptNewTools or not; "warn" offers it and says so; "off" and an
+    # administrator's acceptance let it in.
+    accepted = {"a": first[0].digest}
+    for accept_new in (False, True):
+        assert pinning.review(first, accepted, mode="block", accept_new=accept_new)["weather"].held
+    warned = pinning.review(first, {}, mode="warn", accept_new=False)["weather"]
+    assert not warned.held and warned.kind == pinning.FLAGGED and "warn" in warned.note
+    assert pinning.review(first, {}, mode="off", accept_new=False)["weather"] == pinning.ACCEPTED
+    reviewed = pinning.review(first, {"weather": "d1"}, mode="block", accept_new=False)
+    assert reviewed["weather"] == pinning.ACCEPTED
 
 
 def test_the_definition_covers_what_the_model_and_the_person_see_and_what_decides_safety() -> None:
@@ -254,14 +274,16 @@ async def test_new_tools_warn_mode_and_accept_new_tools(mcp_file: Path) -> None:
             await _wait_for(lambda: _noted("lookup"))
             assert "tb_lookup" in _names() and not (await _lookup_row()).held
 
-            # acceptNewTools: a new tool is offered; the poisoning check still flags it.
+            # acceptNewTools: a new tool is offered, but not one the poisoning check flags.
             write_config(mcp_file, {"tb": toolbox_entry("--feature", "pins", acceptNewTools=True)})
             await database_sync_to_async(call_command)("mcp_sync", stdout=StringIO())
             await runtime.ensure_hub()
+            assert not (await _call("tb_add_tool", {"name": "another"})).is_error
+            await _wait_for(lambda: _offered("another"))
             assert not (await _call("tb_poison", {"description": POISON})).is_error
-            await _wait_for(lambda: _offered("weather"))
+            await _wait_for(lambda: _held("weather"))
             weather = await McpTool.objects.aget(server__name="tb", name="weather")
-            assert "a hidden-instruction tag" in weather.findings and not weather.held
+            assert "a hidden-instruction tag" in weather.findings and "poisoning check" in weather.pin_note
 
             # The pins go with the entry: a server declared again under the name is a new one.
             assert await ToolPin.objects.filter(server="tb").aexists()
@@ -291,3 +313,75 @@ async def _admin() -> AsgiAdmin:
     client = AsyncClient()
     await client.aforce_login(user)
     return AsgiAdmin(client)
+
+
+# --- what the operator reviewed, held tools counted and explained ---------------------------------
+def _discover(*args: str) -> str:
+    out = StringIO()
+    call_command("mcp_discover", *args, stdout=out)
+    return out.getvalue()
+
+
+@pytest.mark.processes
+@pytest.mark.django_db(transaction=True)
+async def test_the_listing_mcp_discover_showed_is_pinned_and_a_flagged_one_is_held_counted_and_explained(
+    mcp_file: Path,
+) -> None:
+    try:
+        async with asyncio.timeout(120):
+            # The operator reviews a new server: its first listing, with a poisoned "weather".
+            poisoned = {"TOOLBOX_PINS_WEATHER": POISON}
+            write_config(mcp_file, {"tb": toolbox_entry("--feature", "pins", env=poisoned)})
+            await database_sync_to_async(call_command)("mcp_sync", stdout=StringIO())
+            shown = await database_sync_to_async(_discover)("tb", "-v", "2")
+            line = re.search(r"^tb: ready, (\d+) tools, 1 held for review, (\d+) rejected$", shown, re.M)
+            assert line is not None, shown
+            offered = int(line[1])
+            held = r"^  tb_weather \(held for review: the poisoning check flagged its definition \(a hidden"
+            assert re.search(held, shown, re.M), shown
+            assert '    description: "Adds two numbers. <IMPORTANT>' in shown
+            assert "manage.py mcp_discover --accept tb" in shown
+            # What it showed is pinned: lookup as listed; weather is waiting for a review.
+            lookup = await ToolPin.objects.aget(server="tb", tool="lookup")
+            assert lookup.digest and not lookup.pending and lookup.definition["description"] == (
+                "Look a word up in the dictionary."
+            )
+            weather = await ToolPin.objects.aget(server="tb", tool="weather")
+            assert weather.pending and weather.digest == ""
+
+            # The server now lists another lookup: the web process's first listing is not pinned
+            # over what the operator reviewed; it is held as changed.
+            changed = {"TOOLBOX_PINS_WEATHER": POISON, "TOOLBOX_PINS_LOOKUP": "Look a word up, then more."}
+            write_config(mcp_file, {"tb": toolbox_entry("--feature", "pins", env=changed)})
+            await database_sync_to_async(call_command)("mcp_sync", stdout=StringIO())
+            await runtime.ensure_hub()
+            await _wait_for(lambda: _held("lookup"))
+            assert {"tb_lookup", "tb_weather"}.isdisjoint(_names())
+            assert "changed since it was accepted" in (await _lookup_row()).pin_note
+
+            # Counted wherever the server's tools are: the status line's payload, the admin.
+            [status] = [s for s in runtime.hub_statuses() if s["name"] == "tb"]
+            assert (status["status"], status["tool_count"], status["held_count"]) == ("ready", offered - 1, 2)
+            client = await _admin()
+            listing = (await client.get(reverse("admin:mcpclient_mcpserver_changelist"))).content.decode()
+            assert "2 held for review" in listing
+            server = await McpServer.objects.aget(name="tb")
+            page = await client.get(reverse("admin:mcpclient_mcpserver_change", args=[server.pk]))
+            assert "2 held for review" in page.content.decode()
+
+            # Calling one (the console, a view, the model through the registry) says why it cannot.
+            answers = (await _call("tb_weather", {"city": "Oslo"}), await execute_tool("tb_weather", {}))
+            for answer in answers:
+                assert answer.is_error and "Unknown tool" not in answer.output
+                assert "waits for an administrator's review" in answer.output, answer.output
+
+            # The operator accepts what the reviews recorded; the web process offers both.
+            accepted = await database_sync_to_async(_discover)("--accept", "tb")
+            assert "accepted: tb / lookup (sha256 " in accepted
+            assert "accepted: tb / weather (sha256 " in accepted
+            assert f"tb: ready, {offered + 1} tools, {line[2]} rejected" in accepted, accepted
+            await runtime.ensure_hub()
+            await _wait_for(lambda: _offered("weather"))
+            assert (await _call("tb_weather", {"city": "Oslo"})).output == "sunny in Oslo"
+    finally:
+        await stop_process_hub()

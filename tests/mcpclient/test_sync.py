@@ -131,9 +131,11 @@ async def test_running_hub_persists_state_and_follows_file_edits(mcp_file, setti
         assert row.tool_count == 12 and row.rejected_count == 1
         rejected = await McpTool.objects.aget(server=row, rejected=True)
         assert rejected.prefixed_name == "tb_delete_everything" and "readOnlyHint" in rejected.reject_reason
-        assert runtime.hub_statuses() == [{"name": "tb", "status": "ready", "tool_count": 12}]
+        assert runtime.hub_statuses() == [
+            {"name": "tb", "status": "ready", "tool_count": 12, "held_count": 0}
+        ]
         assert runtime.hub_statuses(staff=True) == [
-            {"name": "tb", "status": "ready", "tool_count": 12, "last_error": ""}
+            {"name": "tb", "status": "ready", "tool_count": 12, "held_count": 0, "last_error": ""}
         ]
 
         # The file is edited by hand: the next ensure_hub (before a turn) applies it.

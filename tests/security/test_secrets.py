@@ -140,8 +140,9 @@ async def test_server_stderr_reaches_staff_only(toolbox_hub: Any) -> None:
     # The model's view of a dead server: a readable error, without the stderr tail.
     result = await runtime.hub_call("toolbox_echo", {"text": "hi"})
     assert result.is_error and "unreachable" in result.output and STDERR_SECRET not in result.output
-    # A regular user's status line: name, state and tool count only.
-    assert [set(status) for status in runtime.hub_statuses()] == [{"name", "status", "tool_count"}]
+    # A regular user's status line: name, state and tool counts only.
+    counts = {"name", "status", "tool_count", "held_count"}
+    assert [set(status) for status in runtime.hub_statuses()] == [counts]
     # Staff (and the admin, from the row) keep the detail.
     assert STDERR_SECRET in runtime.hub_statuses(staff=True)[0]["last_error"]
 
@@ -156,7 +157,7 @@ async def test_status_frames_carry_stderr_only_to_staff(toolbox_hub: Any) -> Non
         await _crash_after_stderr(toolbox_hub)
         user_status = await _status_with(user_tab, "unavailable")
         staff_status = await _status_with(staff_tab, "unavailable")
-        assert set(user_status["servers"][0]) == {"name", "status", "tool_count"}
+        assert set(user_status["servers"][0]) == {"name", "status", "tool_count", "held_count"}
         assert STDERR_SECRET not in json.dumps(user_tab.frames)
         assert STDERR_SECRET in staff_status["servers"][0]["last_error"]
     finally:
