@@ -573,19 +573,23 @@ async def execute_tool(
     arguments: dict[str, Any] | str | None,
     *,
     allowed: Sequence[Tool] | None = None,
+    user_id: int | None = None,
 ) -> ToolResult:
     """Run the tool ``name`` with ``arguments`` (a dict or the model's JSON string).
 
-    ``allowed`` is the agent's tool list for this turn; a tool outside it is refused even if it
-    exists. The call is checked and approved against the tool as it is defined now
-    (:func:`as_it_is_now`), and refused if the definition changed while it waited. Unknown
+    ``allowed`` is the agent's tool list for this turn (of ``user_id``, whose call it is); a tool
+    outside it is refused even if it exists. The answer for a tool that ``user_id`` may use but the
+    agent does not offer says so; a tool of a server whose ``groups`` they are not in is, to them,
+    a tool that does not exist: its answer is an unknown name's, word for word. The call is
+    checked and approved against the tool as it is defined now (:func:`as_it_is_now`), and
+    refused if the definition changed while it waited. Unknown
     tools, unparsable or invalid arguments come back as error results. A tool that needs
     approval waits for the gate in the context (:mod:`boocode.tools.approval_gate`).
     """
     pool = list(allowed) if allowed is not None else available_tools()
     tool = next((candidate for candidate in pool if candidate.name == name), None)
     if tool is None:
-        if allowed is not None and any(candidate.name == name for candidate in available_tools()):
+        if allowed is not None and any(candidate.name == name for candidate in available_tools(user_id)):
             return ToolResult.error(f'Tool "{name}" is not available to this agent')
         offered = ", ".join(candidate.name for candidate in pool[:50]) or "none"
         return ToolResult.error(f'Unknown tool "{name}". Available tools: {offered}')
