@@ -327,9 +327,20 @@ async def test_a_hidden_server_answers_as_one_that_does_not_exist_on_every_path(
             await tab.send({"type": "user_message", "text": f"use {server}"})
             outputs[f"model {server}"] = (await tab.next("tool_result"))["call"]["output"]
             assert (await tab.until_turn_end())["status"] == "complete"
+            llm.script(Text("Read."))
+            attached = [{"server": server, "uri": README}]
+            await tab.send({"type": "user_message", "text": "read this", "attachments": attached})
+            while (echo := (await tab.next("message"))["message"])["role"] != "user":
+                pass
+            outputs[f"attached {server}"] = str(echo["attachments"])
+            outputs[f"model read {server}"] = str(llm.requests[-1]["messages"][-1]["content"])
+            assert (await tab.until_turn_end())["status"] == "complete"
     assert outputs["console ghost"].startswith('Unknown tool "ghost_echo"')
     assert _as_ghost(outputs["console team"]) == outputs["console ghost"]
     assert _as_ghost(outputs["model team"]) == outputs["model ghost"]
+    assert "not read" in outputs["attached ghost"]
+    assert _as_ghost(outputs["attached team"]) == outputs["attached ghost"]
+    assert _as_ghost(outputs["model read team"]) == outputs["model read ghost"]
     # What the model read back of the refused calls is the same too.
     last = [request["messages"][-1] for request in llm.requests]
     sent = [message["content"] for message in last if message["role"] == "tool"]
