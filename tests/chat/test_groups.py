@@ -34,7 +34,7 @@ from mcpclient.core.access import may_use
 from mcpclient.core.state import Status
 from mcpclient.engine.hub import Hub
 from mcpclient.models import McpServer
-from mcpclient.runtime import hub_call, people, personal, set_hub
+from mcpclient.runtime import hub_call, people, personal, set_hub, signin
 from tests.support.accounts import login, new_conversation, stored
 from tests.support.hubs import make_config
 from tests.support.llm import Call, ScriptedLLM, Text, ToolCalls
@@ -359,6 +359,38 @@ async def test_a_hidden_server_answers_as_one_that_does_not_exist_on_every_path(
         refusals[name] = (str(refused.value).replace(name, "X"), refused.value.field)
     taken = ('The name "X" is taken on this BooCode: pick another.', "name")
     assert refusals["team"] == refusals["open"] == taken
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_signing_in_to_a_hidden_server_answers_as_for_one_that_does_not_exist() -> None:
+    """Connect and disconnect, as a person and as staff outside the groups: a hidden server that
+    signs in with OAuth (a shared one and a per-person one) reads as a name nothing has."""
+    nowhere = "http://127.0.0.1:9/mcp"  # never asked: nobody here may connect them
+    hub = Hub(base_dir=ROOT, allowed_commands=TEST_COMMANDS, person_groups=people.groups_of)
+    remote = {"type": "http", "url": nowhere, "groups": ["eng"]}
+    await hub.start(
+        [
+            make_config("vault", {**remote, "oauth": {"mode": "perUser"}}),
+            make_config("safe", {**remote, "oauth": {}}),
+        ]
+    )
+    set_hub(hub)
+    people.forget()
+    try:
+        await login("bob")
+        bob = await sync_to_async(lambda: get_user_model().objects.get(username="bob").pk)()
+        for staff in (False, True):
+            for hidden in ("vault", "safe"):
+                if staff and hidden == "safe":
+                    continue  # an administrator connects a shared server for everybody, groups or not
+                for action in (signin.connect, signin.disconnect):
+                    told = (await action(hidden, bob, staff=staff)).message
+                    unknown = (await action("ghost", bob, staff=staff)).message
+                    assert told.replace(hidden, "ghost") == unknown, (hidden, action.__name__, staff)
+    finally:
+        set_hub(None)
+        people.forget()
+        await hub.stop()
 
 
 @pytest.mark.django_db(transaction=True)
