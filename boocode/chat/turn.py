@@ -692,7 +692,14 @@ class Turn:
         """
         assert self.standing is not None
         tokens = budgets.request_tokens(messages, tools)
-        refused = await db_read(budgets.reserve)(self.standing, tokens)
+        hold = asyncio.ensure_future(db_read(budgets.reserve)(self.standing, tokens))
+        try:
+            refused = await asyncio.shield(hold)
+        except asyncio.CancelledError:  # stopped meanwhile: a hold made all the same is given back
+            with contextlib.suppress(Exception):
+                if await hold is None:
+                    self.held = tokens
+            raise
         if refused is not None:
             raise budgets.BudgetSpent(budgets.refusal(refused))
         self.held = tokens
