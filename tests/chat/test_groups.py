@@ -333,8 +333,8 @@ async def test_a_hidden_server_answers_as_one_that_does_not_exist_on_every_path(
             while (echo := (await tab.next("message"))["message"])["role"] != "user":
                 pass
             outputs[f"attached {server}"] = str(echo["attachments"])
+            assert (await tab.until_turn_end())["status"] == "complete"  # (the model was asked)
             outputs[f"model read {server}"] = str(llm.requests[-1]["messages"][-1]["content"])
-            assert (await tab.until_turn_end())["status"] == "complete"
     assert outputs["console ghost"].startswith('Unknown tool "ghost_echo"')
     assert _as_ghost(outputs["console team"]) == outputs["console ghost"]
     assert _as_ghost(outputs["model team"]) == outputs["model ghost"]
