@@ -252,6 +252,7 @@ async def test_ten_turns_started_at_once_stop_at_the_budget(llm: ScriptedLLM) ->
     async with asyncio.timeout(60):
         while sum(end.done() for end in ends) < 9:  # the refusals need no answer from the model
             await asyncio.wait([end for end in ends if not end.done()], return_when=asyncio.FIRST_COMPLETED)
+    await llm.until(lambda server: len(server.requests) >= 1, within=30)  # the one let through
     assert len(llm.requests) == 1  # the others never reached the model
     llm.release()
     async with asyncio.timeout(60):
