@@ -39,6 +39,7 @@ from mcpclient.core import apps
 from mcpclient.core.egress import declared
 from mcpclient.engine.egress import refused_origins
 from mcpclient.engine.resources import ReadResult, ResourceError
+from mcpclient.engine.serving import allowed
 from mcpclient.runtime.signin import person_hub
 
 logger = logging.getLogger(__name__)
@@ -163,7 +164,8 @@ async def _serve(found: tuple[ToolCall, int] | None) -> HttpResponse:
         return _unavailable("Views are turned off on this BooCode (BOOCODE_APPS).", 404)
     hub = await person_hub(owner_id)
     config = hub.config(call.server)
-    if config is None:
+    # A server whose groups the person is no longer in is, to them, one that does not exist.
+    if config is None or not allowed(hub, config, owner_id):
         gone = f'The MCP server "{call.server}" is no longer configured; its result is below.'
         return _unavailable(gone, 404)
     if not config.apps:

@@ -1,4 +1,4 @@
-"""Daily token budgets: which one a person has, and the check before a turn calls the model.
+"""Daily token budgets: which one a person has, and the checks before the model is called.
 
 Which budget applies (docs/teams.md, *Usage and budgets*): the person's own
 :class:`~boocode.chat.models.TokenBudget` row; else the largest of their groups' rows; else
@@ -6,14 +6,24 @@ Which budget applies (docs/teams.md, *Usage and budgets*): the person's own
 row of 0 exempts them from their groups' and the setting's budgets, and a group's 0 is the
 largest of the groups' budgets.
 
-The check: a turn that would call the model is refused when the person's tokens of the day
-(UTC, :mod:`boocode.chat.daily_usage`) have reached their budget. The person is the
-conversation's owner. :func:`conversation_standing` reads the conversation's choices (agent and
-model) together with that standing in one SQL statement, which is the turn's own read before the
-model request (:mod:`boocode.chat.turn`): the check adds no query of its own and no database hop
-to a turn (a *Regenerate* reads it once more, before it supersedes anything). A turn that starts
-under the budget runs to its end, so a day's total may pass the budget by what one turn spends.
-The tool console (``/call``, ``/tools``) never calls the model and is never refused.
+Two checks. At a turn's start, :func:`conversation_standing` reads the conversation's choices
+(agent and model) together with the owner's tokens of the day (UTC, :mod:`boocode.chat.daily_usage`)
+and budget in one SQL statement, the turn's own read before the model request
+(:mod:`boocode.chat.turn`): a person whose budget is spent is refused there, at no query of its
+own (a *Regenerate* reads it once more, before it supersedes anything). Then, when a budget
+applies, before every model request (the first and each one after a tool step),
+:func:`reserve` holds the request's estimate (:func:`request_tokens`: its prompt's bytes and an
+answer's allowance) on the person's usage row of the day, in one conditional statement, so turns
+running at once in any process count one another. A request goes out when the day's tokens are
+under the budget and either it fits beside what the requests in flight hold, or nothing else is
+in flight: at most one request at a time may take the day past the budget, so the total passes
+it by at most about one request's worth (ten turns started at once with 1,100 tokens left make
+one request, not ten). The hold is released in the write that counts the answer's real usage
+(:func:`boocode.chat.conversations.finish_message`), or by :func:`release` when the request
+failed or was stopped; a hold nobody released (a process that died mid-request) stops counting
+:data:`RESERVATION_SECONDS` after the person's last hold. With no budget (0) nothing is held and
+the check costs nothing. The tool console (``/call``, ``/tools``) never calls the model and is
+never refused.
 """
 
 from __future__ import annotations
@@ -21,7 +31,10 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import functools
+import json
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
@@ -29,11 +42,19 @@ from django.contrib.auth.models import Group
 from django.db import connection
 from django.utils import timezone
 
-from boocode.chat.daily_usage import day_of, next_midnight
+from boocode.chat import daily_usage
+from boocode.chat.daily_usage import COUNTS, day_of, next_midnight
 from boocode.chat.models import Conversation, DailyUsage, TokenBudget
 
 # A group's 0 (no limit) read as the largest budget there is, so that MAX() picks it.
 UNLIMITED = 2**62
+# Model requests carry no max_tokens: an answer is held at this many tokens until its usage is known.
+ANSWER_ALLOWANCE = 4_096
+# A prompt is held at its JSON's UTF-8 bytes over this (more tokens than most tokenizers make of
+# English or code; about one a character for scripts of three-byte characters).
+BYTES_PER_TOKEN = 3
+# A hold nobody released stops counting this long after the person's last hold.
+RESERVATION_SECONDS = 600
 
 
 class BudgetSpent(Exception):
@@ -49,6 +70,7 @@ class Standing:
     budget: int  # tokens a day; 0: no limit
     source: str  # "own", "group" or "setting"
     group: str = ""  # the group whose budget applies (read only when it is spent)
+    reserved: int = 0  # tokens held by the person's model requests in flight (read by reserve())
 
     @property
     def exhausted(self) -> bool:
@@ -111,8 +133,67 @@ def _group_of(user_id: int, tokens: int) -> str:
     return names.first() or ""
 
 
+def request_tokens(messages: Sequence[dict[str, Any]], tools: Sequence[dict[str, Any]] | None) -> int:
+    """The tokens a model request is held at: its messages and tools as sent (UTF-8 bytes of their
+    JSON over :data:`BYTES_PER_TOKEN`) and :data:`ANSWER_ALLOWANCE` for its answer."""
+    body = json.dumps([list(messages), list(tools or ())], ensure_ascii=False, default=str)
+    return len(body.encode("utf-8", "surrogatepass")) // BYTES_PER_TOKEN + ANSWER_ALLOWANCE
+
+
+@functools.cache
+def _hold_statement() -> str:
+    """Hold tokens on the person's row of the day when the rule allows (module docstring): one
+    upsert whose update is conditional, atomic on SQLite and PostgreSQL alike."""
+    quote = connection.ops.quote_name
+    table = quote(DailyUsage._meta.db_table)
+    spent = f"{table}.{quote('prompt_tokens')} + {table}.{quote('completion_tokens')}"
+    until, tokens = f"{table}.{quote('reserved_until')}", f"{table}.{quote('reserved_tokens')}"
+    held = f"(CASE WHEN {until} > %s THEN {tokens} ELSE 0 END)"
+    counts = ", ".join(quote(name) for name in COUNTS)
+    return (
+        f"INSERT INTO {table} ({quote('user_id')}, {quote('day')}, {counts}, {quote('reserved_tokens')}, "
+        f"{quote('reserved_until')}) VALUES (%s, %s, {', '.join('0' for _ in COUNTS)}, %s, %s) "
+        f"ON CONFLICT ({quote('user_id')}, {quote('day')}) DO UPDATE SET "
+        f"{quote('reserved_tokens')} = {held} + excluded.{quote('reserved_tokens')}, "
+        f"{quote('reserved_until')} = excluded.{quote('reserved_until')} "
+        f"WHERE {spent} < %s AND ({held} = 0 OR {spent} + {held} + excluded.{quote('reserved_tokens')} <= %s)"
+    )
+
+
+def reserve(standing: Standing, tokens: int, now: dt.datetime | None = None) -> Standing | None:
+    """Hold ``tokens`` for a model request of ``standing``'s person, whose budget applies (> 0).
+
+    ``None``: held, the request may go out (release it with the write that counts its usage, or
+    :func:`release`). Otherwise the request may not go out now: the person's standing as it is
+    (tokens of the day and those held by their requests in flight), for :func:`refusal`.
+    """
+    now = now or timezone.now()
+    day = connection.ops.adapt_datefield_value(day_of(now))
+    at = connection.ops.adapt_datetimefield_value(now)
+    until = connection.ops.adapt_datetimefield_value(now + dt.timedelta(seconds=RESERVATION_SECONDS))
+    budget = standing.budget
+    with connection.cursor() as cursor:
+        cursor.execute(_hold_statement(), [standing.user_id, day, tokens, until, at, budget, at, at, budget])
+        if cursor.rowcount:
+            return None
+    row = (
+        DailyUsage.objects.filter(user_id=standing.user_id, day=day_of(now))
+        .values_list("prompt_tokens", "completion_tokens", "reserved_tokens", "reserved_until")
+        .first()
+    )
+    prompt, completion, held, until_at = row or (0, 0, 0, None)
+    live = held if until_at is not None and until_at > now else 0
+    return dataclasses.replace(standing, spent=prompt + completion, reserved=live)
+
+
+def release(user_id: int, tokens: int, now: dt.datetime | None = None) -> None:
+    """Give back ``tokens`` held by a request that ended without its usage counted (failed, stopped)."""
+    daily_usage.record(user_id, at=now, released=tokens)
+
+
 def refusal(standing: Standing, now: dt.datetime | None = None) -> str:
-    """What the person reads when their budget is spent: which budget, and when it resets."""
+    """What the person reads when the model is not asked: the budget is spent, or what is left of
+    it is held by their requests in flight; which budget, and when it resets."""
     now = now or timezone.now()
     if standing.source == "own":
         whose = "your own budget"
@@ -124,6 +205,14 @@ def refusal(standing: Standing, now: dt.datetime | None = None) -> str:
     left = max(int((reset - now).total_seconds() + 59) // 60, 1)  # minutes, rounded up
     hours, minutes = divmod(left, 60)
     wait = f"{hours} h {minutes} min" if hours else f"{minutes} min"
+    if standing.spent < standing.budget:
+        return (
+            f"Your daily token budget is nearly spent: {standing.spent:,} of {standing.budget:,} tokens "
+            f"used today ({whose}), and your answers being written now hold {standing.reserved:,} more. "
+            "The model was not asked; what you sent is kept, so regenerate the answer once they have "
+            f"finished, if the budget has room left, or after it resets at midnight UTC "
+            f"({reset:%Y-%m-%d %H:%M} UTC, in {wait})."
+        )
     return (
         f"Your daily token budget is spent: {standing.spent:,} of {standing.budget:,} tokens used today "
         f"({whose}). It resets at midnight UTC ({reset:%Y-%m-%d %H:%M} UTC, in {wait}). The model was not "

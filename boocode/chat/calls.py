@@ -95,7 +95,8 @@ async def execute(
     with tracing.span(f"execute_tool {name}", attributes=attributes) as span, auditing(audit):
         try:
             try:
-                result = await execute_tool(name, arguments, allowed=allowed)
+                user_id = audit.user_id if audit is not None else None
+                result = await execute_tool(name, arguments, allowed=allowed, user_id=user_id)
             except Exception as exc:  # a tool's own bug must reach the model as text, not end the turn
                 logger.exception("tool %s raised", name)
                 result = ToolResult(output=f"{name} failed: {type(exc).__name__}: {exc}", is_error=True)

@@ -433,6 +433,7 @@ def finish_message(
     usage: Usage | None = None,
     counted_for: int | None = None,
     reasoning: str = "",
+    released: int = 0,
 ) -> dict[str, Any]:
     """Store a streamed message's final text and status, and the tool calls it requested; its payload.
 
@@ -442,7 +443,8 @@ def finish_message(
     title). ``model`` (the model that answered) and ``usage`` are stored when given. The turn
     passes ``created_at``, ``conversation_id`` and ``model`` (it knows them from
     ``message_start``), which saves reading the row back. ``counted_for``: the person whose usage
-    of the day this completed answer adds to (its tokens and one answer, :mod:`.daily_usage`).
+    of the day this completed answer adds to (its tokens and one answer, :mod:`.daily_usage`);
+    ``released``: the tokens its request held on that day's row (:func:`.budgets.reserve`), given back.
     """
     now = timezone.now()
     content, error, reasoning = storable(content), storable(error), storable(reasoning)
@@ -469,6 +471,7 @@ def finish_message(
                 completion_tokens=completion or 0,
                 answers=1,
                 answers_without_usage=int(usage is None),
+                released=released,
             )
         role = Message.Role.ASSISTANT
         if created_at is None or conversation_id is None or model is None:

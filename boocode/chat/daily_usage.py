@@ -9,7 +9,9 @@ added in the write that stores it, so it costs no database hop of its own:
 - a title asked of the model (``BOOCODE_TITLE_FROM_MODEL``): its tokens, no answer
   (:func:`boocode.chat.titles.record_title_usage`);
 - a tool call that ran (the model's, ``/call``, a view's; not one refused at the approval gate):
-  one call, with its audit row (:mod:`boocode.chat.audit`), on the day it began.
+  one call, with its audit row (:mod:`boocode.chat.audit`), on the day it began;
+- the tokens a model request held while it was in flight (:func:`boocode.chat.budgets.reserve`)
+  are released in the same write that counts its answer.
 
 :func:`record` is one statement, ``INSERT ... ON CONFLICT (user_id, day) DO UPDATE SET n = n +
 excluded.n`` (SQLite and PostgreSQL alike): the day's first write creates the row, every later
@@ -65,26 +67,31 @@ def _upsert() -> str:
     table = quote(DailyUsage._meta.db_table)
     columns = ", ".join(quote(name) for name in COUNTS)
     added = ", ".join(f"{quote(name)} = {table}.{quote(name)} + excluded.{quote(name)}" for name in COUNTS)
+    held = f"{table}.{quote('reserved_tokens')}"
     return (
-        f"INSERT INTO {table} ({quote('user_id')}, {quote('day')}, {columns}) "
-        f"VALUES (%s, %s, {', '.join('%s' for _ in COUNTS)}) "
-        f"ON CONFLICT ({quote('user_id')}, {quote('day')}) DO UPDATE SET {added}"
+        f"INSERT INTO {table} ({quote('user_id')}, {quote('day')}, {columns}, {quote('reserved_tokens')}) "
+        f"VALUES (%s, %s, {', '.join('%s' for _ in COUNTS)}, 0) "
+        f"ON CONFLICT ({quote('user_id')}, {quote('day')}) DO UPDATE SET {added}, "
+        f"{quote('reserved_tokens')} = CASE WHEN {held} > %s THEN {held} - %s ELSE 0 END"
     )
 
 
-def record(user_id: int, *, at: dt.datetime | None = None, **counts: int) -> None:
-    """Add ``counts`` (names of :data:`COUNTS`) to ``user_id``'s row of the day of ``at`` (now).
+def record(user_id: int, *, at: dt.datetime | None = None, released: int = 0, **counts: int) -> None:
+    """Add ``counts`` (names of :data:`COUNTS`) to ``user_id``'s row of the day of ``at`` (now),
+    and take ``released`` tokens off what its model requests in flight hold (never below 0;
+    :func:`boocode.chat.budgets.reserve`).
 
     One statement, inside the caller's write (see the module's docstring).
     """
     unknown = set(counts) - set(COUNTS)
     if unknown:
         raise TypeError(f"unknown usage counts: {sorted(unknown)}")
-    if not any(counts.values()):
+    if not any(counts.values()) and not released:
         return
     day = connection.ops.adapt_datefield_value(day_of(at or timezone.now()))
     with connection.cursor() as cursor:
-        cursor.execute(_upsert(), [user_id, day, *(counts.get(name, 0) for name in COUNTS)])
+        added = [counts.get(name, 0) for name in COUNTS]
+        cursor.execute(_upsert(), [user_id, day, *added, released, released])
 
 
 def export_csv(rows: Iterable[DailyUsage]) -> str:

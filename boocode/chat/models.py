@@ -302,6 +302,15 @@ class DailyUsage(models.Model):
     tool_calls = models.PositiveIntegerField(
         default=0, help_text="Tool calls run (the model's, /call, a view's); refused calls are not counted."
     )
+    # Model requests in flight hold their estimated tokens here until their usage is counted
+    # (boocode.chat.budgets): the budget check before each request counts them. A hold that
+    # nobody released (a process that died mid-request) no longer counts after reserved_until.
+    reserved_tokens = models.PositiveBigIntegerField(
+        db_default=0, help_text="Tokens held by model requests in flight (their estimate)."
+    )
+    reserved_until = models.DateTimeField(
+        null=True, blank=True, help_text="When the tokens held stop counting unless held again."
+    )
 
     class Meta:
         ordering = ("-day", "user_id")

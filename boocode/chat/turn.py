@@ -34,8 +34,10 @@ Failures: an :class:`~boocode.chat.llm.LLMError` (or any unexpected error, which
 marks the message ``failed`` with a message for the user and ends the turn ``failed``;
 everything stored before stays. A prompt that cannot be got ends it ``failed`` with a notice.
 A person whose daily token budget is spent (:mod:`boocode.chat.budgets`, checked in the read
-before the model request) gets the turn ended ``failed`` with code ``budget_spent``, what they
-sent stored and no model request made.
+before the model request, and before every model request with the requests in flight counted)
+gets the turn ended ``failed`` with code ``budget_spent``, what they sent stored and that model
+request not made. A request's hold on the budget is released with the write that counts its
+answer, or when the turn ends without it (:meth:`Turn._settle`).
 """
 
 from __future__ import annotations
@@ -303,6 +305,8 @@ class Turn:
         self.prefetched: Read | None = None  # the read before the model request, done by the admission
         self.stream_ended: float | None = None  # when the last model stream ended (time.monotonic())
         self.spender: int | None = None  # whose usage of the day the answers count in (the owner)
+        self.standing: budgets.Standing | None = None  # the owner's budget, when one applies (> 0)
+        self.held = 0  # tokens the model request in flight holds on the owner's budget (budgets.reserve)
         self.code = ""  # why the turn failed, for clients (turn_end's code): "budget_spent"
 
     @property
@@ -554,6 +558,7 @@ class Turn:
                 raise
             history[-1] = {"role": "user", "content": model_content(text, self.attachments)}
         self.spender = standing.user_id
+        self.standing = standing if standing.budget > 0 else None
         if standing.exhausted:  # the model is not asked; the message (and what it attached) is kept
             self.storing = asyncio.ensure_future(self._store_message(answer=False))
             raise budgets.BudgetSpent(budgets.refusal(standing))
@@ -616,6 +621,8 @@ class Turn:
     ) -> tuple[Completion, ToolCalls | None]:
         """One model call, streamed into a new assistant message; returns it and the tool calls it
         asked for (None: none), whose rows are being written (:meth:`_announce`)."""
+        if self.standing is not None:
+            await self._reserve(context.messages, tools)
         stream = stream_chat(
             context.messages,
             llm=context.llm,
@@ -698,7 +705,9 @@ class Turn:
             usage=completion.usage,
             counted_for=self.spender,
             reasoning=completion.reasoning,
+            released=self.held,
         )
+        self.held = 0  # given back by that write
         if not requested:
             await self._announce(record, [])
             return completion, None
@@ -707,6 +716,37 @@ class Turn:
         calls = ToolCalls([{} for _ in requested])
         calls.recorded = self.storing = asyncio.ensure_future(self._announce(record, calls.rows))
         return completion, calls
+
+    async def _reserve(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None) -> None:
+        """Hold the next model request's tokens on the owner's budget, or raise ``BudgetSpent``.
+
+        One statement, on the loop's worker threads: it does not queue behind the start being
+        stored on the database thread, which the first request goes out beside.
+        """
+        assert self.standing is not None
+        tokens = budgets.request_tokens(messages, tools)
+        hold = asyncio.ensure_future(db_read(budgets.reserve)(self.standing, tokens))
+        try:
+            refused = await asyncio.shield(hold)
+        except asyncio.CancelledError:  # stopped meanwhile: a hold made all the same is given back
+            with contextlib.suppress(Exception):
+                if await hold is None:
+                    self.held = tokens
+            raise
+        if refused is not None:
+            raise budgets.BudgetSpent(budgets.refusal(refused))
+        self.held = tokens
+
+    async def _release(self) -> None:
+        """Give back the hold of a request whose answer was not counted (the turn failed or stopped)."""
+        held, self.held = self.held, 0
+        if held and self.spender is not None:
+            try:
+                await db(budgets.release)(self.spender, held)
+            except DatabaseError:  # the hold stops counting on its own (budgets.RESERVATION_SECONDS)
+                logger.warning(
+                    "could not release %s held tokens (user %s)", held, self.spender, exc_info=True
+                )
 
     async def _announce(self, record: Awaitable[dict[str, Any]], rows: list[dict[str, Any]]) -> None:
         """Wait for the answer's final write, fill in its calls' ``rows``, then tell the tabs:
@@ -828,6 +868,7 @@ class Turn:
     async def _settle(self, status: str, error: str, call_output: str) -> None:
         """Store how the turn ended (text so far, unfinished calls) and tell the clients."""
         self._end_live_html()
+        await self._release()
         try:
             message, created, calls = await db(conversations.settle_turn)(
                 self.conversation_id,

@@ -262,10 +262,9 @@ class ViewRequests:
         await prepare_hub(self.user_id, skills=False)  # (started, changes applied, their sessions open)
         hub = await person_hub(self.user_id)
         config = hub.config(view.server)
-        if config is None:
+        # A server whose groups the person is no longer in is, to them, one that does not exist.
+        if config is None or not allowed(hub, config, self.user_id):
             raise Refused(f'The MCP server "{view.server}" is no longer configured.')
-        if not allowed(hub, config, self.user_id):
-            raise Refused(f'The MCP server "{view.server}" is not available to you (its groups).')
         if not config.apps:
             raise Refused(f'Views of the MCP server "{view.server}" are turned off ("apps": false).')
         return view

@@ -89,8 +89,9 @@ def _linked_account(claims: Mapping[str, Any]) -> tuple[Any, str] | tuple[None, 
 
 def username_for(claims: Mapping[str, Any]) -> str:
     """A free username from the claims: ``preferred_username``, else the email's local part, else
-    ``user``; made of the characters Django allows, never the name of an existing account (in any
-    case): ``-2``, ``-3``… is added until it is free."""
+    ``user``; made of the characters Django allows, without leading dots (a name that reads like a
+    hidden file, or another person's name behind dots), never the name of an existing account (in
+    any case): ``-2``, ``-3``… is added until it is free."""
     email = claims.get("email")
     candidates = [
         claims.get("preferred_username"),
@@ -99,7 +100,7 @@ def username_for(claims: Mapping[str, Any]) -> str:
     ]
     base = "user"
     for candidate in candidates:
-        cleaned = _NOT_IN_USERNAMES.sub("", str(candidate or ""))[:_USERNAME_BASE_MAX]
+        cleaned = _NOT_IN_USERNAMES.sub("", str(candidate or "")).lstrip(".")[:_USERNAME_BASE_MAX]
         if cleaned:
             base = cleaned
             break

@@ -573,12 +573,16 @@ async def execute_tool(
     arguments: dict[str, Any] | str | None,
     *,
     allowed: Sequence[Tool] | None = None,
+    user_id: int | None = None,
 ) -> ToolResult:
     """Run the tool ``name`` with ``arguments`` (a dict or the model's JSON string).
 
-    ``allowed`` is the agent's tool list for this turn; a tool outside it is refused even if it
-    exists. The call is checked and approved against the tool as it is defined now
-    (:func:`as_it_is_now`), and refused if the definition changed while it waited. Unknown
+    ``allowed`` is the agent's tool list for this turn (of ``user_id``, whose call it is); a tool
+    outside it is refused even if it exists. The answer for a tool that ``user_id`` may use but the
+    agent does not offer says so; a tool of a server whose ``groups`` they are not in is, to them,
+    a tool that does not exist: its answer is an unknown name's, word for word. The call is
+    checked and approved against the tool as it is defined now (:func:`as_it_is_now`), and
+    refused if the definition changed while it waited. Unknown
     tools, unparsable or invalid arguments come back as error results. A tool that needs
     approval waits for the gate in the context (:mod:`boocode.tools.approval_gate`).
     """
@@ -586,11 +590,10 @@ async def execute_tool(
     tool = next((candidate for candidate in pool if candidate.name == name), None)
     if tool is None:
         # Held for an administrator's review (mcpclient.core.pinning): offered to nobody, but its
-        # caller reads why, not "Unknown tool". Whose call it is: the person the agent's tools run as.
-        person = next((candidate.user_id for candidate in pool if candidate.user_id is not None), None)
-        if (held := held_for_review(name, person)) is not None:
+        # caller reads why, not "Unknown tool" (a tool of a server hidden from them stays unknown).
+        if (held := held_for_review(name, user_id)) is not None:
             return held
-        if allowed is not None and any(candidate.name == name for candidate in available_tools()):
+        if allowed is not None and any(candidate.name == name for candidate in available_tools(user_id)):
             return ToolResult.error(f'Tool "{name}" is not available to this agent')
         offered = ", ".join(candidate.name for candidate in pool[:50]) or "none"
         return ToolResult.error(f'Unknown tool "{name}". Available tools: {offered}')

@@ -7,6 +7,7 @@ lives only while a server connects.
 
 from __future__ import annotations
 
+import hashlib
 import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -259,18 +260,44 @@ class LoadedConfig:
 class Person:
     """Whose process a ``"scope": "perUser"`` stdio server is: ``${user.id}`` and ``${user.name}``.
 
-    ``name`` is made safe for a path or an argument by :func:`person_slug`.
+    ``name`` is made safe for a path or an argument, and kept one person's, by :func:`person_slug`.
     """
 
     id: int
     name: str
 
 
+# A username kept as it is: it starts with a letter, a digit or "_" (never ".", so never "." or
+# "..", and never "-", which a program would read as an option) and holds only letters, digits,
+# ".", "_" and "-", at most PERSON_SLUG_MAX characters, and does not end the way a changed name
+# ends ("-" and PERSON_DIGEST hex digits), so no kept name can equal a changed one.
+PERSON_SLUG_MAX = 64
+PERSON_DIGEST = 16  # hex digits of the SHA-256 of the exact username (64 bits)
+_KEPT_SLUG = re.compile(rf"[A-Za-z0-9_][A-Za-z0-9._-]{{0,{PERSON_SLUG_MAX - 1}}}")
+_CHANGED_END = re.compile(rf"-[0-9a-f]{{{PERSON_DIGEST}}}")
+_NOT_IN_SLUGS = re.compile(r"[^A-Za-z0-9._-]")
+_READABLE_MAX = PERSON_SLUG_MAX - 1 - PERSON_DIGEST
+
+
 def person_slug(username: str, user_id: int) -> str:
-    """``username`` as ``${user.name}`` gives it: letters, digits, ``.``, ``_`` and ``-`` only (others
-    become ``_``), never starting with a dot, at most 64 characters; ``user<id>`` when nothing is left."""
-    slug = re.sub(r"[^A-Za-z0-9._-]", "_", username)[:64].lstrip(".")
-    return slug or f"user{user_id}"
+    """``username`` as ``${user.name}`` gives it: one person's, safe in a path or an argument.
+
+    A name that is already safe (see ``_KEPT_SLUG``) is kept as it is, so folders named after it
+    stay valid. Any other name becomes a readable part (unsafe characters as ``_``, leading dots
+    and dashes dropped, cut short; ``user<user_id>`` when nothing is left), ``-`` and the first
+    :data:`PERSON_DIGEST` hex digits of the SHA-256 of the exact username: ``.alice``,
+    ``..alice``, ``al+ice`` and ``al@ice`` each get a value of their own, none of them
+    ``alice``'s or ``al_ice``'s. Kept names never end like a changed one (such a name is changed
+    too), so two usernames never share a value (up to a 64-bit digest's collision). The value is
+    never empty, never ``.`` or ``..``, at most :data:`PERSON_SLUG_MAX` characters. Names that
+    differ only in case stay apart, which a case-insensitive file system does not keep: paths
+    there should use ``${user.id}``.
+    """
+    if _KEPT_SLUG.fullmatch(username) and not _CHANGED_END.search(username):
+        return username
+    readable = _NOT_IN_SLUGS.sub("_", username).lstrip(".-")[:_READABLE_MAX] or f"user{user_id}"
+    digest = hashlib.sha256(username.encode("utf-8", "surrogatepass")).hexdigest()[:PERSON_DIGEST]
+    return f"{readable}-{digest}"
 
 
 def same_session(config: ServerConfig, other: ServerConfig) -> bool:

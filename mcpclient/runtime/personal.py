@@ -136,7 +136,24 @@ def _config(row: PersonalServer) -> ServerConfig:
 
 
 def _shared_names() -> set[str]:
+    """Every shared server's name, those of servers hidden from the person by their ``groups`` too.
+
+    A person's own server may not take one of them, and the words that say so are the same
+    whether the person may use that server or not (:func:`name_taken`): nothing here tells them
+    a server they may not use exists. Taking the name for them alone (the hidden server is not
+    theirs) would reveal nothing either, but a server's name keys a person's session with it and
+    their OAuth tokens for it (``name@user:<id>``): an own server under the name of a hidden
+    per-person server would be handed that server's session and tokens.
+    """
     return set(McpServer.objects.values_list("name", flat=True))
+
+
+def name_taken(name: str, *, now: bool = False) -> str:
+    """Why ``name`` cannot be a server of one's own: the same words for any shared server's name,
+    one the person may use or one hidden from them (``now``: said of a server added before)."""
+    if now:
+        return f'The name "{name}" is taken on this BooCode now: rename your server to use it.'
+    return f'The name "{name}" is taken on this BooCode: pick another.'
 
 
 def _refusal(row: PersonalServer, shared: set[str]) -> str:
@@ -144,7 +161,7 @@ def _refusal(row: PersonalServer, shared: set[str]) -> str:
     if not feature_on():
         return "Servers of one's own are switched off on this BooCode."
     if row.name in shared:
-        return f'An MCP server of this BooCode is called "{row.name}" now: rename yours to use it.'
+        return name_taken(row.name, now=True)
     return domain_refusal(row.url)
 
 
@@ -256,8 +273,7 @@ def add(user_id: int, draft: Draft) -> PersonalServer:
     else:
         header_name = ""
     if name in _shared_names():
-        taken = f'"{name}" is the name of an MCP server of this BooCode: pick another.'
-        raise PersonalServerError(taken, "name")
+        raise PersonalServerError(name_taken(name), "name")
     row = PersonalServer(
         owner_id=user_id,
         name=name,

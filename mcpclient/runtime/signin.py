@@ -62,9 +62,10 @@ async def connect(name: str, user_id: int, *, staff: bool, return_to: str = "/")
     await _read_person(hub, user_id)  # (their own servers sign in too)
     config = hub.config(name, user_id)
     # An administrator connects a shared server for everybody, whoever may use it; a person's own
-    # session only with a server their groups allow (mcpclient.core.access).
+    # session only with a server their groups allow (mcpclient.core.access). To anyone else a
+    # server their groups do not allow is one that does not exist: the same answer, word for word.
     own = config is not None and per_user(config)
-    barred = own and config is not None and not allowed(hub, config, user_id)
+    barred = config is not None and (own or not staff) and not allowed(hub, config, user_id)
     if config is None or not config.enabled or config.oauth is None or barred:
         return Outcome(message=f'"{name}" is not an enabled MCP server that signs in with OAuth.')
     if not own and not staff:
@@ -128,7 +129,9 @@ async def disconnect(name: str, user_id: int, *, staff: bool) -> Outcome:
     hub = await ensure_hub()
     await _read_person(hub, user_id)
     config = hub.config(name, user_id)
-    if config is None or config.oauth is None:
+    # As for connect: a server the person's groups do not allow answers as one that does not exist.
+    barred = config is not None and (per_user(config) or not staff) and not allowed(hub, config, user_id)
+    if config is None or config.oauth is None or barred:
         return Outcome(message=f'"{name}" is not an MCP server that signs in with OAuth.')
     owner = user_id if per_user(config) else None
     if owner is None and not staff:

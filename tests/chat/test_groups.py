@@ -10,6 +10,7 @@ asks of ``team`` gets nothing; Alice loses it all the moment she leaves the grou
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import re
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
@@ -32,7 +33,8 @@ from mcpclient.config.shapes import SHAPES, entry_for
 from mcpclient.core.access import may_use
 from mcpclient.core.state import Status
 from mcpclient.engine.hub import Hub
-from mcpclient.runtime import hub_call, people, set_hub
+from mcpclient.models import McpServer
+from mcpclient.runtime import hub_call, people, personal, set_hub, signin
 from tests.support.accounts import login, new_conversation, stored
 from tests.support.hubs import make_config
 from tests.support.llm import Call, ScriptedLLM, Text, ToolCalls
@@ -259,7 +261,7 @@ async def test_a_turn_and_the_console_of_a_person_outside_the_groups_reach_nothi
         await tab.until_turn_end()
         await tab.send({"type": "user_message", "text": '/call team_echo {"text": "psst"}'})
         refused = (await tab.next("tool_result"))["call"]
-        assert refused["is_error"] and "not available to this agent" in refused["output"]
+        assert refused["is_error"] and refused["output"].startswith('Unknown tool "team_echo"')
         await tab.until_turn_end()
         # The status line names only the servers Bob may use.
         status = [frame for frame in tab.frames if frame["type"] == "status"]
@@ -276,6 +278,119 @@ async def test_a_turn_and_the_console_of_a_person_outside_the_groups_reach_nothi
         assert 'The agent "Eng" of this conversation is not available to you' in end["error"]
     assert len(llm.requests) == asked
     assert ("user", "complete", "hello engineers") in await stored(picked)
+
+
+def _as_ghost(text: str) -> str:
+    """An answer about ``team`` as it would read about ``ghost`` (the name is the only difference)."""
+    return text.replace("team", "ghost")
+
+
+async def _answers(client: AsyncClient, server: str) -> dict[str, tuple[int, str]]:
+    """The status and body of every endpoint a person may ask about ``server``'s things."""
+    city = "toolbox://cities/{city}"
+    asked = {
+        "read": await client.get(f"/api/resources/read/?server={server}&uri={README}"),
+        "complete": await client.get(
+            f"/api/complete/?server={server}&ref=resource&name={city}&argument=city&value=Be"
+        ),
+        "complete_prompt": await client.get(
+            f"/api/complete/?server={server}&ref=prompt&name=greeting&argument=name&value=A"
+        ),
+        "prompt": await client.post(
+            "/api/prompts/get/", {"server": server, "name": "greeting", "arguments": "{}"}
+        ),
+        "skill": await client.get(f"/api/skills/read/?server={server}&skill=pdf-forms"),
+        "skill_file": await client.get(f"/api/skills/read/?server={server}&skill=pdf-forms&path=SKILL.md"),
+    }
+    return {key: (response.status_code, response.content.decode()) for key, response in asked.items()}
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.processes
+async def test_a_hidden_server_answers_as_one_that_does_not_exist_on_every_path(
+    llm: ScriptedLLM, team: dict[str, AsyncClient]
+) -> None:
+    """Bob is not in ``eng``: what he asks of ``team`` (hidden) reads, byte for byte but for the
+    name, as what he asks of ``ghost`` (no such server), on every path."""
+    hidden, unknown = await _answers(team["bob"], "team"), await _answers(team["bob"], "ghost")
+    assert {key: (status, _as_ghost(body)) for key, (status, body) in hidden.items()} == unknown
+    assert all(status >= 400 for status, _ in unknown.values())
+
+    conversation = await new_conversation("bob")
+    async with Tab(conversation, await login("bob")) as tab:
+        outputs = {}
+        for server in ("team", "ghost"):
+            await tab.send({"type": "user_message", "text": f'/call {server}_echo {{"text": "psst"}}'})
+            outputs[f"console {server}"] = (await tab.next("tool_result"))["call"]["output"]
+            await tab.until_turn_end()
+            llm.script(ToolCalls([Call(f"{server}_echo", {"text": "psst"})]), Text("Done."))
+            await tab.send({"type": "user_message", "text": f"use {server}"})
+            outputs[f"model {server}"] = (await tab.next("tool_result"))["call"]["output"]
+            assert (await tab.until_turn_end())["status"] == "complete"
+            llm.script(Text("Read."))
+            attached = [{"server": server, "uri": README}]
+            await tab.send({"type": "user_message", "text": "read this", "attachments": attached})
+            while (echo := (await tab.next("message"))["message"])["role"] != "user":
+                pass
+            outputs[f"attached {server}"] = str(echo["attachments"])
+            assert (await tab.until_turn_end())["status"] == "complete"  # (the model was asked)
+            outputs[f"model read {server}"] = str(llm.requests[-1]["messages"][-1]["content"])
+    assert outputs["console ghost"].startswith('Unknown tool "ghost_echo"')
+    assert _as_ghost(outputs["console team"]) == outputs["console ghost"]
+    assert _as_ghost(outputs["model team"]) == outputs["model ghost"]
+    assert "not read" in outputs["attached ghost"]
+    assert _as_ghost(outputs["attached team"]) == outputs["attached ghost"]
+    assert _as_ghost(outputs["model read team"]) == outputs["model read ghost"]
+    # What the model read back of the refused calls is the same too.
+    last = [request["messages"][-1] for request in llm.requests]
+    sent = [message["content"] for message in last if message["role"] == "tool"]
+    assert len(sent) == 2 and _as_ghost(sent[0]) == sent[1]
+
+    # A server of his own: a hidden server's name is refused in the words that refuse the name
+    # of a server he may use (it is taken on this BooCode), never as the name of a server there.
+    for name, entry in (("team", toolbox_entry(groups=["eng"])), ("open", toolbox_entry())):
+        await McpServer.objects.aget_or_create(name=name, defaults={"config": entry})  # as mcp.json's sync
+    bob = await sync_to_async(lambda: get_user_model().objects.get(username="bob").pk)()
+    draft = personal.Draft("team", "https://mcp.example.com/mcp", "http", "none", "", "", False)
+    refusals = {}
+    for name in ("team", "open"):
+        with pytest.raises(personal.PersonalServerError) as refused:
+            await sync_to_async(personal.add)(bob, dataclasses.replace(draft, name=name))
+        refusals[name] = (str(refused.value).replace(name, "X"), refused.value.field)
+    taken = ('The name "X" is taken on this BooCode: pick another.', "name")
+    assert refusals["team"] == refusals["open"] == taken
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_signing_in_to_a_hidden_server_answers_as_for_one_that_does_not_exist() -> None:
+    """Connect and disconnect, as a person and as staff outside the groups: a hidden server that
+    signs in with OAuth (a shared one and a per-person one) reads as a name nothing has."""
+    nowhere = "http://127.0.0.1:9/mcp"  # never asked: nobody here may connect them
+    hub = Hub(base_dir=ROOT, allowed_commands=TEST_COMMANDS, person_groups=people.groups_of)
+    remote = {"type": "http", "url": nowhere, "groups": ["eng"]}
+    await hub.start(
+        [
+            make_config("vault", {**remote, "oauth": {"mode": "perUser"}}),
+            make_config("safe", {**remote, "oauth": {}}),
+        ]
+    )
+    set_hub(hub)
+    people.forget()
+    try:
+        await login("bob")
+        bob = await sync_to_async(lambda: get_user_model().objects.get(username="bob").pk)()
+        for staff in (False, True):
+            for hidden in ("vault", "safe"):
+                if staff and hidden == "safe":
+                    continue  # an administrator connects a shared server for everybody, groups or not
+                for action in (signin.connect, signin.disconnect):
+                    told = (await action(hidden, bob, staff=staff)).message
+                    unknown = (await action("ghost", bob, staff=staff)).message
+                    assert told.replace(hidden, "ghost") == unknown, (hidden, action.__name__, staff)
+    finally:
+        set_hub(None)
+        people.forget()
+        await hub.stop()
 
 
 @pytest.mark.django_db(transaction=True)
@@ -302,8 +417,11 @@ async def test_a_view_of_the_servers_stops_answering_when_its_person_leaves_the_
         ):
             await tab.send({**frame, "id": number, "method": method, "params": params})
             reply = await tab.next("view_reply")
-            assert reply["error"] == 'The MCP server "team" is not available to you (its groups).', method
-        assert (await team["alice"].get(f"/c/{conversation}/calls/{call['id']}/view/")).status_code != 200
+            # As for a server no longer configured: nothing says it is there for others.
+            assert reply["error"] == 'The MCP server "team" is no longer configured.', method
+        page = await team["alice"].get(f"/c/{conversation}/calls/{call['id']}/view/")
+        assert page.status_code == 404
+        assert 'The MCP server &quot;team&quot; is no longer configured' in page.content.decode()
         # And the model no longer gets the server's tools.
         llm.script(Text("Nothing."))
         asked = len(llm.requests)

@@ -45,7 +45,7 @@ def test_adding_checks_each_field_names_it_and_stores_nothing_when_refused(setti
     cases = [
         (form(name="my server"), "name", "letters, digits"),
         (form(name="x" * 41), "name", "1 to 40"),
-        (form(name="shared"), "name", 'is the name of an MCP server of this BooCode'),
+        (form(name="shared"), "name", 'The name "shared" is taken on this BooCode: pick another.'),
         (form(transport="stdio"), "transport", '"http" (Streamable HTTP) or "sse"'),
         (form(url="file:///etc/passwd"), "url", "https:// (or http://) address"),
         (form(url="npx -y @evil/server"), "url", "https:// (or http://) address"),

@@ -10,6 +10,7 @@ PostgreSQL (``postgres``).
 
 from __future__ import annotations
 
+import asyncio
 import csv
 import datetime as dt
 import gc
@@ -32,7 +33,7 @@ from django.utils import timezone
 from boocode.chat import audit, budgets, daily_usage, titles
 from boocode.chat.models import Conversation, DailyUsage, Message, TokenBudget, ToolCallAudit
 from tests.support.accounts import conversation_of, login, stored
-from tests.support.llm import Call, ScriptedLLM, Text, ToolCalls
+from tests.support.llm import Call, Error, ScriptedLLM, Stall, Text, ToolCalls
 from tests.support.tabs import Tab, finished
 
 pytestmark = [
@@ -225,6 +226,96 @@ async def test_the_answer_that_passes_the_budget_ends_and_the_next_turn_is_refus
     error = await refused(tab, {"type": "user_message", "text": "second"})
     assert "110 of 100 tokens" in error and len(llm.requests) == 1
     await tab.close()
+
+
+@sync_to_async
+def held(username: str) -> int:
+    """The tokens ``username``'s model requests in flight hold today."""
+    row = DailyUsage.objects.filter(user__username=username, day=today()).first()
+    return row.reserved_tokens if row is not None else 0
+
+
+async def test_ten_turns_started_at_once_stop_at_the_budget(llm: ScriptedLLM) -> None:
+    """1,100 tokens left and ten turns at once: one request goes out (it may take the day past the
+    budget by what it spends), the nine others are refused before the model is asked, each
+    with its message kept and a sentence saying why."""
+    await login("alice")
+    tabs = [await person("alice") for _ in range(10)]
+    await budget(51_600, user="alice")
+    await spent("alice", 50_500)
+    answer = (9_000, 90)  # one request's worth: 9,090 tokens
+    llm.script(*(Stall("Part", seconds=20, after=" of the answer.", usage=answer) for _ in range(10)))
+    ends = [asyncio.ensure_future(tab.until_turn_end()) for tab in tabs]
+    await asyncio.gather(
+        *(tab.send({"type": "user_message", "text": f"question {n}"}) for n, tab in enumerate(tabs))
+    )
+    async with asyncio.timeout(60):
+        while sum(end.done() for end in ends) < 9:  # the refusals need no answer from the model
+            await asyncio.wait([end for end in ends if not end.done()], return_when=asyncio.FIRST_COMPLETED)
+    await llm.until(lambda server: len(server.requests) >= 1, within=30)  # the one let through
+    assert len(llm.requests) == 1  # the others never reached the model
+    llm.release()
+    async with asyncio.timeout(60):
+        finals = await asyncio.gather(*ends)
+    statuses = sorted((end["status"], end["code"]) for end in finals)
+    assert statuses == [("complete", None)] + [("failed", "budget_spent")] * 9
+    for end in finals:
+        if end["status"] == "failed":
+            assert "token budget is nearly spent: 50,500 of 51,600 tokens used today" in end["error"]
+            assert "your answers being written now hold" in end["error"]
+    usage = (await usage_of("alice"))[today()]
+    assert usage[0] + usage[1] == 50_500 + sum(answer) <= 51_600 + sum(answer)
+    assert await held("alice") == 0  # the hold went back with the answer's usage
+    for n, tab in enumerate(tabs):
+        assert ("user", "complete", f"question {n}") in await stored(tab.history["conversation"])
+        await tab.close()
+
+
+async def test_a_turn_makes_no_request_past_the_budget_after_a_tool_step(llm: ScriptedLLM) -> None:
+    tab = await person("alice")
+    await budget(100, user="alice")
+    llm.script(ToolCalls([Call("list_dir", {"path": "."})], usage=(80, 30)), Text("Never asked."))
+    await tab.send({"type": "user_message", "text": "look around"})
+    end = await tab.until_turn_end()
+    assert (end["status"], end["code"]) == ("failed", "budget_spent"), end
+    assert "110 of 100 tokens used today (your own budget)" in end["error"]
+    assert len(llm.requests) == 1
+    assert [row[:2] for row in await stored(tab.history["conversation"])] == [
+        ("user", "complete"),
+        ("assistant", "complete"),  # the first answer, with its tool call
+        ("assistant", "failed"),  # the refusal, where the next answer would have been
+    ]
+    assert await held("alice") == 0
+    await tab.close()
+
+
+async def test_a_failed_request_gives_its_hold_back(llm: ScriptedLLM) -> None:
+    tab = await person("alice")
+    await budget(100_000, user="alice")
+    llm.script(Error(400, "bad request"))
+    await tab.send({"type": "user_message", "text": "hello"})
+    assert (await tab.until_turn_end())["status"] == "failed"
+    assert await held("alice") == 0
+    llm.script(Text("Fine.", usage=(10, 2)))
+    await tab.send({"type": "user_message", "text": "again"})
+    await finished(tab)
+    assert await held("alice") == 0
+    await tab.close()
+
+
+def test_a_hold_nobody_released_stops_counting(django_user_model: Any) -> None:
+    user = django_user_model.objects.create_user("dora")
+    standing = budgets.Standing(user.pk, 0, 10_000, "own")
+    now = timezone.now()
+    assert budgets.reserve(standing, 8_000, now) is None  # nothing in flight: it may go out
+    refused = budgets.reserve(standing, 8_000, now)  # does not fit beside the first
+    assert refused is not None and (refused.spent, refused.reserved) == (0, 8_000)
+    assert budgets.reserve(standing, 2_000, now) is None  # fits beside it
+    # A process died with its requests in flight: the holds stop counting after a while.
+    later = now + dt.timedelta(seconds=budgets.RESERVATION_SECONDS + 1)
+    assert budgets.reserve(standing, 8_000, later) is None
+    budgets.release(user.pk, 8_000, later)
+    assert DailyUsage.objects.get(user=user).reserved_tokens == 0
 
 
 async def test_the_largest_group_budget_applies_and_names_its_group(llm: ScriptedLLM) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import time
 from pathlib import Path
 from typing import Any
@@ -58,15 +59,26 @@ def test_scope_is_validated_and_kept_in_every_shape(tmp_path: Path) -> None:
 
 
 def test_placeholders_are_the_persons_and_the_name_is_safe_in_a_path(tmp_path: Path) -> None:
+    # A safe name stays as it is (folders named after it stay valid); any other name gets a
+    # readable part and a digest of the exact username, so no two usernames share a value.
     assert person_slug("alice", 1) == "alice"
-    assert person_slug("../carol", 3) == "_carol"
-    assert person_slug("...", 4) == "user4"
-    assert person_slug("a b/c\\d:e", 5) == "a_b_c_d_e"
+    assert person_slug("al_ice", 1) == "al_ice"
+    assert person_slug("../carol", 3).startswith("_carol-")
+    assert person_slug("a b/c\\d:e", 5).startswith("a_b_c_d_e-")
+    names = [".alice", "..alice", "alice", "al+ice", "al@ice", "al_ice", "", ".", "..", "-rf", "x" * 150]
+    slugs = [person_slug(name, 4) for name in names]
+    assert len(set(slugs)) == len(names), slugs
+    # A kept name never ends like a changed one: such a name is changed too.
+    changed = person_slug(".alice", 4)
+    assert person_slug(changed, 4) not in slugs
+    for slug in slugs:
+        assert slug and slug not in (".", "..") and len(slug) <= 64, slug
+        assert re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9._-]*", slug), slug
     config = parse_server("memory", memory_entry(tmp_path, args=["--user", "${user.id}"]))
     resolved = resolve_server(
         config, base_dir=ROOT, allowed_commands=TEST_COMMANDS, person=Person(3, person_slug("../carol", 3))
     )
-    assert resolved.env["MEMORY_FILE_PATH"] == str(tmp_path / "memory-_carol-3.jsonl")
+    assert resolved.env["MEMORY_FILE_PATH"] == str(tmp_path / f"memory-{person_slug('../carol', 3)}-3.jsonl")
     assert resolved.args == ["--user", "3"]
     with pytest.raises(ConfigError, match=r'"\$\{user.id\}" has no person here \(used in "args\[1\]"\)'):
         resolve_server(config, base_dir=ROOT, allowed_commands=TEST_COMMANDS)
@@ -121,6 +133,40 @@ async def test_each_person_has_a_process_and_a_graph_of_their_own(tmp_path: Path
             )
             assert hub.user_connection("memory", 3) is None
             assert (await graph(hub, 1))["entities"]
+    finally:
+        await hub.stop()
+
+
+@pytest.mark.processes
+async def test_names_that_differ_only_in_unsafe_characters_never_share_a_file(tmp_path: Path) -> None:
+    """``.alice`` and ``..alice`` (as sign-on once made them) and ``alice``, with a memory file named
+    by ``${user.name}`` alone: each process has a file of its own, and none reads another's."""
+    names = {1: "alice", 2: ".alice", 3: "..alice"}
+    entry = memory_entry(tmp_path)
+    entry["env"] = {"MEMORY_FILE_PATH": str(tmp_path / "${user.name}.jsonl")}
+    hub = Hub(
+        base_dir=ROOT,
+        allowed_commands=TEST_COMMANDS,
+        person_name=names.__getitem__,
+        per_user_processes=3,
+        idle_seconds=600,
+    )
+    try:
+        async with asyncio.timeout(120):
+            await hub.start([parse_server("memory", entry)])
+            for user_id in names:
+                assert await hub.open_user_sessions(user_id, ["memory"]) == []
+            entity = {"name": "Alice's plan", "entityType": "note", "observations": ["alice's only"]}
+            created = await hub.call_tool("memory_create_entities", {"entities": [entity]}, user_id=1)
+            assert not created.is_error, created.output
+            for user_id in (2, 3):
+                assert (await graph(hub, user_id))["entities"] == [], names[user_id]
+                mine = {"name": f"plan of {user_id}", "entityType": "note", "observations": ["mine"]}
+                written = await hub.call_tool("memory_create_entities", {"entities": [mine]}, user_id=user_id)
+                assert not written.is_error, written.output
+            assert [e["name"] for e in (await graph(hub, 1))["entities"]] == ["Alice's plan"]
+            files = await asyncio.to_thread(lambda: sorted(path.name for path in tmp_path.glob("*.jsonl")))
+            assert len(files) == 3 and "alice.jsonl" in files, files
     finally:
         await hub.stop()
 

@@ -42,6 +42,9 @@ def test_usernames_are_made_safe_and_never_reuse_a_name() -> None:
     assert username_for({"sub": "4", "preferred_username": "!!!", "name": "Ünal"}) == "Ünal"
     assert username_for({"sub": "5"}) == "user"
     assert len(username_for({"sub": "6", "preferred_username": "x" * 400})) <= 150
+    # Leading dots are dropped: "..dana" is no look-alike of dana's name, just another "dana".
+    assert username_for({"sub": "7", "preferred_username": "..dana"}) == "dana-2"
+    assert username_for({"sub": "8", "preferred_username": "...", "email": ".eve@example.org"}) == "eve"
 
 
 def test_an_identity_keeps_its_account_whatever_its_email_says_later() -> None:
