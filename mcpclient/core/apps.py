@@ -149,6 +149,8 @@ class ViewPolicy:
                 sources[directive].extend(self.domains.get(key, ()))
         policy = {name: values or ["'none'"] for name, values in sources.items()}
         policy |= {
+            "worker-src": ["'none'"],  # (the view's origin is opaque: no worker script could be its own)
+            "webrtc": ["'block'"],  # where the browser applies it; the view's guard closes it in any
             "object-src": ["'none'"],
             "form-action": ["'none'"],
             "frame-ancestors": [frame_ancestors],

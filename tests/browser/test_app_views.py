@@ -16,6 +16,8 @@ it must not call, approving its own write call, a flood of messages, a 50 MB res
 from __future__ import annotations
 
 import re
+import socket
+import threading
 from collections.abc import Iterator
 from typing import Any
 
@@ -234,3 +236,91 @@ def test_a_view_that_floods_the_page_is_stopped_and_the_page_stays_responsive(
     page.locator("#message-input").fill("still here")
     assert page.evaluate("performance.now()") - started < 1000
     expect(page.locator("#message-input")).to_have_value("still here")
+
+
+class StunListener:
+    """A UDP socket on 127.0.0.1 playing a STUN/TURN server: it keeps what it receives, answers nothing."""
+
+    def __init__(self) -> None:
+        self.socket = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        self.socket.bind(("127.0.0.1", 0))
+        self.port = self.socket.getsockname()[1]
+        self.received: list[bytes] = []
+        self.arrived = threading.Event()
+        self.thread = threading.Thread(target=self._listen, daemon=True)
+        self.thread.start()
+
+    def _listen(self) -> None:
+        while True:
+            try:
+                data, _ = self.socket.recvfrom(65536)
+            except OSError:  # closed
+                return
+            self.received.append(data)
+            self.arrived.set()
+
+    def binding_requests(self) -> list[bytes]:
+        """What arrived that is a STUN message (its magic cookie at bytes 4..8)."""
+        return [data for data in self.received if data[4:8] == STUN_MAGIC_COOKIE]
+
+    def close(self) -> None:
+        self.socket.close()
+        self.thread.join(5)
+
+
+STUN_MAGIC_COOKIE = bytes.fromhex("2112a442")
+# A path a hostile view takes, and what must become of it.
+WEBRTC_PATHS = {
+    "markup": "removed",  # an <iframe srcdoc> with a script, in the view's own markup
+    "declarative": "inert",  # the same inside a declarative closed shadow root
+    "names": "none",  # RTC* interfaces left in the view's window
+    "main": "refused TypeError",
+    "prefixed": "refused TypeError",  # webkitRTCPeerConnection
+    "blank": "refused SecurityError",  # a nested about:blank frame's: another origin
+    "srcdoc": "removed",
+    "inner": "removed",  # <iframe srcdoc> through innerHTML
+    "shadow": "removed",  # in a closed shadow root
+    "unsafe": "inert",  # setHTMLUnsafe with a declarative shadow root
+    "javascript": "removed",
+    "data": "removed",
+    "worker": "refused Error",
+    "ran": "nothing",  # nested documents that said they ran
+}
+
+
+@pytest.fixture
+def stun_listener() -> Iterator[StunListener]:
+    listener = StunListener()
+    yield listener
+    listener.close()
+
+
+def test_a_hostile_view_cannot_reach_a_turn_server_over_webrtc(
+    open_page: Any, site: Site, apps_toolbox: None, stun_listener: StunListener
+) -> None:
+    """Every way to WebRTC a view has, against a STUN/TURN listener on loopback: nothing arrives."""
+    from playwright.sync_api import expect
+
+    page = open_page(1280)
+    landing(page, site)
+    site.llm.script(ToolCalls([Call("boxapps_webrtc_view", {"port": stun_listener.port})]), Text("Shown."))
+    start_conversation(page, "Show the WebRTC view")
+    view = page.frame_locator(".app-view-frame")
+    expect(view.locator("#done")).to_have_text("done", timeout=30_000)
+    fates = dict(text.split(": ", 1) for text in view.locator("#out li").all_inner_texts())
+    sent = stun_listener.binding_requests()
+    assert (fates, sent) == (WEBRTC_PATHS, [])
+
+    # The listener hears WebRTC where it is not blocked (the page's own realm): had the view's
+    # requests gone out, they would have arrived.
+    page.evaluate(
+        """async (port) => {
+          const pc = new RTCPeerConnection({ iceServers: [{ urls: `stun:127.0.0.1:${port}` }] });
+          pc.createDataChannel("control");
+          await pc.setLocalDescription(await pc.createOffer());
+          window.__control = pc;
+        }""",
+        stun_listener.port,
+    )
+    assert stun_listener.arrived.wait(20)
+    assert stun_listener.binding_requests() != []
