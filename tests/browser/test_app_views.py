@@ -193,18 +193,26 @@ def test_a_view_calls_only_what_views_may_and_cannot_approve_its_own_write(
     expect(view.locator("#model_only")).to_contain_text("is for the model only, not for views")
     expect(view.locator("#other_server")).to_contain_text('has no tool "toolbox_echo" that a view may call')
     expect(view.locator("#huge")).to_contain_text("over the 16.0 MB limit")
-    expect(view.locator("#socket")).to_contain_text("socket: refused")
 
     # The host context: the theme and every style variable of the spec, from the page's colours.
     expect(view.locator("#theme")).to_have_text("theme: light 76 #ffffff")  # (the spec names 76)
 
-    # Fullscreen when asked, told to the view, with a way back.
+    # Fullscreen when the person allows it (the card names the server), told to the view, with
+    # a way back (Escape here; the button in the fullscreen test).
+    ask = page.locator(".app-view-ask")
+    expect(ask).to_have_text(re.compile(r"^boxapps asks to fill the window"))
+    expect(view.locator("#fullscreen")).to_have_count(0)  # the request waits for the person
+    expect(page.locator(".app-view-fullscreen")).to_have_count(0)
+    ask.get_by_role("button", name="Allow").click()
     expect(view.locator("#fullscreen")).to_contain_text('fullscreen: ok {"mode":"fullscreen"}')
     expect(view.locator("#context")).to_have_text('context: "fullscreen"')
+    expect(view.locator("#socket")).to_contain_text("socket: refused")
     box = page.locator(".app-view-fullscreen").bounding_box()
     assert (box["width"], box["height"]) == (1280, page.viewport_size["height"])
-    page.get_by_role("button", name="Exit full screen").click()
+    expect(page.locator(".app-view-bar")).to_have_text(re.compile(r"^boxapps fills the window"))
+    page.keyboard.press("Escape")
     expect(page.locator(".app-view-fullscreen")).to_have_count(0)
+    expect(page.locator(".app-view-bar")).to_have_count(0)
     page.locator("#theme-switch input[value=dark]").click()  # the page's theme reaches the view
     expect(view.locator("#theme-dark")).to_have_text("theme-dark: #16171b")
 
@@ -324,3 +332,79 @@ def test_a_hostile_view_cannot_reach_a_turn_server_over_webrtc(
     )
     assert stun_listener.arrived.wait(20)
     assert stun_listener.binding_requests() != []
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_a_view_fills_the_window_only_after_the_persons_click_below_boocodes_bar(
+    open_page: Any, site: Site, width: int, apps_toolbox: None
+) -> None:
+    """The request alone changes nothing; Allow does; BooCode's bar names the server above the view."""
+    from playwright.sync_api import expect
+
+    page = open_page(width)
+    landing(page, site)
+    site.llm.script(ToolCalls([Call("boxapps_fullscreen_view", {})]), Text("Shown."))
+    start_conversation(page, "Show the full window view")
+    expect(page.locator(".message.role-assistant").last).to_contain_text("Shown.")
+    view = page.frame_locator(".app-view-frame")
+    ask = page.locator(".app-view-ask")
+    expect(ask).to_have_text(re.compile(r"^boxapps asks to fill the window"))
+    expect(ask.get_by_role("button", name="Allow")).to_be_visible()
+    expect(view.locator("#mode")).to_have_text("mode: inline")
+    expect(view.locator("#fullscreen")).to_have_count(0)  # (its request waits for the person)
+    expect(page.locator(".app-view-fullscreen")).to_have_count(0)
+    assert overflowing(page) == []
+    if AXE.exists():
+        assert serious_violations(page) == []
+    screenshot(page, "app-view-fullscreen-ask")
+
+    ask.get_by_role("button", name="Allow").click()
+    expect(view.locator("#mode")).to_have_text("mode: fullscreen")
+    expect(view.locator("#fullscreen")).to_have_text('fullscreen: {"mode":"fullscreen"}')
+    expect(ask).to_have_count(0)
+    bar = page.locator(".app-view-bar")
+    expect(bar).to_have_text(re.compile(r"^boxapps fills the window"))
+    shown = page.locator(".app-view-fullscreen").bounding_box()
+    assert (shown["width"], shown["height"]) == (width, page.viewport_size["height"])
+    bar_box = bar.bounding_box()
+    frame_box = page.locator(".app-view-frame").bounding_box()
+    assert bar_box["y"] >= 0 and bar_box["y"] + bar_box["height"] <= frame_box["y"]  # above the frame
+    # What is under the bar's middle is the bar: the view's own "sign-in" at its top cannot cover it.
+    middle = [bar_box["x"] + bar_box["width"] / 2, bar_box["y"] + bar_box["height"] / 2]
+    on_top = "([x, y]) => Boolean(document.elementFromPoint(x, y).closest('.app-view-bar'))"
+    assert page.evaluate(on_top, middle)
+    assert overflowing(page) == []
+    if AXE.exists():
+        assert serious_violations(page) == []
+    screenshot(page, "app-view-fullscreen")
+
+    bar.get_by_role("button", name="Exit full screen").click()
+    expect(view.locator("#mode")).to_have_text("mode: inline")
+    expect(page.locator(".app-view-fullscreen")).to_have_count(0)
+    # Asked again and dismissed: the view stays inline and is told so.
+    view.locator("#ask-again").click()
+    ask.get_by_role("button", name="Dismiss").click()
+    expect(view.locator("#again")).to_have_text('again: {"mode":"inline"}')
+    expect(page.locator(".app-view-fullscreen")).to_have_count(0)
+
+
+@pytest.mark.parametrize("count", [1, 25])
+def test_a_view_that_sends_an_oversized_message_is_stopped_and_the_page_stays_responsive(
+    open_page: Any, site: Site, count: int, apps_toolbox: None
+) -> None:
+    """200 MB messages (one, and a burst of 25): the view is stopped with a note, the page answers."""
+    from playwright.sync_api import expect
+
+    page = open_page(1280)
+    landing(page, site)
+    arguments = {"megabytes": 200, "count": count}
+    site.llm.script(ToolCalls([Call("boxapps_oversized_view", arguments)]), Text("Oversized."))
+    start_conversation(page, "Show the oversized view")
+    stopped = page.locator(".app-view .app-view-stopped")
+    expect(stopped).to_have_text("The view sent a message larger than 1 MB and was stopped.", timeout=60_000)
+    expect(page.locator(".app-view-frame")).to_have_count(0)
+    assert page.evaluate("document.querySelectorAll('.app-view').length") == 1  # the page answers
+    site.llm.script(Text("Still here."))
+    send(page, "Are you still there?")  # the composer works, and the turn comes back
+    expect(page.locator(".message.role-assistant").last).to_contain_text("Still here.")
+    expect(page.locator(".message.role-user")).to_have_count(2)
