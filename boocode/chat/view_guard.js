@@ -21,115 +21,125 @@
 // or getter later does not change what this script sees.
 (() => {
   "use strict";
-  const ALLOW_FRAMES = __ALLOW_FRAMES__;
-  const uncurry = Function.prototype.bind.bind(Function.prototype.call);
-  const describe = Object.getOwnPropertyDescriptor;
-  const define = Object.defineProperty;
-  const getter = (target, name) => uncurry(describe(target, name).get);
-
   for (const name of Object.getOwnPropertyNames(window)) {
     if (/^(webkit|moz)?RTC/.test(name)) delete window[name];
   }
 
-  const doc = document;
-  const FRAMES = "iframe, frame, object, embed, fencedframe, portal";
-  const frameCount = getter(window, "length");
-  const documentElement = getter(Document.prototype, "documentElement");
-  const selectInDocument = uncurry(Document.prototype.querySelectorAll);
-  const selectInRoot = uncurry(DocumentFragment.prototype.querySelectorAll);
-  const listLength = getter(NodeList.prototype, "length");
-  const item = uncurry(NodeList.prototype.item);
-  const localName = getter(Element.prototype, "localName");
-  const getAttribute = uncurry(Element.prototype.getAttribute);
-  const hasAttribute = uncurry(Element.prototype.hasAttribute);
-  const remove = uncurry(Element.prototype.remove);
-  const exec = uncurry(RegExp.prototype.exec);
-  const observe = uncurry(MutationObserver.prototype.observe);
-  const roots = { __proto__: null };
-  let rootCount = 0;
-  const WEB_ADDRESS = /^\s*https?:\/\//i;
-
-  function kept(frame) {
-    if (!ALLOW_FRAMES) return false;
-    const name = localName(frame);
-    if ((name !== "iframe" && name !== "frame") || hasAttribute(frame, "srcdoc")) return false;
-    const src = getAttribute(frame, "src");
-    return src === null || exec(WEB_ADDRESS, src) !== null; // (about:blank: its own origin, no script)
+  try {
+    guardFrames();
+  } catch {
+    // A browser without what the watch needs: the view does not run at all (fail closed).
+    window.stop();
+    document.documentElement?.remove();
   }
 
-  function sweepList(list) {
-    let keep = 0;
-    for (let index = listLength(list) - 1; index >= 0; index--) {
-      const frame = item(list, index);
-      if (kept(frame)) keep += 1;
-      else remove(frame);
+  // (Inside the same scope: nothing of it is left on the view's window.)
+  function guardFrames() {
+    const ALLOW_FRAMES = __ALLOW_FRAMES__;
+    const uncurry = Function.prototype.bind.bind(Function.prototype.call);
+    const describe = Object.getOwnPropertyDescriptor;
+    const define = Object.defineProperty;
+    const getter = (target, name) => uncurry(describe(target, name).get);
+    const doc = document;
+    const FRAMES = "iframe, frame, object, embed, fencedframe, portal";
+    const frameCount = getter(window, "length");
+    const documentElement = getter(Document.prototype, "documentElement");
+    const selectInDocument = uncurry(Document.prototype.querySelectorAll);
+    const selectInRoot = uncurry(DocumentFragment.prototype.querySelectorAll);
+    const listLength = getter(NodeList.prototype, "length");
+    const item = uncurry(NodeList.prototype.item);
+    const localName = getter(Element.prototype, "localName");
+    const getAttribute = uncurry(Element.prototype.getAttribute);
+    const hasAttribute = uncurry(Element.prototype.hasAttribute);
+    const remove = uncurry(Element.prototype.remove);
+    const exec = uncurry(RegExp.prototype.exec);
+    const observe = uncurry(MutationObserver.prototype.observe);
+    const roots = { __proto__: null };
+    let rootCount = 0;
+    const WEB_ADDRESS = /^\s*https?:\/\//i;
+
+    function kept(frame) {
+      if (!ALLOW_FRAMES) return false;
+      const name = localName(frame);
+      if ((name !== "iframe" && name !== "frame") || hasAttribute(frame, "srcdoc")) return false;
+      const src = getAttribute(frame, "src");
+      return src === null || exec(WEB_ADDRESS, src) !== null; // (about:blank: its own origin, no script)
     }
-    return keep;
-  }
 
-  // Frames the view may not keep are removed (their documents go with them); a frame left over
-  // that none of the watched trees shows stops the view.
-  function sweep() {
-    let keep = sweepList(selectInDocument(doc, FRAMES));
-    for (let index = 0; index < rootCount; index++) keep += sweepList(selectInRoot(roots[index], FRAMES));
-    if (frameCount(window) > keep) {
-      const root = documentElement(doc);
-      if (root) remove(root);
+    function sweepList(list) {
+      let keep = 0;
+      for (let index = listLength(list) - 1; index >= 0; index--) {
+        const frame = item(list, index);
+        if (kept(frame)) keep += 1;
+        else remove(frame);
+      }
+      return keep;
     }
-  }
 
-  const observer = new MutationObserver(sweep);
-  const WATCH = { __proto__: null, childList: true, subtree: true, attributes: true };
-  observe(observer, doc, WATCH);
-  function watch(root) {
-    observe(observer, root, WATCH);
-    define(roots, rootCount, { value: root });
-    rootCount += 1;
-  }
+    // Frames the view may not keep are removed (their documents go with them); a frame left over
+    // that none of the watched trees shows stops the view.
+    function sweep() {
+      let keep = sweepList(selectInDocument(doc, FRAMES));
+      for (let index = 0; index < rootCount; index++) keep += sweepList(selectInRoot(roots[index], FRAMES));
+      if (frameCount(window) > keep) {
+        const root = documentElement(doc);
+        if (root) remove(root);
+      }
+    }
 
-  const attachRoot = uncurry(Element.prototype.attachShadow);
-  define(Element.prototype, "attachShadow", {
-    value: function attachShadow(init) {
-      const root = attachRoot(this, init);
-      watch(root);
-      sweep();
-      return root;
-    },
-    writable: true,
-    configurable: true,
-  });
+    const observer = new MutationObserver(sweep);
+    const WATCH = { __proto__: null, childList: true, subtree: true, attributes: true };
+    observe(observer, doc, WATCH);
+    function watch(root) {
+      observe(observer, root, WATCH);
+      define(roots, rootCount, { value: root });
+      rootCount += 1;
+    }
 
-  // Calls that parse HTML: their declarative shadow roots are disabled, then the frames checked.
-  const DECLARATIVE = /shadowroot(mode|clonable|delegatesfocus|serializable)/gi;
-  define(DECLARATIVE, "flags", { value: "gi" }); // (read by replace: not the prototype's getters)
-  define(DECLARATIVE, "exec", { value: RegExp.prototype.exec });
-  const replace = uncurry(RegExp.prototype[Symbol.replace]);
-  const inert = (html) => replace(DECLARATIVE, html, "inert$&");
-  // (write and writeln take any number of strings: they are joined, as the calls would join them)
-  function guardParser(target, name, joined) {
-    const found = describe(target, name);
-    if (!found || typeof found.value !== "function") return;
-    const original = uncurry(found.value);
-    define(target, name, {
-      value: {
-        [name](html, options) {
-          let text = `${html}`;
-          if (joined) for (let index = 1; index < arguments.length; index++) text += `${arguments[index]}`;
-          try {
-            return joined ? original(this, inert(text)) : original(this, inert(text), options);
-          } finally {
-            sweep();
-          }
-        },
-      }[name],
+    const attachRoot = uncurry(Element.prototype.attachShadow);
+    define(Element.prototype, "attachShadow", {
+      value: function attachShadow(init) {
+        const root = attachRoot(this, init);
+        watch(root);
+        sweep();
+        return root;
+      },
       writable: true,
       configurable: true,
     });
+
+    // Calls that parse HTML: their declarative shadow roots are disabled, then the frames checked.
+    const DECLARATIVE = /shadowroot(mode|clonable|delegatesfocus|serializable)/gi;
+    define(DECLARATIVE, "flags", { value: "gi" }); // (read by replace: not the prototype's getters)
+    define(DECLARATIVE, "exec", { value: RegExp.prototype.exec });
+    const replace = uncurry(RegExp.prototype[Symbol.replace]);
+    const inert = (html) => replace(DECLARATIVE, html, "inert$&");
+    // (write and writeln take any number of strings: they are joined, as the calls would join them)
+    function guardParser(target, name, joined) {
+      const found = describe(target, name);
+      if (!found || typeof found.value !== "function") return;
+      const original = uncurry(found.value);
+      define(target, name, {
+        value: {
+          [name](html, options) {
+            let text = `${html}`;
+            if (joined) for (let index = 1; index < arguments.length; index++) text += `${arguments[index]}`;
+            try {
+              return joined ? original(this, inert(text)) : original(this, inert(text), options);
+            } finally {
+              sweep();
+            }
+          },
+        }[name],
+        writable: true,
+        configurable: true,
+      });
+    }
+    for (const name of ["setHTMLUnsafe", "setHTML"]) {
+      guardParser(Element.prototype, name, false);
+      guardParser(ShadowRoot.prototype, name, false);
+    }
+    for (const name of ["parseHTMLUnsafe", "parseHTML"]) guardParser(Document, name, false);
+    for (const name of ["write", "writeln"]) guardParser(Document.prototype, name, true);
   }
-  for (const name of ["setHTMLUnsafe", "setHTML"]) {
-    guardParser(Element.prototype, name, false);
-    guardParser(ShadowRoot.prototype, name, false);
-  }
-  for (const name of ["parseHTMLUnsafe", "parseHTML"]) guardParser(Document, name, false);
-  for (const name of ["write", "writeln"]) guardParser(Document.prototype, name, true);
 })();

@@ -279,7 +279,9 @@ function requestDisplayMode(state, mode) {
   allow.type = dismiss.type = "button";
   const text = el("span", "app-view-ask-text");
   text.append(el("strong", null, serverName(state)), " asks to fill the window");
-  offer.append(text, allow, dismiss);
+  const actions = el("span", "app-view-ask-actions");
+  actions.append(allow, dismiss);
+  offer.append(text, actions);
   state.frame.before(offer);
   return new Promise((resolve) => {
     const answer = (granted) => {
@@ -312,19 +314,24 @@ function setDisplayMode(state, mode) {
     leave.title = "Exit full screen (Escape)";
     leave.addEventListener("click", () => setDisplayMode(state, "inline"));
     const label = el("span", "app-view-bar-label");
-    label.append(el("strong", null, serverName(state)), " fills the window");
+    const whose = el("span", "app-view-bar-note", "below is its view, not BooCode");
+    label.append(el("strong", null, serverName(state)), " fills the window ", whose);
     bar.append(label, leave);
     state.node.prepend(bar);
     state.bar = bar;
+    // Escape leaves the full window first (captured, and marked handled: a running turn is not
+    // stopped by the same key).
     state.escape = (event) => {
-      if (event.key === "Escape") setDisplayMode(state, "inline");
+      if (event.key !== "Escape" || event.defaultPrevented) return;
+      event.preventDefault();
+      setDisplayMode(state, "inline");
     };
-    document.addEventListener("keydown", state.escape);
+    addEventListener("keydown", state.escape, true);
     leave.focus();
   } else {
     state.bar?.remove();
     state.bar = null;
-    document.removeEventListener("keydown", state.escape);
+    removeEventListener("keydown", state.escape, true);
     state.escape = null;
   }
   if (!state.stopped) state.bridge?.setHostContext(hostContext(state.frame, next));
