@@ -279,6 +279,7 @@ class StunListener:
 STUN_MAGIC_COOKIE = bytes.fromhex("2112a442")
 # A path a hostile view takes, and what must become of it.
 WEBRTC_PATHS = {
+    "declared": "removed",  # an https frame: kept only where the view declares its origin
     "markup": "removed",  # an <iframe srcdoc> with a script, in the view's own markup
     "declarative": "inert",  # the same inside a declarative closed shadow root
     "names": "none",  # RTC* interfaces left in the view's window
@@ -303,21 +304,26 @@ def stun_listener() -> Iterator[StunListener]:
     listener.close()
 
 
+@pytest.mark.parametrize("tool", ["webrtc_view", "webrtc_framed_view"])
 def test_a_hostile_view_cannot_reach_a_turn_server_over_webrtc(
-    open_page: Any, site: Site, apps_toolbox: None, stun_listener: StunListener
+    open_page: Any, site: Site, tool: str, apps_toolbox: None, stun_listener: StunListener
 ) -> None:
-    """Every way to WebRTC a view has, against a STUN/TURN listener on loopback: nothing arrives."""
+    """Every way to WebRTC a view has, against a STUN/TURN listener on loopback: nothing arrives.
+
+    The framed view declares a frame origin: it keeps that frame, and nothing else changes.
+    """
     from playwright.sync_api import expect
 
     page = open_page(1280)
     landing(page, site)
-    site.llm.script(ToolCalls([Call("boxapps_webrtc_view", {"port": stun_listener.port})]), Text("Shown."))
+    site.llm.script(ToolCalls([Call(f"boxapps_{tool}", {"port": stun_listener.port})]), Text("Shown."))
     start_conversation(page, "Show the WebRTC view")
     view = page.frame_locator(".app-view-frame")
     expect(view.locator("#done")).to_have_text("done", timeout=30_000)
     fates = dict(text.split(": ", 1) for text in view.locator("#out li").all_inner_texts())
     sent = stun_listener.binding_requests()
-    assert (fates, sent) == (WEBRTC_PATHS, [])
+    expected = {**WEBRTC_PATHS, "declared": "kept"} if tool == "webrtc_framed_view" else WEBRTC_PATHS
+    assert (fates, sent) == (expected, [])
 
     # The listener hears WebRTC where it is not blocked (the page's own realm): had the view's
     # requests gone out, they would have arrived.

@@ -26,6 +26,8 @@
   ``javascript:`` frame, a ``data:`` frame, a worker), each with STUN and TURN servers at
   ``127.0.0.1:<port>``, and lists what became of each (``<li id=NAME>NAME: sent|refused …|removed
   …</li>``; a nested document that ran says so as ``ran``), then ``<p id=done>``;
+- ``webrtc_framed_view(port)``: the same view, declaring one frame origin
+  (``https://frames.example``, which its markup frames: ``<li id=declared>``);
 - ``oversized_view(megabytes, count)``: a view that posts ``count`` messages of ``megabytes`` MB
   each to the page at once (``<p id=posted>N</p>`` once posted);
 - ``fullscreen_view()``: a view that draws a fake "session expired" sign-in box at its top and
@@ -152,9 +154,12 @@ function show(name, reply) {
 })();
 </script></body></html>"""
 WEBRTC = "ui://toolbox/webrtc.html"
+WEBRTC_FRAMED = "ui://toolbox/webrtc-framed.html"
+FRAMES_UI = {"csp": {"frameDomains": ["https://frames.example"]}}
 # __PORT__ is the port of the test's STUN/TURN listener on 127.0.0.1 (given to webrtc_view).
 WEBRTC_HTML = """<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>webrtc</title></head>
 <body><ul id="out"></ul>
+<iframe id="declared-frame" src="https://frames.example/"></iframe>
 <iframe id="markup-frame" srcdoc="<script>parent.postMessage('ran markup', '*');
 const pc = new RTCPeerConnection({iceServers: [{urls: 'stun:127.0.0.1:__PORT__'}]});
 pc.createDataChannel('x');
@@ -204,7 +209,9 @@ function child(name) {
 (async () => {
   await turn();
   note("markup", document.getElementById("markup-frame") ? "kept" : "removed");
-  note("declarative", window.length === 0 ? "inert" : "kept " + window.length);
+  const seen = () => document.querySelectorAll("iframe").length;  // frames not in a shadow root
+  note("declared", document.getElementById("declared-frame") ? "kept" : "removed");
+  note("declarative", window.length === seen() ? "inert" : "kept " + window.length);
   note("names", Object.getOwnPropertyNames(window).filter((name) => /RTC/.test(name)).join(" ") || "none");
   await attempt("main", () => offer(window.RTCPeerConnection));
   await attempt("prefixed", () => offer(window.webkitRTCPeerConnection));
@@ -238,7 +245,7 @@ function child(name) {
     document.body.append(host);
     host.setHTMLUnsafe('<div><template shadowrootmode="closed"><iframe srcdoc="' +
       CHILD.replace("NAME", "unsafe").replace(/"/g, "&quot;") + '"></iframe></template></div>');
-    return turn().then(() => (window.length === 0 ? "inert" : "kept " + window.length));
+    return turn().then(() => (window.length === seen() ? "inert" : "kept " + window.length));
   });
   await attempt("javascript", () => {
     const frame = document.createElement("iframe");
@@ -443,6 +450,16 @@ def register(server: Any) -> None:
 
     @server.resource(WEBRTC, name="webrtc", mime_type=APP_MIME_TYPE)
     def webrtc() -> str:
+        return WEBRTC_HTML.replace("__PORT__", str(webrtc_port[0]))
+
+    @server.tool(annotations=READ_ONLY, meta={"ui": {"resourceUri": WEBRTC_FRAMED}})
+    def webrtc_framed_view(port: int) -> str:
+        """The WebRTC view, declaring a frame origin."""
+        webrtc_port[0] = port
+        return f"webrtc to {port}, framed"
+
+    @server.resource(WEBRTC_FRAMED, name="webrtc framed", mime_type=APP_MIME_TYPE, meta={"ui": FRAMES_UI})
+    def webrtc_framed() -> str:
         return WEBRTC_HTML.replace("__PORT__", str(webrtc_port[0]))
 
     @server.tool(annotations=READ_ONLY, meta={"ui": {"resourceUri": OVERSIZED}})
