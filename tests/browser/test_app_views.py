@@ -291,6 +291,7 @@ WEBRTC_PATHS = {
     "shadow": "removed",  # in a closed shadow root
     "unsafe": "inert",  # setHTMLUnsafe with a declarative shadow root
     "javascript": "removed",
+    "location": "refused SecurityError",  # a javascript: URL sent to a nested about:blank frame
     "data": "removed",
     "worker": "refused Error",
     "ran": "nothing",  # nested documents that said they ran

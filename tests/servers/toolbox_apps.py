@@ -23,7 +23,8 @@
 - ``webrtc_view(port)``: a view that tries every way to WebRTC it can (``RTCPeerConnection`` and
   its prefixed name, a nested about:blank frame's, ``<iframe srcdoc>`` made by script, by
   ``innerHTML``, in its own markup, in a closed shadow root and a declarative one, a
-  ``javascript:`` frame, a ``data:`` frame, a worker), each with STUN and TURN servers at
+  ``javascript:`` frame, a blank frame sent to a ``javascript:`` URL, a ``data:`` frame, a
+  worker; and an https frame, kept only where declared), each with STUN and TURN servers at
   ``127.0.0.1:<port>``, and lists what became of each (``<li id=NAME>NAME: sent|refused …|removed
   …</li>``; a nested document that ran says so as ``ran``), then ``<p id=done>``;
 - ``webrtc_framed_view(port)``: the same view, declaring one frame origin
@@ -252,6 +253,13 @@ function child(name) {
     frame.src = "javascript:'" + CHILD.replace("NAME", "javascript").replace(/'/g, "\\\\'") + "'";
     document.body.append(frame);
     return nested("javascript", frame);
+  });
+  await attempt("location", () => {  // a blank frame (kept where frames are declared) sent a javascript: URL
+    const frame = document.createElement("iframe");
+    document.body.append(frame);
+    frame.contentWindow.location.href = "javascript:'" + CHILD.replace("NAME", "location").replace(/'/g,
+      "\\\\'") + "'";
+    return nested("location", frame);
   });
   await attempt("data", () => {
     const frame = document.createElement("iframe");
