@@ -4,11 +4,14 @@
 HTML of the call's ``ui://`` view, read through the hub in the person's own session (a
 "perUser" server's too), under a Content-Security-Policy built only from what the resource
 declares in ``_meta.ui.csp`` (:meth:`mcpclient.core.apps.ViewPolicy.content_security_policy`):
-no network, no frames, no plugins unless declared, ``sandbox allow-scripts`` so the document
-never runs in BooCode's origin (no cookies, no storage, no access to the page), and only
-BooCode's page may frame it; a declared origin the egress policy refuses (a private, loopback
-or metadata address: :func:`mcpclient.engine.egress.refused_origins`) is left out. What cannot
-be shown is a small page saying why, under the same policy. The session keeps the document it
+no network, no frames, no plugins unless declared, no workers and no WebRTC at all,
+``sandbox allow-scripts`` so the document never runs in BooCode's origin (no cookies, no storage,
+no access to the page), and only BooCode's page may frame it; a declared origin the egress
+policy refuses (a private, loopback or metadata address:
+:func:`mcpclient.engine.egress.refused_origins`) is left out. The document's
+first script is :data:`GUARD` (``view_guard.js``): it takes WebRTC out of the view's realm and
+keeps the view from making nested documents that could bring it back (:func:`guarded`). What
+cannot be shown is a small page saying why, under the same policy. The session keeps the document it
 read until the server's resources are listed again (:func:`mcpclient.engine.resources.read`);
 the tool's result and input reach the view from the page, never through this URL.
 
@@ -24,6 +27,8 @@ from __future__ import annotations
 
 import html
 import logging
+import re
+from pathlib import Path
 from urllib.parse import urlsplit
 
 from asgiref.sync import sync_to_async
@@ -47,6 +52,10 @@ logger = logging.getLogger(__name__)
 # A view larger than this is not served (a read is capped at 5 MB; a cut document is refused too).
 MAX_VIEW_BYTES = 4 * 1024 * 1024
 TOKEN_MAX_AGE = 24 * 3600  # seconds a view's address on BOOCODE_APPS_ORIGIN works
+# The first script of every view (what it closes: its own comments, docs/apps.md).
+GUARD = Path(__file__).with_name("view_guard.js").read_text(encoding="utf-8")
+_DOCTYPE = re.compile(r"\A\ufeff?\s*<!doctype[^>]*>", re.IGNORECASE)  # (a doctype ends at its first ">")
+_DECLARATIVE = re.compile(r"shadowroot(mode|clonable|delegatesfocus|serializable)", re.IGNORECASE)
 
 
 class ViewUnavailable(Exception):
@@ -93,6 +102,21 @@ def view_document(result: ReadResult, uri: str) -> tuple[str, apps.ViewPolicy]:
     if item.cut or size > MAX_VIEW_BYTES:
         raise ViewUnavailable(f"The view {uri} is larger than {MAX_VIEW_BYTES // (1024 * 1024)} MB.")
     return text, apps.view_policy(item.meta)
+
+
+def guarded(text: str, policy: apps.ViewPolicy) -> str:
+    """The view's HTML with the guard as its first script and its declarative shadow roots disabled.
+
+    The guard goes right after the doctype (before it, the document would lose standards mode),
+    or first when there is none; the attributes that make a ``<template>`` a declarative shadow
+    root are renamed wherever they are spelt, so every shadow root is one the guard watches.
+    """
+    frames = "true" if policy.domains.get("frameDomains") else "false"
+    script = f"<script>{GUARD.replace('__ALLOW_FRAMES__', frames)}</script>"
+    text = _DECLARATIVE.sub(r"inert\g<0>", text)
+    doctype = _DOCTYPE.match(text)
+    at = doctype.end() if doctype else 0
+    return text[:at] + script + text[at:]
 
 
 def _framed_by() -> str:
@@ -182,4 +206,4 @@ async def _serve(found: tuple[ToolCall, int] | None) -> HttpResponse:
     policy = policy.without(await refused_origins(policy.origins(), declared(config.url)))
     if policy.note:
         logger.info('view %s of MCP server "%s": %s', call.view, call.server, policy.note)
-    return _respond(text, policy)
+    return _respond(guarded(text, policy), policy)

@@ -130,8 +130,10 @@ class ViewPolicy:
         """The view document's policy: the spec's restrictive default, opened only where declared.
 
         ``sandbox allow-scripts`` keeps the document in an opaque origin even when it is opened
-        outside its frame; ``frame_ancestors`` (BooCode's page: ``'self'``, or its origin when
-        views are served from an origin of their own) are the only pages that may frame it.
+        outside its frame; workers are refused, and WebRTC is blocked where the browser knows
+        ``webrtc`` (the host's first script in the document closes it in every browser);
+        ``frame_ancestors`` (BooCode's page: ``'self'``, or its origin when views are served
+        from an origin of their own) are the only pages that may frame it.
         """
         sources = {
             "default-src": ["'none'"],
@@ -149,6 +151,8 @@ class ViewPolicy:
                 sources[directive].extend(self.domains.get(key, ()))
         policy = {name: values or ["'none'"] for name, values in sources.items()}
         policy |= {
+            "worker-src": ["'none'"],  # (the view's origin is opaque: no worker script could be its own)
+            "webrtc": ["'block'"],  # where the browser applies it; the view's guard closes it in any
             "object-src": ["'none'"],
             "form-action": ["'none'"],
             "frame-ancestors": [frame_ancestors],

@@ -16,9 +16,17 @@
 // What a view asks of its server (`tools/call`, `resources/read`) and its model context
 // (`ui/update-model-context`) go over the conversation's socket as `view_request` frames
 // (boocode/chat/view_requests.py checks and bounds them); a message it wants to add to the
-// conversation (`ui/message`) is shown and sent only when the person clicks Send. Fullscreen is
-// granted when asked, with a button to leave it. A view that floods the page with messages is
-// cut off (MAX_MESSAGES_PER_SECOND, then stopped after STOP_AFTER_DROPPED dropped).
+// conversation (`ui/message`) is shown and sent only when the person clicks Send. Fullscreen
+// (`ui/request-display-mode`) is only asked of the person: the card says which server asks, and
+// the view fills the window when the person clicks Allow, below BooCode's own bar that names the
+// server and leaves (its button, or Escape) — the view's frame never covers it.
+//
+// Every message from a view's window goes first through `screen` (added before any bridge): past
+// MAX_MESSAGES_PER_SECOND they are dropped unread, and a view that goes on is stopped after
+// STOP_AFTER_DROPPED; the rest are measured before anything parses them (strings by their length,
+// binary data by its byte length: no copy, no JSON), and a view that sends one larger than
+// MAX_MESSAGE_BYTES is stopped at once. A stopped view's frame is replaced by a note saying why;
+// what it had already queued is dropped unread.
 
 import { el } from "./dom.js";
 
@@ -30,6 +38,8 @@ const MAX_PENDING_PER_VIEW = 4; // requests of one view waiting for BooCode (the
 const MAX_MESSAGES_PER_SECOND = 200; // from one view; more are dropped before they are parsed
 const STOP_AFTER_DROPPED = 2000; // dropped messages after which the view is stopped
 const MAX_MESSAGE_CHARS = 16000; // of a message a view proposes
+const MAX_MESSAGE_BYTES = 1024 * 1024; // of any message from a view (the socket takes 64 KB frames)
+const MAX_MESSAGE_ITEMS = 50_000; // values and keys in one message from a view
 const HOST_INFO = { name: "BooCode", version: document.documentElement.dataset.version || "0" };
 const HOST_CAPABILITIES = {
   openLinks: {},
@@ -42,6 +52,7 @@ const HOST_CAPABILITIES = {
 
 let bridgeModule = null;
 const views = new Map(); // call id -> the view's state (see showView)
+const sources = new WeakMap(); // a view's window -> its state (kept once stopped: see screen)
 const waiting = new Map(); // view_request id -> { resolve, reject, state }
 let nextRequest = 1;
 // What the page lends the views (set by chat.js): the socket, sending a message, the composer.
@@ -142,10 +153,11 @@ function styleVariables() {
 }
 
 function hostContext(frame, mode = "inline") {
+  const box = frame.getBoundingClientRect(); // (filling the window: the space below BooCode's bar)
   const container =
     mode === "fullscreen"
-      ? { width: innerWidth, height: innerHeight }
-      : { width: Math.round(frame.getBoundingClientRect().width) || 300, maxHeight: MAX_HEIGHT };
+      ? { width: Math.round(box.width) || innerWidth, height: Math.round(box.height) || innerHeight }
+      : { width: Math.round(box.width) || 300, maxHeight: MAX_HEIGHT };
   return {
     theme: theme(),
     styles: { variables: styleVariables() },
@@ -253,53 +265,150 @@ function offerMessage(state, { content }) {
   });
 }
 
-// Fullscreen when the view asks for it (a button takes it back inline); anything else is inline.
+// The view asks to fill the window: the card asks the person, naming the server; only their click
+// switches. The view's request waits for the answer (Dismiss: it stays inline); a new request
+// replaces one not answered yet. Back inline is granted at once.
+function requestDisplayMode(state, mode) {
+  if (mode !== "fullscreen" || state.mode === "fullscreen") return setDisplayMode(state, mode);
+  state.askFullscreen?.(false);
+  const offer = el("div", "app-view-ask");
+  offer.setAttribute("role", "group");
+  offer.setAttribute("aria-label", "Fill the window?");
+  const allow = el("button", null, "Allow");
+  const dismiss = el("button", "secondary", "Dismiss");
+  allow.type = dismiss.type = "button";
+  const text = el("span", "app-view-ask-text");
+  text.append(el("strong", null, serverName(state)), " asks to fill the window");
+  const actions = el("span", "app-view-ask-actions");
+  actions.append(allow, dismiss);
+  offer.append(text, actions);
+  state.frame.before(offer);
+  return new Promise((resolve) => {
+    const answer = (granted) => {
+      offer.remove();
+      state.askFullscreen = null;
+      resolve(granted ? setDisplayMode(state, "fullscreen") : { mode: state.mode });
+    };
+    state.askFullscreen = answer;
+    allow.addEventListener("click", (event) => answer(event.isTrusted));
+    dismiss.addEventListener("click", () => answer(false));
+  });
+}
+
+function serverName(state) {
+  return state.call.server || "This tool's server";
+}
+
+// Inline, or filling the window below BooCode's bar (the server's name, a way out).
 function setDisplayMode(state, mode) {
   const next = mode === "fullscreen" ? "fullscreen" : "inline";
   if (next === state.mode) return { mode: next };
   state.mode = next;
   state.node.classList.toggle("app-view-fullscreen", next === "fullscreen");
   if (next === "fullscreen") {
+    const bar = el("div", "app-view-bar");
+    bar.setAttribute("role", "region");
+    bar.setAttribute("aria-label", "Full window view");
     const leave = el("button", "app-view-leave", "Exit full screen");
     leave.type = "button";
+    leave.title = "Exit full screen (Escape)";
     leave.addEventListener("click", () => setDisplayMode(state, "inline"));
-    state.node.prepend(leave);
-    state.leave = leave;
+    const label = el("span", "app-view-bar-label");
+    const whose = el("span", "app-view-bar-note", "below is its view, not BooCode");
+    label.append(el("strong", null, serverName(state)), " fills the window ", whose);
+    bar.append(label, leave);
+    state.node.prepend(bar);
+    state.bar = bar;
+    // Escape leaves the full window first (captured, and marked handled: a running turn is not
+    // stopped by the same key).
+    state.escape = (event) => {
+      if (event.key !== "Escape" || event.defaultPrevented) return;
+      event.preventDefault();
+      setDisplayMode(state, "inline");
+    };
+    addEventListener("keydown", state.escape, true);
     leave.focus();
   } else {
-    state.leave?.remove();
-    state.leave = null;
+    state.bar?.remove();
+    state.bar = null;
+    removeEventListener("keydown", state.escape, true);
+    state.escape = null;
   }
-  state.bridge?.setHostContext(hostContext(state.frame, next));
+  if (!state.stopped) state.bridge?.setHostContext(hostContext(state.frame, next));
   return { mode: next };
 }
 
-// Messages past MAX_MESSAGES_PER_SECOND from the view's frame are dropped before the bridge parses
-// them; a view that goes on is stopped. This listener is added before the bridge's, so it runs first.
-function guardFlood(state) {
-  let second = 0;
-  let count = 0;
-  state.guard = (event) => {
-    if (event.source !== state.frame.contentWindow) return;
-    const now = Math.floor(performance.now() / 1000);
-    if (now !== second) {
-      second = now;
-      count = 0;
+// What a message from a view weighs, counted up to `limit` (then it stops): strings by their
+// length, binary data by its byte length, 8 for anything else, keys too; Infinity past
+// MAX_MESSAGE_ITEMS values. Nothing is copied or serialized.
+function measure(value, limit) {
+  let size = 0;
+  let items = 0;
+  const stack = [value];
+  const seen = new Set();
+  while (stack.length && size <= limit) {
+    const item = stack.pop();
+    items += 1;
+    if (items > MAX_MESSAGE_ITEMS) return Infinity;
+    if (typeof item === "string") size += item.length;
+    else if (item === null || typeof item !== "object") size += 8;
+    else if (!seen.has(item)) {
+      seen.add(item);
+      if (item instanceof ArrayBuffer || ArrayBuffer.isView(item)) size += item.byteLength;
+      else if (item instanceof Blob) size += item.size;
+      else if (item instanceof Map || item instanceof Set) {
+        items += item.size;
+        if (items > MAX_MESSAGE_ITEMS) return Infinity;
+        for (const entry of item) stack.push(entry);
+      } else {
+        const keys = Object.keys(item);
+        items += keys.length;
+        if (items > MAX_MESSAGE_ITEMS) return Infinity;
+        for (const key of keys) {
+          size += key.length;
+          stack.push(item[key]);
+        }
+      }
     }
-    count += 1;
-    if (count <= MAX_MESSAGES_PER_SECOND) return;
+  }
+  return size;
+}
+
+// The first listener of every message to the page (see the top of this file).
+function screen(event) {
+  const state = sources.get(event.source);
+  if (!state) return;
+  if (state.stopped) {
+    event.stopImmediatePropagation();
+    return;
+  }
+  const now = Math.floor(performance.now() / 1000);
+  if (now !== state.second) {
+    state.second = now;
+    state.count = 0;
+  }
+  state.count += 1;
+  if (state.count > MAX_MESSAGES_PER_SECOND) {
     event.stopImmediatePropagation();
     state.dropped += 1;
     if (state.dropped === STOP_AFTER_DROPPED) stopView(state, "The view sent too many messages and was stopped.");
-  };
-  addEventListener("message", state.guard);
+    return;
+  }
+  if (measure(event.data, MAX_MESSAGE_BYTES) > MAX_MESSAGE_BYTES) {
+    event.stopImmediatePropagation();
+    const limit = `${MAX_MESSAGE_BYTES / (1024 * 1024)} MB`;
+    stopView(state, `The view sent a message larger than ${limit} and was stopped.`);
+  }
 }
+addEventListener("message", screen);
 
 function stopView(state, why) {
-  removeEventListener("message", state.guard);
+  state.stopped = true;
+  setDisplayMode(state, "inline");
+  state.askFullscreen?.(false);
   state.bridge?.close?.();
   state.frame.remove();
-  state.node.append(el("p", "note", why));
+  state.node.append(el("p", "note app-view-stopped", why));
 }
 
 async function connect(state) {
@@ -321,7 +430,7 @@ async function connect(state) {
   bridge.onreadresource = (params) => ask(state, "resources/read", { uri: params.uri });
   bridge.onupdatemodelcontext = (params) => ask(state, "ui/update-model-context", params);
   bridge.onmessage = (params) => offerMessage(state, params);
-  bridge.onrequestdisplaymode = ({ mode }) => setDisplayMode(state, mode);
+  bridge.onrequestdisplaymode = ({ mode }) => requestDisplayMode(state, mode);
   state.bridge = bridge;
   await bridge.connect(new PostMessageTransport(frame.contentWindow, frame.contentWindow));
 }
@@ -371,13 +480,17 @@ export function showView(card, call) {
     linkOffer: null,
     messageOffer: null,
     mode: "inline",
-    leave: null,
+    bar: null,
+    escape: null,
+    askFullscreen: null,
     pending: 0,
+    second: 0,
+    count: 0,
     dropped: 0,
-    guard: null,
+    stopped: false,
   };
   views.set(call.id, state);
-  guardFlood(state);
+  sources.set(frame.contentWindow, state);
   // The bridge listens before the document loads (the frame's window stays the same object when
   // it navigates), so the view's first message is not missed.
   connect(state)
@@ -400,7 +513,8 @@ export async function removeView(callId) {
       new Promise((resolve) => setTimeout(resolve, TEARDOWN_WAIT_MS)),
     ]);
   }
-  removeEventListener("message", state.guard);
+  state.stopped = true; // (what it had queued is dropped unread)
+  setDisplayMode(state, "inline");
   state.bridge?.close?.();
   state.node.remove();
 }

@@ -16,6 +16,8 @@ it must not call, approving its own write call, a flood of messages, a 50 MB res
 from __future__ import annotations
 
 import re
+import socket
+import threading
 from collections.abc import Iterator
 from typing import Any
 
@@ -191,18 +193,26 @@ def test_a_view_calls_only_what_views_may_and_cannot_approve_its_own_write(
     expect(view.locator("#model_only")).to_contain_text("is for the model only, not for views")
     expect(view.locator("#other_server")).to_contain_text('has no tool "toolbox_echo" that a view may call')
     expect(view.locator("#huge")).to_contain_text("over the 16.0 MB limit")
-    expect(view.locator("#socket")).to_contain_text("socket: refused")
 
     # The host context: the theme and every style variable of the spec, from the page's colours.
     expect(view.locator("#theme")).to_have_text("theme: light 76 #ffffff")  # (the spec names 76)
 
-    # Fullscreen when asked, told to the view, with a way back.
+    # Fullscreen when the person allows it (the card names the server), told to the view, with
+    # a way back (Escape here; the button in the fullscreen test).
+    ask = page.locator(".app-view-ask")
+    expect(ask).to_have_text(re.compile(r"^boxapps asks to fill the window"))
+    expect(view.locator("#fullscreen")).to_have_count(0)  # the request waits for the person
+    expect(page.locator(".app-view-fullscreen")).to_have_count(0)
+    ask.get_by_role("button", name="Allow").click()
     expect(view.locator("#fullscreen")).to_contain_text('fullscreen: ok {"mode":"fullscreen"}')
     expect(view.locator("#context")).to_have_text('context: "fullscreen"')
+    expect(view.locator("#socket")).to_contain_text("socket: refused")
     box = page.locator(".app-view-fullscreen").bounding_box()
     assert (box["width"], box["height"]) == (1280, page.viewport_size["height"])
-    page.get_by_role("button", name="Exit full screen").click()
+    expect(page.locator(".app-view-bar")).to_have_text(re.compile(r"^boxapps fills the window"))
+    page.keyboard.press("Escape")
     expect(page.locator(".app-view-fullscreen")).to_have_count(0)
+    expect(page.locator(".app-view-bar")).to_have_count(0)
     page.locator("#theme-switch input[value=dark]").click()  # the page's theme reaches the view
     expect(view.locator("#theme-dark")).to_have_text("theme-dark: #16171b")
 
@@ -234,3 +244,174 @@ def test_a_view_that_floods_the_page_is_stopped_and_the_page_stays_responsive(
     page.locator("#message-input").fill("still here")
     assert page.evaluate("performance.now()") - started < 1000
     expect(page.locator("#message-input")).to_have_value("still here")
+
+
+class StunListener:
+    """A UDP socket on 127.0.0.1 playing a STUN/TURN server: it keeps what it receives, answers nothing."""
+
+    def __init__(self) -> None:
+        self.socket = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        self.socket.bind(("127.0.0.1", 0))
+        self.port = self.socket.getsockname()[1]
+        self.received: list[bytes] = []
+        self.arrived = threading.Event()
+        self.thread = threading.Thread(target=self._listen, daemon=True)
+        self.thread.start()
+
+    def _listen(self) -> None:
+        while True:
+            try:
+                data, _ = self.socket.recvfrom(65536)
+            except OSError:  # closed
+                return
+            self.received.append(data)
+            self.arrived.set()
+
+    def binding_requests(self) -> list[bytes]:
+        """What arrived that is a STUN message (its magic cookie at bytes 4..8)."""
+        return [data for data in self.received if data[4:8] == STUN_MAGIC_COOKIE]
+
+    def close(self) -> None:
+        self.socket.close()
+        self.thread.join(5)
+
+
+STUN_MAGIC_COOKIE = bytes.fromhex("2112a442")
+# A path a hostile view takes, and what must become of it.
+WEBRTC_PATHS = {
+    "declared": "removed",  # an https frame: kept only where the view declares its origin
+    "markup": "removed",  # an <iframe srcdoc> with a script, in the view's own markup
+    "declarative": "inert",  # the same inside a declarative closed shadow root
+    "names": "none",  # RTC* interfaces left in the view's window
+    "main": "refused TypeError",
+    "prefixed": "refused TypeError",  # webkitRTCPeerConnection
+    "blank": "refused SecurityError",  # a nested about:blank frame's: another origin
+    "srcdoc": "removed",
+    "inner": "removed",  # <iframe srcdoc> through innerHTML
+    "shadow": "removed",  # in a closed shadow root
+    "unsafe": "inert",  # setHTMLUnsafe with a declarative shadow root
+    "javascript": "removed",
+    "location": "refused SecurityError",  # a javascript: URL sent to a nested about:blank frame
+    "data": "removed",
+    "worker": "refused Error",
+    "ran": "nothing",  # nested documents that said they ran
+}
+
+
+@pytest.fixture
+def stun_listener() -> Iterator[StunListener]:
+    listener = StunListener()
+    yield listener
+    listener.close()
+
+
+@pytest.mark.parametrize("tool", ["webrtc_view", "webrtc_framed_view"])
+def test_a_hostile_view_cannot_reach_a_turn_server_over_webrtc(
+    open_page: Any, site: Site, tool: str, apps_toolbox: None, stun_listener: StunListener
+) -> None:
+    """Every way to WebRTC a view has, against a STUN/TURN listener on loopback: nothing arrives.
+
+    The framed view declares a frame origin: it keeps that frame, and nothing else changes.
+    """
+    from playwright.sync_api import expect
+
+    page = open_page(1280)
+    landing(page, site)
+    site.llm.script(ToolCalls([Call(f"boxapps_{tool}", {"port": stun_listener.port})]), Text("Shown."))
+    start_conversation(page, "Show the WebRTC view")
+    view = page.frame_locator(".app-view-frame")
+    expect(view.locator("#done")).to_have_text("done", timeout=30_000)
+    fates = dict(text.split(": ", 1) for text in view.locator("#out li").all_inner_texts())
+    sent = stun_listener.binding_requests()
+    expected = {**WEBRTC_PATHS, "declared": "kept"} if tool == "webrtc_framed_view" else WEBRTC_PATHS
+    assert (fates, sent) == (expected, [])
+
+    # The listener hears WebRTC where it is not blocked (the page's own realm): had the view's
+    # requests gone out, they would have arrived.
+    page.evaluate(
+        """async (port) => {
+          const pc = new RTCPeerConnection({ iceServers: [{ urls: `stun:127.0.0.1:${port}` }] });
+          pc.createDataChannel("control");
+          await pc.setLocalDescription(await pc.createOffer());
+          window.__control = pc;
+        }""",
+        stun_listener.port,
+    )
+    assert stun_listener.arrived.wait(20)
+    assert stun_listener.binding_requests() != []
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_a_view_fills_the_window_only_after_the_persons_click_below_boocodes_bar(
+    open_page: Any, site: Site, width: int, apps_toolbox: None
+) -> None:
+    """The request alone changes nothing; Allow does; BooCode's bar names the server above the view."""
+    from playwright.sync_api import expect
+
+    page = open_page(width)
+    landing(page, site)
+    site.llm.script(ToolCalls([Call("boxapps_fullscreen_view", {})]), Text("Shown."))
+    start_conversation(page, "Show the full window view")
+    expect(page.locator(".message.role-assistant").last).to_contain_text("Shown.")
+    view = page.frame_locator(".app-view-frame")
+    ask = page.locator(".app-view-ask")
+    expect(ask).to_have_text(re.compile(r"^boxapps asks to fill the window"))
+    expect(ask.get_by_role("button", name="Allow")).to_be_visible()
+    expect(view.locator("#mode")).to_have_text("mode: inline")
+    expect(view.locator("#fullscreen")).to_have_count(0)  # (its request waits for the person)
+    expect(page.locator(".app-view-fullscreen")).to_have_count(0)
+    assert overflowing(page) == []
+    if AXE.exists():
+        assert serious_violations(page) == []
+    screenshot(page, "app-view-fullscreen-ask")
+
+    ask.get_by_role("button", name="Allow").click()
+    expect(view.locator("#mode")).to_have_text("mode: fullscreen")
+    expect(view.locator("#fullscreen")).to_have_text('fullscreen: {"mode":"fullscreen"}')
+    expect(ask).to_have_count(0)
+    bar = page.locator(".app-view-bar")
+    expect(bar).to_have_text(re.compile(r"^boxapps fills the window"))
+    shown = page.locator(".app-view-fullscreen").bounding_box()
+    assert (shown["width"], shown["height"]) == (width, page.viewport_size["height"])
+    bar_box = bar.bounding_box()
+    frame_box = page.locator(".app-view-frame").bounding_box()
+    assert bar_box["y"] >= 0 and bar_box["y"] + bar_box["height"] <= frame_box["y"]  # above the frame
+    # What is under the bar's middle is the bar: the view's own "sign-in" at its top cannot cover it.
+    middle = [bar_box["x"] + bar_box["width"] / 2, bar_box["y"] + bar_box["height"] / 2]
+    on_top = "([x, y]) => Boolean(document.elementFromPoint(x, y).closest('.app-view-bar'))"
+    assert page.evaluate(on_top, middle)
+    assert overflowing(page) == []
+    if AXE.exists():
+        assert serious_violations(page) == []
+    screenshot(page, "app-view-fullscreen")
+
+    bar.get_by_role("button", name="Exit full screen").click()
+    expect(view.locator("#mode")).to_have_text("mode: inline")
+    expect(page.locator(".app-view-fullscreen")).to_have_count(0)
+    # Asked again and dismissed: the view stays inline and is told so.
+    view.locator("#ask-again").click()
+    ask.get_by_role("button", name="Dismiss").click()
+    expect(view.locator("#again")).to_have_text('again: {"mode":"inline"}')
+    expect(page.locator(".app-view-fullscreen")).to_have_count(0)
+
+
+@pytest.mark.parametrize("count", [1, 25])
+def test_a_view_that_sends_an_oversized_message_is_stopped_and_the_page_stays_responsive(
+    open_page: Any, site: Site, count: int, apps_toolbox: None
+) -> None:
+    """200 MB messages (one, and a burst of 25): the view is stopped with a note, the page answers."""
+    from playwright.sync_api import expect
+
+    page = open_page(1280)
+    landing(page, site)
+    arguments = {"megabytes": 200, "count": count}
+    site.llm.script(ToolCalls([Call("boxapps_oversized_view", arguments)]), Text("Oversized."))
+    start_conversation(page, "Show the oversized view")
+    stopped = page.locator(".app-view .app-view-stopped")
+    expect(stopped).to_have_text("The view sent a message larger than 1 MB and was stopped.", timeout=60_000)
+    expect(page.locator(".app-view-frame")).to_have_count(0)
+    assert page.evaluate("document.querySelectorAll('.app-view').length") == 1  # the page answers
+    site.llm.script(Text("Still here."))
+    send(page, "Are you still there?")  # the composer works, and the turn comes back
+    expect(page.locator(".message.role-assistant").last).to_contain_text("Still here.")
+    expect(page.locator(".message.role-user")).to_have_count(2)

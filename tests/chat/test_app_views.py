@@ -22,6 +22,7 @@ from boocode.asgi import application
 from boocode.chat import app_views
 from boocode.chat.models import Conversation, ToolCall
 from boocode.chat.turn import TurnRequest, run_turn
+from mcpclient.core import apps
 from mcpclient.engine.hub import Hub
 from mcpclient.runtime import set_hub
 from tests.support.hubs import make_config
@@ -32,6 +33,9 @@ pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.processes]
 
 CLOCK = "ui://toolbox/clock.html"
 CLOCK_HTML = "<!DOCTYPE html><html><body><p id=clock>clock</p></body></html>"
+# The view's first script (no frame origins declared): it takes WebRTC out and keeps no frames.
+GUARD = f"<script>{app_views.GUARD.replace('__ALLOW_FRAMES__', 'false')}</script>"
+SERVED_CLOCK = CLOCK_HTML.replace("<!DOCTYPE html>", "<!DOCTYPE html>" + GUARD)
 # The spec's restrictive default, opened only for what the clock declares that is an origin.
 CLOCK_POLICY = (
     "default-src 'none'; "
@@ -41,8 +45,8 @@ CLOCK_POLICY = (
     "font-src data: https://cdn.clock.example; "
     "media-src data: blob: https://cdn.clock.example; "
     "connect-src https://api.clock.example; "
-    "frame-src 'none'; base-uri 'none'; object-src 'none'; form-action 'none'; "
-    "frame-ancestors 'self'; sandbox allow-scripts"
+    "frame-src 'none'; base-uri 'none'; worker-src 'none'; webrtc 'block'; object-src 'none'; "
+    "form-action 'none'; frame-ancestors 'self'; sandbox allow-scripts"
 )
 
 
@@ -89,7 +93,7 @@ async def test_a_call_keeps_its_view_and_its_owner_gets_the_view_under_its_decla
     assert (whole["view"], whole["view_url"]) == (CLOCK, url)  # a reloaded page finds it too
 
     response = await client.get(url)
-    assert response.status_code == 200 and response.content.decode() == CLOCK_HTML
+    assert response.status_code == 200 and response.content.decode() == SERVED_CLOCK
     assert response["Content-Type"] == "text/html; charset=utf-8"
     assert response["Content-Security-Policy"] == CLOCK_POLICY
     assert response["X-Frame-Options"] == "SAMEORIGIN"
@@ -121,8 +125,10 @@ async def test_views_that_cannot_be_shown_say_why_under_the_strict_policy(
     for response in (huge, plain):
         policy = response["Content-Security-Policy"]
         assert policy.startswith("default-src 'none'; script-src 'unsafe-inline'; ")
-        assert policy.endswith("connect-src 'none'; frame-src 'none'; base-uri 'none'; object-src 'none'; "
-                               "form-action 'none'; frame-ancestors 'self'; sandbox allow-scripts")
+        assert policy.endswith(
+            "connect-src 'none'; frame-src 'none'; base-uri 'none'; worker-src 'none'; webrtc 'block'; "
+            "object-src 'none'; form-action 'none'; frame-ancestors 'self'; sandbox allow-scripts"
+        )
 
     settings.MCP_APPS = False  # BOOCODE_APPS turned off since the call
     off = await client.get(by_tool["huge_view"]["view_url"])
@@ -150,11 +156,13 @@ async def test_a_sessions_view_is_read_once_until_its_server_lists_its_resources
     alice, client = await person("alice")
     _, [first, second] = await call(llm, alice, Call("tb_counted_view", {}), Call("tb_counted_view", {}))
     for result in (first, second, first):  # two calls of the view, one shown twice: one read
-        assert (await client.get(result["view_url"])).content.decode() == "<!DOCTYPE html><p id=reads>1</p>"
+        served = (await client.get(result["view_url"])).content.decode()
+        assert served == f"<!DOCTYPE html>{GUARD}<p id=reads>1</p>"
     listed = apps_hub.connection("tb").resources.updated  # pulsed when the next listing ends
     assert (await apps_hub.call_tool("tb_relist_resources", {})).output == "relisted"
     await asyncio.wait_for(listed.wait(), 10)
-    assert (await client.get(first["view_url"])).content.decode() == "<!DOCTYPE html><p id=reads>2</p>"
+    served = (await client.get(first["view_url"])).content.decode()
+    assert served == f"<!DOCTYPE html>{GUARD}<p id=reads>2</p>"
 
 
 async def test_views_can_be_served_from_an_origin_of_their_own(
@@ -176,7 +184,7 @@ async def test_views_can_be_served_from_an_origin_of_their_own(
         return answer["status"], named, answer["body"].decode()
 
     status, headers, body = await there(url.path)
-    assert (status, body) == (200, CLOCK_HTML)
+    assert (status, body) == (200, SERVED_CLOCK)
     assert headers["content-security-policy"] == CLOCK_POLICY.replace(
         "frame-ancestors 'self'", "frame-ancestors http://testserver"
     )
@@ -193,6 +201,23 @@ async def test_views_can_be_served_from_an_origin_of_their_own(
 
     page = await client.get(f"/c/{conversation}/")
     assert "frame-src 'self' http://views.testserver" in page["Content-Security-Policy"]
+
+
+def test_the_guard_is_a_views_first_script_and_declarative_shadow_roots_are_disabled() -> None:
+    """After the doctype (standards mode kept), else first; frames kept only with declared origins."""
+    nothing = apps.ViewPolicy()
+    framing = apps.view_policy({"ui": {"csp": {"frameDomains": ["https://maps.example"]}}})
+    framed = f"<script>{app_views.GUARD.replace('__ALLOW_FRAMES__', 'true')}</script>"
+    assert app_views.guarded("<p>no doctype", nothing) == f"{GUARD}<p>no doctype"
+    bom = "\ufeff <!doctype HTML>"
+    assert app_views.guarded(f"{bom}\n<p>x", framing) == f"{bom}{framed}\n<p>x"
+    # A comment first: the doctype after it would not count anyway; the guard still runs first.
+    assert app_views.guarded("<!-- x --><!DOCTYPE html>", nothing) == f"{GUARD}<!-- x --><!DOCTYPE html>"
+    declarative = '<template ShadowRootMode="closed" shadowrootclonable><iframe srcdoc="x">'
+    assert app_views.guarded(declarative, nothing) == (
+        f'{GUARD}<template inertShadowRootMode="closed" inertshadowrootclonable><iframe srcdoc="x">'
+    )
+    assert "</script" not in app_views.GUARD.lower() and "<!--" not in app_views.GUARD
 
 
 def test_the_views_origin_is_checked(settings: Any) -> None:

@@ -116,6 +116,7 @@ def test_a_views_declarations_open_only_origins_and_only_their_directives() -> N
     assert header["script-src"] == "'unsafe-inline' https://*.cdn.example"
     assert header["frame-src"] == header["base-uri"] == header["object-src"] == "'none'"
     assert "unsafe-eval" not in policy.content_security_policy()
+    assert (header["worker-src"], header["webrtc"]) == ("'none'", "'block'")
     many = apps.view_policy({"ui": {"csp": {"connectDomains": [f"https://h{n}.example" for n in range(40)]}}})
     assert len(many.domains["connectDomains"]) == apps.MAX_DOMAINS
     default = apps.ViewPolicy().content_security_policy()
