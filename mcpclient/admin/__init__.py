@@ -53,7 +53,7 @@ from mcpclient.admin.logs import ServerLogsAdmin
 from mcpclient.admin.pins import ToolPinAdmin as ToolPinAdmin  # registers the tool definitions' pages
 from mcpclient.admin.pins import findings_list
 from mcpclient.core import apps
-from mcpclient.core.approval import stored_approval_reason
+from mcpclient.core.approval import asking_summary, stored_approval_reason
 from mcpclient.core.redaction import masked_entry
 from mcpclient.models import McpServer, McpTool, PersonalServer
 from mcpclient.runtime import get_hub, personal
@@ -107,7 +107,7 @@ class McpToolInline(admin.TabularInline):
 
     @admin.display(description="read-only")
     def read_only(self, tool: McpTool) -> str:
-        return yes_no(tool.read_only)
+        return read_only_text(tool)
 
     @admin.display(description="offered")
     def offered(self, tool: McpTool) -> str:
@@ -122,6 +122,28 @@ class McpToolInline(admin.TabularInline):
 def yes_no(value: bool) -> str:
     """ "yes" or "no" as text (Django's boolean icons make a rejected tool look like a failure)."""
     return "yes" if value else "no"
+
+
+def read_only_text(tool: McpTool) -> str:
+    """What the server declares: "yes" (readOnlyHint true), "no" (false) or that it says nothing,
+    which the MCP schema reads as "may change things"."""
+    declared = (tool.annotations or {}).get("readOnlyHint")
+    if isinstance(declared, bool):
+        return yes_no(declared)
+    return "not declared (may change things)"
+
+
+def _offered(tool: McpTool) -> bool:
+    return not (tool.filtered or tool.rejected or tool.held) and apps.MODEL in (tool.visibility or ())
+
+
+def approval_reasons(server: McpServer) -> list[str]:
+    """Why each offered tool of ``server`` asks before each call ("" for one that does not)."""
+    return [
+        stored_approval_reason(server.config, tool.name, tool.annotations)
+        for tool in server.tools.all()
+        if _offered(tool)
+    ]
 
 
 def tool_state(tool: McpTool) -> str:
@@ -142,7 +164,7 @@ def approval_text(tool: McpTool) -> str:
     """Why each call of an offered tool needs the person's approval ("no" when it does not)."""
     if tool.rejected or tool.filtered:
         return "-"
-    return stored_approval_reason(tool.server.config, tool.annotations) or "no"
+    return stored_approval_reason(tool.server.config, tool.name, tool.annotations) or "no"
 
 
 def json_block(value: Any, css_class: str) -> str:
@@ -221,7 +243,7 @@ class McpToolAdmin(admin.ModelAdmin):
 
     @admin.display(description="read-only")
     def read_only(self, tool: McpTool) -> str:
-        return yes_no(tool.read_only)
+        return read_only_text(tool)
 
     @admin.display(description="flagged")
     def flagged(self, tool: McpTool) -> str:
@@ -296,6 +318,7 @@ class McpServerAdmin(ServerLogsAdmin, admin.ModelAdmin):
         "protocol_version",
         "active_transport",
         "tool_count",
+        "approval_display",
         "tools_note",
         "rejected_count",
         "filtered_count",
@@ -319,6 +342,7 @@ class McpServerAdmin(ServerLogsAdmin, admin.ModelAdmin):
                 "protocol_version",
                 "active_transport",
                 ("tool_count", "rejected_count", "filtered_count"),
+                "approval_display",
                 "tools_note",
                 "stderr_display",
             )
@@ -348,8 +372,8 @@ class McpServerAdmin(ServerLogsAdmin, admin.ModelAdmin):
                 "Safety",
                 {
                     "fields": (
-                        "write_tools", "trusted", "apps", "pin_tools", "accept_new_tools", "include_tools",
-                        "exclude_tools",
+                        "write_tools", "trusted", "read_only", "apps", "pin_tools", "accept_new_tools",
+                        "include_tools", "exclude_tools",
                     )
                 },
             ),
@@ -635,8 +659,11 @@ class McpServerAdmin(ServerLogsAdmin, admin.ModelAdmin):
 
     @admin.display(description="tools", ordering="tool_count")
     def tools_summary(self, server: McpServer) -> str:
-        """Tools offered, then (small) how many the read-only guard rejected and the filters left out."""
-        left_out = [
+        """Tools offered, then (small) how many ask before each call, how many the read-only guard
+        rejected and the filters left out."""
+        asking = sum(bool(reason) for reason in approval_reasons(server))
+        left_out = [f"{asking} ask before each call"] if asking else []
+        left_out += [
             f"{count} {what}"
             for count, what in ((server.rejected_count, "rejected"), (server.filtered_count, "filtered"))
             if count
@@ -648,6 +675,15 @@ class McpServerAdmin(ServerLogsAdmin, admin.ModelAdmin):
         return format_html(
             '{}<br><small class="mcp-left-out">{}</small>', server.tool_count, ", ".join(left_out)
         )
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[McpServer]:
+        return super().get_queryset(request).prefetch_related("tools")  # (the approval counts)
+
+    @admin.display(description="ask before each call")
+    def approval_display(self, server: McpServer) -> str:
+        """How many offered tools wait for the person's approval before each call, and why."""
+        none = "none: every offered tool declares readOnlyHint: true or is vouched for"
+        return asking_summary(approval_reasons(server)) or none
 
     @admin.display(description="last error")
     def short_error(self, server: McpServer) -> str:

@@ -1,7 +1,8 @@
 """``manage.py mcp_discover [server ...] [--json]``: connect servers and store their tools.
 
-One line per server; with ``-v 2`` also one line per tool (its title when it differs from the
-name, and why a rejected or filtered tool is not offered).
+One line per server (its tools, how many the read-only guard rejected, how many ask before each
+call and why); with ``-v 2`` also one line per tool (its title when it differs from the name, why
+a rejected or filtered tool is not offered, why an offered one asks).
 
 Exit status 0 only when every server asked about (the named ones, or every enabled one)
 became ready; otherwise 1, with one line per problem on stderr. ``--json`` prints a JSON
@@ -54,6 +55,8 @@ class Command(BaseCommand):
             )
             if data["error"]:
                 line += f" ({data['error']})"
+            if outcome.asking:
+                line += f"; {outcome.asking}"
             self.stdout.write(line)
             if self.verbosity >= 2:
                 for tool in data["tools"]:
@@ -68,6 +71,8 @@ class Command(BaseCommand):
         state = "filtered" if tool["filtered"] else "rejected" if tool["rejected"] else ""
         if state:
             line += f" ({state}: {' '.join(tool['reason'].split())})"
+        elif tool["approval"]:
+            line += f" (asks before each call: {tool['approval']})"
         return line
 
     def _fail_unless_ok(self, report: DiscoveryReport) -> None:
