@@ -45,8 +45,10 @@ ISO_TIME = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}")
 
 @pytest.fixture
 def basic_server(site: Site) -> Iterator[None]:
-    """The site with the published basic App server (``basic``) for this test only."""
-    with site.with_servers({"basic": {"command": "node", "args": [str(BASIC), "--stdio"]}}):
+    """The site with the published basic App server (``basic``) for this test only; its tools
+    declare no annotations, and the entry vouches for the one that reads the time."""
+    entry = {"command": "node", "args": [str(BASIC), "--stdio"], "readOnly": ["get-time"]}
+    with site.with_servers({"basic": entry}):
         yield
 
 
@@ -111,8 +113,14 @@ def test_a_published_apps_view_shows_the_calls_result_in_a_sandboxed_frame(
 
 @pytest.fixture
 def monitor_server(site: Site) -> Iterator[None]:
-    """The site with the published system monitor App server (``monitor``) for this test only."""
-    with site.with_servers({"monitor": {"command": "node", "args": [str(MONITOR), "--stdio"]}}):
+    """The site with the published system monitor App server (``monitor``) for this test only; its
+    tools declare no annotations, and the entry vouches for the two that read the machine's state."""
+    entry = {
+        "command": "node",
+        "args": [str(MONITOR), "--stdio"],
+        "readOnly": ["get-system-info", "poll-system-stats"],
+    }
+    with site.with_servers({"monitor": entry}):
         yield
 
 

@@ -39,7 +39,7 @@ from mcpclient.core.state import Status, discover_tool
 from mcpclient.engine.hub import Hub
 from mcpclient.models import McpServer, McpTool
 from mcpclient.runtime import set_hub
-from tests.support.admin import write_config
+from tests.support.admin import form_fields, write_config
 from tests.support.hubs import make_config
 from tests.support.processes import ROOT, TEST_COMMANDS, toolbox_entry
 
@@ -132,7 +132,7 @@ def test_the_reason_says_why_in_words_and_how_to_vouch() -> None:
     assert stored_approval_reason({"readOnly": "get_*"}, "get_issue", None) == UNDECLARED_REASON  # unreadable
     # A person's own server has no entry to vouch in: its reason does not send them to one.
     assert discover_tool(listed(), own=True).approval_reason == UNDECLARED_OWN_REASON
-    assert "readOnly" not in UNDECLARED_OWN_REASON and UNDECLARED_OWN_REASON in UNDECLARED_REASON
+    assert "entry" not in UNDECLARED_OWN_REASON and UNDECLARED_OWN_REASON in UNDECLARED_REASON
 
 
 # --- the published GitLab server --------------------------------------------------------------------
@@ -234,3 +234,27 @@ async def test_an_undeclared_tool_is_refused_without_someone_to_ask_and_a_vouche
         assert (await execute_tool("ok_list_issues", {})).output == '["t"]'
     finally:
         set_hub(None)
+
+
+@pytest.mark.django_db
+def test_the_admin_server_form_edits_read_only_and_refuses_it_with_trusted_unticked(
+    admin_client: Client, mcp_file: Path
+) -> None:
+    write_config(mcp_file, {"tb": undeclared_entry()})
+    admin_client.get(reverse("admin:mcpclient_mcpserver_add"))  # any admin GET mirrors the file
+    url = reverse("admin:mcpclient_mcpserver_change", args=[McpServer.objects.get(name="tb").pk])
+    data = form_fields(admin_client.get(url).content.decode())
+    assert data["read_only"] == ""
+    response = admin_client.post(url, {**data, "read_only": "create_*\n list_issues \n", "_save": "Save"})
+    assert response.status_code == 302
+    written = json.loads(mcp_file.read_text())["mcpServers"]["tb"]
+    assert written == {**undeclared_entry(), "readOnly": ["create_*", "list_issues"]}
+
+    data = form_fields(admin_client.get(url).content.decode())
+    assert data["read_only"] == "create_*\nlist_issues" and "readOnly" not in data["extra"]
+    data.pop("trusted")  # untick
+    response = admin_client.post(url, {**data, "_save": "Save"})
+    errors = response.context["adminform"].form.errors
+    assert list(errors) == ["read_only"]
+    assert 'conflicting "readOnly" and "trusted": false' in errors["read_only"][0]
+    assert json.loads(mcp_file.read_text())["mcpServers"]["tb"] == written  # nothing written

@@ -14,7 +14,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from mcpclient.admin.importing import ImportError_, ImportPlan, import_servers
 from mcpclient.core.approval import policy_summary
 from mcpclient.management.base import require_migrated_database
-from mcpclient.runtime.commands import list_without_storing
+from mcpclient.runtime.commands import DiscoveryOutcome, list_without_storing
 
 
 class Command(BaseCommand):
@@ -64,7 +64,7 @@ class Command(BaseCommand):
 
     def _write_approvals(self, plan: ImportPlan, *, list_tools: bool) -> None:
         """One line per imported server: which tools will ask before each call, and why."""
-        listed = {}
+        listed: dict[str, DiscoveryOutcome] = {}
         if list_tools:
             enabled = [config for config in plan.configs.values() if config.enabled]
             listed = {outcome.snapshot.name: outcome for outcome in list_without_storing(enabled)}
