@@ -296,3 +296,62 @@ def test_mcp_call_usage_error_exits_2(data_dir: Path) -> None:
     assert done.returncode == 2
     assert "the following arguments are required: tool" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+# --- how many tools ask before each call --------------------------------------------------------
+
+UNDECLARED = (
+    'not declaring "readOnlyHint": true (vouch for them with "readOnly": [...] in the server\'s entry)'
+)
+
+
+def test_mcp_discover_says_how_many_tools_ask_and_why(data_dir: Path) -> None:
+    undeclared = toolbox_entry("--feature", "undeclared")
+    write_servers(data_dir, {"tb": undeclared, "ok": {**undeclared, "readOnly": ["create_*"]}})
+    done = manage(data_dir, "mcp_discover", "tb", "ok", "-v", "2")
+    assert (done.returncode, done.stderr) == (0, "")
+    lines = done.stdout.splitlines()
+    assert f"tb: ready, 15 tools, 1 rejected; 2 of 15 tools ask before each call: 2 {UNDECLARED}" in lines
+    assert f"ok: ready, 15 tools, 1 rejected; 1 of 15 tools asks before each call: 1 {UNDECLARED}" in lines
+    assert (
+        '  tb_create_issue (asks before each call: it does not declare "readOnlyHint": true, so it may '
+        'change things ("readOnly": [...] in its server\'s entry vouches for it))'
+    ) in lines
+    assert "  tb_list_issues" in lines and "  ok_create_issue" in lines
+
+    done = manage(data_dir, "mcp_discover", "tb", "--json")
+    [server] = json.loads(done.stdout)["servers"]
+    assert (server["approval_count"], server["approval_causes"]) == (2, {UNDECLARED: 2})
+    asking = sorted(tool["name"] for tool in server["tools"] if tool["approval"])
+    assert asking == ["create_issue", "issue_count"]
+
+
+def test_mcp_import_says_which_tools_will_ask_and_counts_them_when_asked(data_dir: Path) -> None:
+    undeclared = toolbox_entry("--feature", "undeclared")
+    servers = {
+        "iss": undeclared,
+        "ro": {**undeclared, "readOnly": ["*"]},
+        "wary": {**undeclared, "trusted": False},
+    }
+    source = data_dir / "claude_desktop_config.json"
+    source.write_text(json.dumps({"mcpServers": servers}))
+    done = manage(data_dir, "mcp_import", str(source), "--dry-run")
+    assert (done.returncode, done.stderr) == (0, "")
+    lines = done.stdout.splitlines()
+    assert (
+        'iss: its tools ask before each call unless they declare "readOnlyHint": true (a tool that '
+        "declares nothing may change things) (--list-tools counts them)"
+    ) in lines
+    vouched = 'ro: its tools ask before each call unless they declare "readOnlyHint": true or match its'
+    assert any(line.startswith(f'{vouched} "readOnly" ["*"]') for line in lines)
+    untrusted = "wary: every tool asks before each call (the server is not trusted"
+    assert any(line.startswith(untrusted) for line in lines)
+
+    done = manage(data_dir, "mcp_import", str(source), "--dry-run", "--list-tools")
+    assert (done.returncode, done.stderr) == (0, "")
+    lines = done.stdout.splitlines()
+    assert f"iss: 2 of 15 tools ask before each call: 2 {UNDECLARED}" in lines
+    assert "ro: none of its 15 tools asks before each call" in lines
+    cause = 'on a server that is not trusted ("trusted": false)'
+    assert f"wary: 15 of 15 tools ask before each call: 15 {cause}" in lines
+    assert not (data_dir / "mcp.json").exists()  # a dry run: nothing written, nothing stored

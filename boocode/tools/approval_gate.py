@@ -1,7 +1,9 @@
 """The approval gate: a tool call that needs the person's approval waits here before it runs.
 
-A tool needs approval when its server's entry says so (``writeTools: "approve"`` for tools
-whose ``readOnlyHint`` is false, ``trusted: false`` for all of them; :mod:`mcpclient.core.approval`).
+A tool needs approval unless it declares ``readOnlyHint: true`` on a trusted server or its
+server's entry vouches for it (``readOnly``); ``writeTools: "approve"`` offers the tools whose
+``readOnlyHint`` is false, each call approved; ``trusted: false`` makes all of them ask
+(:mod:`mcpclient.core.approval`).
 :func:`boocode.tools.registry.execute_tool` calls :func:`check_approval` after the arguments
 were validated and before the tool runs, so the tool's time limit does not run while the
 person decides. Whoever runs the call puts a gate in the context with :func:`approving` (the

@@ -53,7 +53,7 @@ from mcpclient.admin.logs import ServerLogsAdmin
 from mcpclient.admin.pins import ToolPinAdmin as ToolPinAdmin  # registers the tool definitions' pages
 from mcpclient.admin.pins import findings_list
 from mcpclient.core import apps
-from mcpclient.core.approval import stored_approval_reason
+from mcpclient.core.approval import asking_summary, stored_approval_reason
 from mcpclient.core.redaction import masked_entry
 from mcpclient.models import McpServer, McpTool, PersonalServer
 from mcpclient.runtime import get_hub, personal
@@ -107,7 +107,7 @@ class McpToolInline(admin.TabularInline):
 
     @admin.display(description="read-only")
     def read_only(self, tool: McpTool) -> str:
-        return yes_no(tool.read_only)
+        return read_only_text(tool)
 
     @admin.display(description="offered")
     def offered(self, tool: McpTool) -> str:
@@ -130,6 +130,28 @@ def with_held_count(servers: QuerySet[McpServer]) -> QuerySet[McpServer]:
     return servers.annotate(held_count=Count("tools", filter=held))
 
 
+def read_only_text(tool: McpTool) -> str:
+    """What the server declares: "yes" (readOnlyHint true), "no" (false) or that it says nothing,
+    which the MCP schema reads as "may change things"."""
+    declared = (tool.annotations or {}).get("readOnlyHint")
+    if isinstance(declared, bool):
+        return yes_no(declared)
+    return "not declared (may change things)"
+
+
+def _offered(tool: McpTool) -> bool:
+    return not (tool.filtered or tool.rejected or tool.held) and apps.MODEL in (tool.visibility or ())
+
+
+def approval_reasons(server: McpServer) -> list[str]:
+    """Why each offered tool of ``server`` asks before each call ("" for one that does not)."""
+    return [
+        stored_approval_reason(server.config, tool.name, tool.annotations)
+        for tool in server.tools.all()
+        if _offered(tool)
+    ]
+
+
 def tool_state(tool: McpTool) -> str:
     """offered, rejected (read-only guard), filtered (includeTools/excludeTools), or "views only"
     / "not callable" (its ``_meta.ui.visibility`` leaves the model out), as a span."""
@@ -148,7 +170,7 @@ def approval_text(tool: McpTool) -> str:
     """Why each call of an offered tool needs the person's approval ("no" when it does not)."""
     if tool.rejected or tool.filtered:
         return "-"
-    return stored_approval_reason(tool.server.config, tool.annotations) or "no"
+    return stored_approval_reason(tool.server.config, tool.name, tool.annotations) or "no"
 
 
 def json_block(value: Any, css_class: str) -> str:
@@ -227,7 +249,7 @@ class McpToolAdmin(admin.ModelAdmin):
 
     @admin.display(description="read-only")
     def read_only(self, tool: McpTool) -> str:
-        return yes_no(tool.read_only)
+        return read_only_text(tool)
 
     @admin.display(description="flagged")
     def flagged(self, tool: McpTool) -> str:
@@ -303,6 +325,7 @@ class McpServerAdmin(ServerLogsAdmin, admin.ModelAdmin):
         "active_transport",
         "tool_count",
         "held_summary",
+        "approval_display",
         "tools_note",
         "rejected_count",
         "filtered_count",
@@ -326,6 +349,7 @@ class McpServerAdmin(ServerLogsAdmin, admin.ModelAdmin):
                 "protocol_version",
                 "active_transport",
                 ("tool_count", "held_summary", "rejected_count", "filtered_count"),
+                "approval_display",
                 "tools_note",
                 "stderr_display",
             )
@@ -355,8 +379,8 @@ class McpServerAdmin(ServerLogsAdmin, admin.ModelAdmin):
                 "Safety",
                 {
                     "fields": (
-                        "write_tools", "trusted", "apps", "pin_tools", "accept_new_tools", "include_tools",
-                        "exclude_tools",
+                        "write_tools", "trusted", "read_only", "apps", "pin_tools", "accept_new_tools",
+                        "include_tools", "exclude_tools",
                     )
                 },
             ),
@@ -645,8 +669,9 @@ class McpServerAdmin(ServerLogsAdmin, admin.ModelAdmin):
         return format_html('{}<br><small class="mcp-retry">{}</small>', badge, plan) if plan else badge
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[McpServer]:
-        """The servers, each with how many of its tools are held for review (list and page)."""
-        return with_held_count(super().get_queryset(request))
+        """The servers, each with how many of its tools are held for review (list and page), and
+        their tools (how many ask before each call)."""
+        return with_held_count(super().get_queryset(request)).prefetch_related("tools")
 
     @admin.display(description="held for review")
     def held_summary(self, server: McpServer) -> str:
@@ -660,10 +685,12 @@ class McpServerAdmin(ServerLogsAdmin, admin.ModelAdmin):
 
     @admin.display(description="tools", ordering="tool_count")
     def tools_summary(self, server: McpServer) -> str:
-        """Tools offered, then (small) how many are held for review, how many the read-only guard
-        rejected and the filters left out."""
+        """Tools offered, then (small) how many ask before each call, how many are held for review,
+        how many the read-only guard rejected and the filters left out."""
         held = getattr(server, "held_count", 0)
-        left_out = [
+        asking = sum(bool(reason) for reason in approval_reasons(server))
+        left_out = [f"{asking} ask before each call"] if asking else []
+        left_out += [
             f"{count} {what}"
             for count, what in (
                 (held, "held for review"),
@@ -679,6 +706,12 @@ class McpServerAdmin(ServerLogsAdmin, admin.ModelAdmin):
         return format_html(
             '{}<br><small class="mcp-left-out">{}</small>', server.tool_count, ", ".join(left_out)
         )
+
+    @admin.display(description="ask before each call")
+    def approval_display(self, server: McpServer) -> str:
+        """How many offered tools wait for the person's approval before each call, and why."""
+        none = "none: every offered tool declares readOnlyHint: true or is vouched for"
+        return asking_summary(approval_reasons(server)) or none
 
     @admin.display(description="last error")
     def short_error(self, server: McpServer) -> str:

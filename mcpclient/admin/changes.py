@@ -72,6 +72,7 @@ KEY_FIELDS: dict[str, str] = {
     "initTimeout": "init_timeout",
     "writeTools": "write_tools",
     "trusted": "trusted",
+    "readOnly": "read_only",
     "apps": "apps",
     "pinTools": "pin_tools",
     "acceptNewTools": "accept_new_tools",
@@ -261,6 +262,7 @@ def entry_values(entry: object) -> dict[str, Any]:
         "accept_new_tools": raw.get("acceptNewTools") is True,
         "include_tools": patterns("includeTools"),
         "exclude_tools": patterns("excludeTools"),
+        "read_only": patterns("readOnly"),
         "groups": patterns("groups"),
         "extra": {key: value for key, value in raw.items() if key not in KEY_FIELDS},
     }
@@ -333,7 +335,12 @@ def build_entry(original: object, changes: Mapping[str, Any]) -> dict[str, Any]:
         put("pinTools", changes["pin_tools"], changes["pin_tools"] == PIN_BLOCK)
     if "accept_new_tools" in changes:
         put("acceptNewTools", True, not changes["accept_new_tools"])
-    lists = (("include_tools", "includeTools"), ("exclude_tools", "excludeTools"), ("groups", "groups"))
+    lists = (
+        ("include_tools", "includeTools"),
+        ("exclude_tools", "excludeTools"),
+        ("read_only", "readOnly"),
+        ("groups", "groups"),
+    )
     for field, key in lists:
         if field in changes:
             put(key, list(changes[field]), not changes[field])

@@ -32,6 +32,7 @@ TEXT_FIELDS = (
     "headers",
     "include_tools",
     "exclude_tools",
+    "read_only",
     "groups",
     "extra",
 )
@@ -130,7 +131,10 @@ class McpServerForm(forms.ModelForm):
         required=False,
         initial=True,
         label="trusted",
-        help_text="Untick to make every call of this server's tools wait for the person's approval.",
+        help_text=(
+            "Ticked: a tool that declares readOnlyHint: true runs without asking. Untick to make "
+            "every call of this server's tools wait for the person's approval."
+        ),
     )
     apps = forms.BooleanField(
         required=False,
@@ -166,6 +170,17 @@ class McpServerForm(forms.ModelForm):
         label="excludeTools",
         widget=forms.Textarea(attrs={"rows": 2}),
         help_text="Never these tools (one name or pattern per line), whatever includeTools says.",
+    )
+    read_only = forms.CharField(
+        required=False,
+        label="readOnly",
+        widget=forms.Textarea(attrs={"rows": 2}),
+        help_text=(
+            "Tools you vouch for as only reading (one name or pattern per line, * matches anything): "
+            "they run without asking although they do not declare readOnlyHint: true. Empty: every "
+            "tool that does not declare it waits for the person's approval before each call. Never "
+            "frees a tool that declares readOnlyHint: false; not with trusted unticked."
+        ),
     )
     groups = forms.CharField(
         required=False,
@@ -216,6 +231,7 @@ class McpServerForm(forms.ModelForm):
             "headers": format_pairs(values["headers"]),
             "include_tools": "\n".join(values["include_tools"]),
             "exclude_tools": "\n".join(values["exclude_tools"]),
+            "read_only": "\n".join(values["read_only"]),
             "groups": "\n".join(values["groups"]),
             "extra": json.dumps(values["extra"], indent=2, ensure_ascii=False) if values["extra"] else "",
         }
@@ -232,7 +248,7 @@ class McpServerForm(forms.ModelForm):
             return server_changes.unmask_args(parse_lines(text), self.start_values["args"], field=name)
         if name == "url":
             return server_changes.unmask_url(text.strip(), self.start_values["url"])
-        if name in ("include_tools", "exclude_tools", "groups"):
+        if name in ("include_tools", "exclude_tools", "read_only", "groups"):
             return [line.strip() for line in parse_lines(text)]
         if name in ("env", "headers"):
             pairs = parse_pairs(text, what="KEY" if name == "env" else "Name")

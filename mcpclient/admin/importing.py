@@ -25,7 +25,7 @@ from django.conf import settings
 from mcpclient.admin.changes import ServerChangeError, write_through
 from mcpclient.config.document import parse_json_document, read_config_text
 from mcpclient.config.entries import inputs_used, load_config_text
-from mcpclient.config.model import ConfigError, LoadedConfig
+from mcpclient.config.model import ConfigError, LoadedConfig, ServerConfig
 from mcpclient.config.shapes import (
     VSCODE,
     VSCODE_SETTINGS,
@@ -60,6 +60,7 @@ class ImportPlan:
     replaced: list[str] = field(default_factory=list)
     diff: str = ""
     written: bool = False
+    configs: dict[str, ServerConfig] = field(default_factory=dict)  # the imported entries, parsed
 
 
 def _masked_document(top: dict[str, Any], shape: Shape) -> dict[str, Any]:
@@ -125,6 +126,7 @@ def import_servers(
         used = [input_id for name in wanted for input_id in inputs_used(loaded.raw_servers[name])]
         inputs = input_declarations(_source_top(path), loaded.shape, used)
     plan = ImportPlan(source=path, source_shape=loaded.shape, target=target, target_shape=shape, names=wanted)
+    plan.configs = {name: loaded.servers[name] for name in wanted}
     try:
         before, after = preview_merge(target, entries, replace=replace, inputs=inputs)
     except WritebackError as exc:

@@ -345,6 +345,15 @@ def parse_server(name: str, entry: object, *, source: str = "mcp.json") -> Serve
     if write_tools not in WRITE_TOOLS:
         raise check.fail(f'"writeTools" must be "reject" or "approve", got {shown_value(write_tools)}')
     trusted = check.boolean("trusted", True)
+    read_only = check.string_list("readOnly")
+    for index, pattern in enumerate(read_only):
+        if not pattern.strip():
+            raise check.fail(f'"readOnly[{index}]" must not be empty')
+    if "readOnly" in entry and not trusted:
+        raise check.fail(
+            'conflicting "readOnly" and "trusted": false: an untrusted server\'s tools all ask, '
+            'so there is nothing to vouch for (keep one of them)'
+        )
     apps = check.boolean("apps", True)
     pin_tools = entry.get("pinTools", PIN_BLOCK)
     if pin_tools not in PIN_MODES:
@@ -373,6 +382,7 @@ def parse_server(name: str, entry: object, *, source: str = "mcp.json") -> Serve
         oauth=oauth,
         write_tools=write_tools,
         trusted=trusted,
+        read_only=read_only,
         apps=apps,
         pin_tools=pin_tools,
         accept_new_tools=accept_new_tools,

@@ -62,6 +62,9 @@ class ServerConfig:
     # call approved by the person). trusted false: every tool of the server needs approval.
     write_tools: str = WRITE_TOOLS_REJECT
     trusted: bool = True
+    # "readOnly": globs of the tools the administrator vouches for (they run without asking
+    # although they do not declare readOnlyHint: true); never a tool that declares it false.
+    read_only: tuple[str, ...] = ()
     # MCP Apps: false keeps this server's views from being rendered (its tools give text only).
     apps: bool = True
     # Pinned tool definitions (mcpclient.core.pinning): "block", "warn" or "off"; whether a known

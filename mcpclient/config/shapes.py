@@ -135,8 +135,8 @@ ENTRY_KEYS = frozenset(
     {
         "type", "command", "args", "env", "environment", "envFile", "cwd", "url", "serverUrl", "httpUrl",
         "headers", "enabled", "disabled", "timeout", "initTimeout", "requestTimeout", "includeTools",
-        "excludeTools", "oauth", "writeTools", "trusted", "apps", "pinTools", "acceptNewTools", "scope",
-        "sandbox", "groups",
+        "excludeTools", "oauth", "writeTools", "trusted", "readOnly", "apps", "pinTools", "acceptNewTools",
+        "scope", "sandbox", "groups",
     }
 )
 DEFAULT_TIMEOUT = 60.0
@@ -200,6 +200,8 @@ def entry_for(shape: Shape, config: Any) -> dict[str, Any]:
         entry["writeTools"] = config.write_tools
     if not config.trusted:
         entry["trusted"] = False
+    if config.read_only:
+        entry["readOnly"] = list(config.read_only)
     if not config.apps:
         entry["apps"] = False
     if config.scope != "shared":

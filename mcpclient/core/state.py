@@ -20,7 +20,7 @@ from typing import Any
 import mcp.types as types
 
 from mcpclient.core import apps
-from mcpclient.core.approval import WRITE_TOOLS_APPROVE, WRITE_TOOLS_REJECT, approval_reason
+from mcpclient.core.approval import WRITE_TOOLS_APPROVE, WRITE_TOOLS_REJECT, approval_reason, vouched
 from mcpclient.core.patterns import glob_match
 from mcpclient.core.tool_metadata import safe_icons, tool_title
 
@@ -46,7 +46,9 @@ class DiscoveredTool:
     ``reject_reason`` says why a rejected or filtered tool is not offered. ``title`` and
     ``icons`` are cleaned by :mod:`mcpclient.core.tool_metadata` (untrusted, display only).
     ``approval_reason`` says why each call of an offered tool waits for the person's approval
-    (``writeTools: "approve"``, ``trusted: false``; see :mod:`mcpclient.core.approval`).
+    (``writeTools: "approve"``, ``trusted: false``, a tool that does not declare
+    ``readOnlyHint: true`` and that its entry's ``readOnly`` does not vouch for; see
+    :mod:`mcpclient.core.approval`).
     """
 
     name: str
@@ -186,11 +188,15 @@ def discover_tool(
     exclude: Sequence[str] = (),
     write_tools: str = WRITE_TOOLS_REJECT,
     trusted: bool = True,
+    read_only: Sequence[str] = (),
+    own: bool = False,
 ) -> DiscoveredTool:
     """Apply the entry's tool filters, then the read-only guard or approval, to one listed tool.
 
     With ``write_tools="approve"`` a tool whose ``readOnlyHint`` is false is offered and marked
-    as needing approval instead of rejected; with ``trusted=False`` every offered tool is marked.
+    as needing approval instead of rejected; with ``trusted=False`` every offered tool is marked;
+    a tool that does not declare ``readOnlyHint: true`` is marked unless ``read_only`` (the
+    entry's ``readOnly`` globs) vouches for it (``own``: a person's own server, said so).
     """
     annotations = tool.annotations.model_dump(by_alias=True, exclude_none=True) if tool.annotations else None
     ui = apps.tool_ui(tool.meta)
@@ -216,5 +222,11 @@ def discover_tool(
             rejected=True,
             reject_reason="readOnlyHint is false: only read-only tools are offered to the model",
         )
-    reason = approval_reason(annotations, write_tools=write_tools, trusted=trusted)
+    reason = approval_reason(
+        annotations,
+        write_tools=write_tools,
+        trusted=trusted,
+        vouched_for=vouched(read_only, tool.name),
+        own=own,
+    )
     return dataclasses.replace(discovered, approval_reason=reason) if reason else discovered

@@ -52,6 +52,7 @@ from mcpclient.config.model import (
 )
 from mcpclient.config.resolve import InputLookup, resolve_server
 from mcpclient.core import pinning
+from mcpclient.core.approval import UNDECLARED_REASON, asking_summary
 from mcpclient.core.egress import OWN_SERVER_REFUSED
 from mcpclient.core.pinning import PinBook
 from mcpclient.core.redaction import redact_text
@@ -80,6 +81,10 @@ from mcpclient.secrets.store import SecretStoreError
 from mcpclient.telemetry import metrics, tracing
 
 logger = logging.getLogger("mcpclient.hub")
+
+# The servers whose tools that declare nothing were said to ask (once per server and process: the
+# start-up log tells an existing configuration what changed, not every reconnect or person).
+_told_undeclared: set[str] = set()
 
 
 STDERR_LINES = 200
@@ -421,16 +426,33 @@ class ServerConnection:
         self.tools_note = " ".join(note for note in notes if note)
         if self.tools_note:
             logger.warning('MCP server "%s": %s', self.name, self.tools_note)
-        return [
+        discovered = [
             discover_tool(
                 tool,
                 include=config.include_tools,
                 exclude=config.exclude_tools,
                 write_tools=config.write_tools,
                 trusted=config.trusted,
+                read_only=config.read_only,
+                own=config.owner_id is not None,
             )
             for tool in tools[: protocol.MAX_TOOLS]
         ]
+        self._tell_undeclared(discovered)
+        return discovered
+
+    def _tell_undeclared(self, discovered: list[DiscoveredTool]) -> None:
+        """Log once which of the server's tools ask because they do not declare ``readOnlyHint: true``."""
+        reasons = [tool.approval_reason for tool in discovered if tool.usable]
+        if self.name in _told_undeclared or UNDECLARED_REASON not in reasons:
+            return  # (a person's own server has no entry to fix: nothing for the operator)
+        _told_undeclared.add(self.name)
+        logger.warning(
+            'MCP server "%s": %s. Tools that declare nothing now ask: the MCP default is that they '
+            "may change things.",
+            self.name,
+            asking_summary(reasons),
+        )
 
     async def _reviewed(self, tools: list[types.Tool], client: Client) -> list[DiscoveredTool]:
         """The listed tools discovered, each with its pinned digest and the pin review's verdict.

@@ -14,6 +14,7 @@ from typing import Any
 
 from mcpclient.config.model import ConfigError, ServerConfig
 from mcpclient.core import pinning
+from mcpclient.core.approval import asking_causes, asking_summary
 from mcpclient.core.naming import server_prefix
 from mcpclient.core.redaction import masked_entry
 from mcpclient.core.results import ToolResult
@@ -36,9 +37,20 @@ class DiscoveryOutcome:
         """True unless the server became ready."""
         return self.snapshot.status is not Status.READY
 
+    @property
+    def approval_reasons(self) -> list[str]:
+        """One approval reason per offered tool ("" for a tool that runs without asking)."""
+        return [t.approval_reason for t in self.snapshot.tools if t.offered]
+
+    @property
+    def asking(self) -> str:
+        """How many offered tools ask before each call, and why ("" when none does)."""
+        return asking_summary(self.approval_reasons)
+
     def as_dict(self) -> dict[str, Any]:
         """The JSON form printed by ``mcp_discover --json``."""
         s = self.snapshot
+        causes = asking_causes(self.approval_reasons)
         return {
             "name": s.name,
             "status": s.status.value,
@@ -46,6 +58,8 @@ class DiscoveryOutcome:
             "tool_count": sum(t.offered for t in s.tools),
             "held_count": pinning.held_count(s.tools),
             "rejected_count": sum(t.rejected for t in s.tools),
+            "approval_count": sum(causes.values()),
+            "approval_causes": causes,
             "error": s.last_error,
             "protocol_version": s.protocol_version,
             "server_info": s.server_info,
@@ -184,6 +198,25 @@ def _with_verdicts(snapshot: ServerSnapshot, verdicts: dict[str, pinning.Verdict
         for tool in snapshot.tools
     )
     return dataclasses.replace(snapshot, tools=tools)
+
+
+def list_without_storing(configs: list[ServerConfig]) -> list[DiscoveryOutcome]:
+    """Connect ``configs`` (entries not necessarily in mcp.json yet), list their tools, and stop.
+
+    Nothing is stored and no version is bumped: ``mcp_import --list-tools`` counts the tools
+    that will ask before each call, also for a dry run.
+    """
+
+    async def run() -> list[ServerSnapshot]:
+        hub = new_hub(persist=False)
+        try:
+            await hub.start(configs)
+            return hub.snapshots()
+        finally:
+            await hub.stop()
+
+    entries = {config.name: config.raw for config in configs}
+    return [DiscoveryOutcome(snapshot, entries.get(snapshot.name)) for snapshot in asyncio.run(run())]
 
 
 def discover_servers(names: list[str]) -> list[DiscoveryOutcome]:

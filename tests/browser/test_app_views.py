@@ -47,8 +47,10 @@ ISO_TIME = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}")
 
 @pytest.fixture
 def basic_server(site: Site) -> Iterator[None]:
-    """The site with the published basic App server (``basic``) for this test only."""
-    with site.with_servers({"basic": {"command": "node", "args": [str(BASIC), "--stdio"]}}):
+    """The site with the published basic App server (``basic``) for this test only; its tools
+    declare no annotations, and the entry vouches for the one that reads the time."""
+    entry = {"command": "node", "args": [str(BASIC), "--stdio"], "readOnly": ["get-time"]}
+    with site.with_servers({"basic": entry}):
         yield
 
 
@@ -113,8 +115,14 @@ def test_a_published_apps_view_shows_the_calls_result_in_a_sandboxed_frame(
 
 @pytest.fixture
 def monitor_server(site: Site) -> Iterator[None]:
-    """The site with the published system monitor App server (``monitor``) for this test only."""
-    with site.with_servers({"monitor": {"command": "node", "args": [str(MONITOR), "--stdio"]}}):
+    """The site with the published system monitor App server (``monitor``) for this test only; its
+    tools declare no annotations, and the entry vouches for the two that read the machine's state."""
+    entry = {
+        "command": "node",
+        "args": [str(MONITOR), "--stdio"],
+        "readOnly": ["get-system-info", "poll-system-stats"],
+    }
+    with site.with_servers({"monitor": entry}):
         yield
 
 
@@ -401,7 +409,7 @@ def test_a_view_fills_the_window_only_after_the_persons_click_below_boocodes_bar
 def test_a_view_that_sends_an_oversized_message_is_stopped_and_the_page_stays_responsive(
     open_page: Any, site: Site, megabytes: int, count: int, apps_toolbox: None
 ) -> None:
-    """Oversized messages (one of 200 MB, a burst of 25): the view is stopped with a note, the page answers."""
+    """Oversized messages (200 MB, or a burst of 25): the view is stopped with a note, the page answers."""
     from playwright.sync_api import expect
 
     page = open_page(1280)

@@ -47,7 +47,10 @@ def test_a_rejected_tool_reads_no_in_words(admin_client: Client) -> None:
         server=server, name="wipe", prefixed_name="tb_wipe", annotations={"readOnlyHint": False},
         rejected=True, reject_reason="readOnlyHint is false",
     )
-    McpTool.objects.create(server=server, name="echo", prefixed_name="tb_echo")
+    McpTool.objects.create(
+        server=server, name="echo", prefixed_name="tb_echo", annotations={"readOnlyHint": True}
+    )
+    McpTool.objects.create(server=server, name="note", prefixed_name="tb_note")  # declares nothing
     for url in (
         reverse("admin:mcpclient_mcptool_changelist"),
         reverse("admin:mcpclient_mcpserver_change", args=[server.pk]),
@@ -57,6 +60,7 @@ def test_a_rejected_tool_reads_no_in_words(admin_client: Client) -> None:
         assert "icon-no.svg" not in page and "icon-yes.svg" not in page, url
     page = admin_client.get(reverse("admin:mcpclient_mcptool_changelist")).content.decode()
     assert '<td class="field-read_only">no</td>' in page and '<td class="field-read_only">yes</td>' in page
+    assert '<td class="field-read_only">not declared (may change things)</td>' in page
 
 
 @pytest.mark.browser

@@ -405,6 +405,39 @@ async def test_an_untrusted_servers_read_only_tool_asks_too(
     set_hub(None)
 
 
+async def test_a_tool_that_declares_nothing_waits_for_the_person(
+    llm: ScriptedLLM, hub: Hub, toolbox_config: Any
+) -> None:
+    # As the GitLab server's create_issue: no annotations, so it may write (the MCP defaults).
+    await hub.start([toolbox_config("gl", "--feature", "undeclared")])
+    set_hub(hub)
+    cookie = await login("alice")
+    conversation = await conversation_of("alice")
+    tab = Tab(conversation, cookie)
+    await tab.open()
+    [card] = await ask(llm, tab, Call("gl_create_issue", {"title": "first"}))
+    assert card["hints"] == {"readOnly": None, "destructive": None, "idempotent": None, "openWorld": None}
+    assert card["reason"].startswith('it does not declare "readOnlyHint": true, so it may change things')
+    assert (await hub.call_tool("gl_list_issues", {})).output == "[]"  # it has not run
+    await tab.send(answer(card, "approve", remember=True))
+    assert (await tab.next("tool_result"))["call"]["output"] == "created issue #1: first"
+    assert (await tab.until_turn_end())["status"] == "complete"
+    await registry.wait(conversation)
+
+    # "Allow for this conversation" holds for it; the tool that declares readOnlyHint: true never asked.
+    llm.script(
+        ToolCalls([Call("gl_create_issue", {"title": "second"}), Call("gl_list_issues", {})]), Text("Done.")
+    )
+    await tab.send({"type": "user_message", "text": "again"})
+    await tab.until_turn_end()
+    assert not any(frame["type"] == "approval" for frame in tab.frames[-20:])
+    assert (await hub.call_tool("gl_list_issues", {})).output == '["first", "second"]'
+    decisions = [r[:2] for r in await rows(conversation)]
+    assert decisions == [("gl_create_issue", "approved"), ("gl_create_issue", "allowed")]
+    await tab.close()
+    set_hub(None)
+
+
 @pytest.mark.django_db
 def test_an_approval_left_pending_by_a_dead_process_is_stopped_at_the_next_turn(django_user_model) -> None:
     from boocode.chat.conversations import close_interrupted

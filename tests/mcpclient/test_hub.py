@@ -99,9 +99,9 @@ async def test_discovery_names_and_read_only_guard(hub: Hub, transport_config):
     rejected = {tool.name: tool for tool in snapshot.tools if tool.rejected}
     assert list(rejected) == ["delete_everything"]
     assert "readOnlyHint is false" in rejected["delete_everything"].reject_reason
-    # Missing annotations are accepted.
+    # Declared read-only: offered, and called without asking.
     add = next(tool for tool in hub.tools() if tool.name == "add")
-    assert add.annotations is None and add.read_only
+    assert add.annotations == {"readOnlyHint": True} and add.read_only and not add.approval_reason
     assert add.input_schema["properties"]["a"]["type"] == "integer"
     assert [tool.prefixed_name for tool in hub.tools()] == sorted(names)
 

@@ -51,7 +51,9 @@ REDIS_PREFIX = f"boocode-db{REDIS_URL.rsplit('/', 1)[1]}"  # settings.py names t
 # Of the toolbox; "writes" adds write_note, whose every call needs the person's approval.
 # "meta": request_meta answers with its request's _meta (the trace context across the hop).
 # "skills": skills served by the skills extension (listed, read and verified in the worker).
-FEATURES = ("progress", "questions", "resources", "prompts", "logs", "writes", "meta", "apps", "skills")
+FEATURES = (
+    "progress", "questions", "resources", "prompts", "logs", "writes", "meta", "apps", "skills", "undeclared"
+)
 TIMEOUT_S = 8  # the toolbox's "timeout" in mcp.json: a call never waits longer (plus the grace)
 SECRET_KEY = f"hub-worker-test-{uuid.uuid4().hex}"  # shared by the deployment's processes
 METRICS_TOKEN = f"metrics-{uuid.uuid4().hex}"  # every process's /metrics, the hub worker's included
@@ -965,6 +967,10 @@ def test_a_tool_that_needs_approval_runs_in_the_worker_only_with_the_approval_it
                 call = _call(reply, "toolbox_write_note", arguments, **extra)
                 call["user_id"] = user_id
                 seen[case] = await _reply_to(layer, reply, group, call)
+            # A tool that declares nothing may write: the worker asks for an approval too.
+            call = _call(reply, "toolbox_create_issue", {"title": "sneaky"})
+            call["user_id"] = user_id
+            seen["undeclared"] = await _reply_to(layer, reply, group, call)
         finally:
             await layer.flush()
         return seen
@@ -975,6 +981,9 @@ def test_a_tool_that_needs_approval_runs_in_the_worker_only_with_the_approval_it
     assert "there is no approval 999999" in seen["missing"]
     assert "was given for other arguments" in seen["other arguments"]
     assert seen["same"] == "stored note 'k'"  # the approval holds for the very call it was given for
+    assert seen["undeclared"].startswith('Not run: calls of "toolbox_create_issue" need a person\'s approval')
+    assert 'does not declare "readOnlyHint": true' in seen["undeclared"]
+    assert "none came with the call" in seen["undeclared"]
 
 
 def _owner_of(deployment: Deployment, conversation: int) -> str:

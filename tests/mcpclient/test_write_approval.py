@@ -195,7 +195,8 @@ def test_the_admin_shows_which_tools_need_approval_and_why(admin_client: Client,
     assert listed_tools["write_note"]["rejected"] is False and listed_tools["echo"]["approval"] == ""
     row = McpServer.objects.get(name="tb")
     write = McpTool.objects.get(server=row, name="write_note")
-    assert not write.rejected and stored_approval_reason(row.config, write.annotations) == WRITE_REASON
+    assert not write.rejected
+    assert stored_approval_reason(row.config, write.name, write.annotations) == WRITE_REASON
 
     page = admin_client.get(reverse("admin:mcpclient_mcptool_change", args=[write.pk])).content.decode()
     assert "Needs approval:" in page and "each call needs the person&#x27;s approval" in page
@@ -204,7 +205,9 @@ def test_the_admin_shows_which_tools_need_approval_and_why(admin_client: Client,
     assert "each call needs the person" not in page
     server_url = reverse("admin:mcpclient_mcpserver_change", args=[row.pk])
     server_page = admin_client.get(server_url).content.decode()
-    assert server_page.count("(&quot;writeTools&quot;: &quot;approve&quot;)") == 3  # three write tools
+    # Three write tools, and the count of the tools that ask ('... ("writeTools": "approve")').
+    assert server_page.count("(&quot;writeTools&quot;: &quot;approve&quot;)") == 4
+    assert "3 of 16 tools ask before each call" in server_page
 
 
 async def test_a_per_user_servers_write_tools_need_approval_in_the_persons_own_view(hub: Hub) -> None:

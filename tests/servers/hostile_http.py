@@ -24,7 +24,12 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 MB = 1024 * 1024
 TOOLS = [
-    {"name": name, "description": f"The {name} tool.", "inputSchema": {"type": "object", "properties": {}}}
+    {
+        "name": name,
+        "description": f"The {name} tool.",
+        "inputSchema": {"type": "object", "properties": {}},
+        "annotations": {"readOnlyHint": True},
+    }
     for name in ("huge", "endless", "bomb", "big_event", "echo")
 ]
 BOMB = gzip.compress(

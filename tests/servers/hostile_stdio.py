@@ -79,7 +79,12 @@ TOOLS = [
 
 SLOPPY = [
     # repairable: what the arguments are is clear
-    {"name": "untyped", "description": "No type.", "inputSchema": {"properties": {"text": {}}}},
+    {
+        "name": "untyped",
+        "description": "No type.",
+        "inputSchema": {"properties": {"text": {}}},
+        "annotations": {"readOnlyHint": True},
+    },
     {"name": "schemaless", "description": "No inputSchema at all."},
     # unusable
     {"description": "No name."},

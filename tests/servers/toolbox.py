@@ -8,8 +8,8 @@ Run over stdio (default) or Streamable HTTP / SSE on 127.0.0.1:
     python tests/servers/toolbox.py --extra-tools 120 --page-size 50   # several tools/list pages
     python tests/servers/toolbox.py --titled-tools       # + tools with titles, icons, outputSchema
 
-Tools cover what the hub must handle: read-only and unannotated tools, a tool annotated
-readOnlyHint=false (must be rejected), a slow tool, a tool that kills the process, a tool
+Tools cover what the hub must handle: read-only tools, a tool annotated readOnlyHint=false
+(must be rejected), a slow tool, a tool that kills the process, a tool
 returning more than 5 MB, images/resources/links, structured-only output, an error result,
 and a tool that adds a tool at runtime and sends notifications/tools/list_changed.
 ``--titled-tools`` adds two read-only tools with display metadata (off by default, so the
@@ -20,7 +20,8 @@ groups in ``tests/servers/toolbox_<name>.py``: progress, logs, resources, prompt
 (tools with ``readOnlyHint: false``), questions (elicitation in form and URL mode), hang
 (a tool after which the server answers nothing, pings included), meta (a tool that returns its
 request's ``_meta``), apps (tools with MCP Apps views and visibilities) and skills (skills served
-by the skills extension, SEP-2640) and pins (a tool whose definition changes while it runs).
+by the skills extension, SEP-2640), pins (a tool whose definition changes while it runs) and
+undeclared (tools without ``readOnlyHint``, which ask before each call).
 """
 
 from __future__ import annotations
@@ -70,6 +71,7 @@ FEATURES = (
     "apps",
     "skills",
     "pins",
+    "undeclared",
 )
 
 
@@ -91,9 +93,9 @@ def build_server(
 
     common.add_echo(server)
 
-    @server.tool()
+    @server.tool(annotations=READ_ONLY)
     def add(a: int, b: int) -> int:
-        """Add two integers (no annotations: accepted)."""
+        """Add two integers."""
         return a + b
 
     @server.tool(annotations=types.ToolAnnotations(read_only_hint=False, destructive_hint=True))

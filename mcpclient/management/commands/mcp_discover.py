@@ -1,8 +1,9 @@
 """``manage.py mcp_discover [server ...] [--json] [--accept]``: connect servers and store their tools.
 
-One line per server (``ready, 3 tools, 1 held for review, 0 rejected``); with ``-v 2`` also one
-line per tool (its title when it differs from the name, why a rejected, filtered or held tool is
-not offered, and what the poisoning check found).
+One line per server (``ready, 3 tools, 1 held for review, 0 rejected``, then how many ask before
+each call and why); with ``-v 2`` also one line per tool (its title when it differs from the name,
+why a rejected, filtered or held tool is not offered, why an offered one asks, and what the
+poisoning check found).
 
 What it lists is reviewed against the pinned definitions and recorded (docs/security.md,
 *Pinned tool definitions*): a server seen for the first time has the definitions this run shows
@@ -71,6 +72,8 @@ class Command(BaseCommand):
             line += f"{data['rejected_count']} rejected"
             if data["error"]:
                 line += f" ({data['error']})"
+            if outcome.asking:
+                line += f"; {outcome.asking}"
             self.stdout.write(line)
             if self.verbosity >= 2:
                 for tool in data["tools"]:
@@ -94,6 +97,8 @@ class Command(BaseCommand):
             line += f" ({state}: {' '.join(tool['reason'].split())})"
         elif tool["held"]:
             line += f" (held for review: {' '.join(tool['pin_note'].split())}; sha256 {tool['digest'][:12]})"
+        elif tool["approval"]:
+            line += f" (asks before each call: {tool['approval']})"
         if tool["findings"] and not tool["held"]:
             line += f" (flagged: {'; '.join(tool['findings'])})"
         return line
