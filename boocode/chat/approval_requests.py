@@ -128,10 +128,12 @@ def begin_approval(
     hints: dict[str, Any],
     reason: str,
     key: str,
+    by_rule: bool = False,
 ) -> tuple[int, bool]:
-    """Record the call's approval row: ``(row id, allowed)``; allowed when ``key`` is remembered."""
+    """Record the call's approval row: ``(row id, allowed)``; allowed when ``key`` is remembered,
+    or ``by_rule`` (the agent's ``approve: allow`` vouches for it: ``reason`` says which)."""
     conversation = Conversation.objects.only("owner_id", "allowed_tools").get(pk=conversation_id)
-    allowed = key in (conversation.allowed_tools or [])
+    allowed = by_rule or key in (conversation.allowed_tools or [])
     row = ToolApproval.objects.create(
         conversation_id=conversation_id,
         tool_call_id=call_id,
@@ -142,7 +144,7 @@ def begin_approval(
         hints=hints,
         reason=reason[:200],
         decision=Decision.ALLOWED if allowed else Decision.PENDING,
-        decided_by_id=conversation.owner_id if allowed else None,
+        decided_by_id=conversation.owner_id if allowed and not by_rule else None,  # (a rule: nobody)
         decided_at=timezone.now() if allowed else None,
     )
     return row.pk, allowed
@@ -229,6 +231,8 @@ class Approvals:
         from_view = call.get("from_view") is True
         # The record says who asked: the model, or a view of one of its calls (MCP Apps).
         reason = f"asked by a view: {tool.approval_reason}" if from_view else tool.approval_reason
+        if tool.allowed_by:  # on the record, without a card: the operator vouched in AGENTS.md
+            reason = f'{reason}; allowed by the agent\'s rules ("approve: allow" matches "{tool.allowed_by}")'
         approval_id, allowed = await db(begin_approval)(
             conversation_id,
             call.get("id"),
@@ -239,10 +243,12 @@ class Approvals:
             hints=tool.annotations or {},
             reason=reason,
             key=key,
+            by_rule=bool(tool.allowed_by),
         )
         if allowed:
-            logger.info("conversation %s: %s allowed for the conversation", conversation_id, name)
-            note_approval(Decision.ALLOWED, None, remembered=True)
+            how = "by the agent's rules" if tool.allowed_by else "for the conversation"
+            logger.info("conversation %s: %s allowed %s", conversation_id, name, how)
+            note_approval(Decision.ALLOWED, None, remembered=not tool.allowed_by)
             grant(approval_id)
             return None
         tool_step_skipped()  # the person's time is not BooCode's tool step (mcpclient.telemetry.metrics)

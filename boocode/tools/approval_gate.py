@@ -39,6 +39,11 @@ class GatedTool(Protocol):
     @property
     def annotations(self) -> dict[str, Any] | None: ...
 
+    @property
+    def allowed_by(self) -> str:
+        """The agent's ``approve: allow`` pattern that vouches for the call ("" for none)."""
+        ...
+
     def digest(self) -> str:
         """A digest of the definition the person and the model are shown (name, schema, annotations...)."""
         ...

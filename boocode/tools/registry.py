@@ -54,13 +54,13 @@ from jsonschema.protocols import Validator
 from jsonschema.validators import validator_for
 from referencing.exceptions import Unresolvable
 
-from agents.policy import ASK, DENY, approval_rule, is_allowed
+from agents.policy import ALLOW, ASK, DENY, approval_rule, is_allowed
 from boocode.tools import skills
 from boocode.tools.approval_gate import check_approval
 from boocode.tools.native import NATIVE_TOOLS, Deadline, NativeTool, ToolTimeoutError, time_limit_message
 from boocode.tools.workspace import WorkspaceError
 from mcpclient.config.model import DEFAULT_TIMEOUT_MS
-from mcpclient.core.approval import grant
+from mcpclient.core.approval import UNDECLARED_OWN_REASON, UNDECLARED_REASON, grant
 from mcpclient.core.results import ToolResult, cap_output
 from mcpclient.core.state import HubTool
 from mcpclient.engine.elicitation import TimeBudget, timed_by
@@ -80,6 +80,10 @@ __all__ = [
 ]
 
 logger = logging.getLogger(__name__)
+
+# The reasons an agent's ``approve: allow`` may vouch for: the tool said nothing (it did not
+# declare readOnlyHint: true), as opposed to what its server's settings demand.
+UNDECLARED_REASONS = (UNDECLARED_REASON, UNDECLARED_OWN_REASON)
 
 NATIVE_SOURCE = "native"
 MAX_REPORTED_ERRORS = 5
@@ -129,6 +133,10 @@ class Tool:
     definition_digest: str = ""
     # Why the agent's approval rules ask for each call ("" when they do not; :func:`agent_tools`).
     rule_reason: str = ""
+    # The agent's ``approve: allow`` pattern that vouches for a tool whose only reason to ask is
+    # that it does not declare ``readOnlyHint: true`` ("" for none): its calls are allowed, on the
+    # record, without a card (boocode.chat.approval_requests).
+    allowed_by: str = ""
 
     async def execute(self, arguments: dict[str, Any]) -> ToolResult:
         """Run the tool with already-validated ``arguments``."""
@@ -382,7 +390,17 @@ def as_it_is_now(tool: Tool) -> Tool | None:
     current = next((t for t in now if t.prefixed_name == tool.name), None)
     if current is None:
         return None
-    return _with_rule(_mcp_tool(current, tool.user_id, views=tool.views), tool.rule_reason)
+    now_tool = _with_rule(_mcp_tool(current, tool.user_id, views=tool.views), tool.rule_reason)
+    return _allowed_by(now_tool, tool.allowed_by) if tool.allowed_by else now_tool
+
+
+def _allowed_by(tool: Tool, pattern: str) -> Tool:
+    """``tool`` vouched for by the agent's ``approve: allow`` ``pattern``, when the only reason it
+    asks is that it does not declare ``readOnlyHint: true``; an approval its server's settings
+    demand (``writeTools``, ``trusted: false``) or the agent's own ``ask`` stays."""
+    if tool.rule_reason or tool.approval_reason not in UNDECLARED_REASONS:
+        return tool
+    return dataclasses.replace(tool, allowed_by=pattern)
 
 
 def _with_rule(tool: Tool, reason: str) -> Tool:
@@ -402,7 +420,8 @@ def agent_tools(
     """The tools ``agent`` may use now (for ``user_id``): its patterns applied to the registry.
 
     Its approval rules (``approve:``, :func:`agents.policy.approval_rule`) apply too: a denied
-    tool is left out, a tool the rules ask for needs the person's approval for each call.
+    tool is left out, a tool the rules ask for needs the person's approval for each call, and
+    ``allow`` vouches for a tool that asks only because it does not declare ``readOnlyHint: true``.
     ``tools`` defaults to :func:`available_tools`; pass a list to reuse one already built.
     """
     candidates = available_tools(user_id) if tools is None else list(tools)
@@ -415,7 +434,11 @@ def agent_tools(
         rule, pattern = approval_rule(rules, tool.name)
         if rule == DENY:
             continue
-        allowed.append(_with_rule(tool, rule_reason(pattern)) if rule == ASK else tool)
+        if rule == ASK:
+            tool = _with_rule(tool, rule_reason(pattern))
+        elif rule == ALLOW:
+            tool = _allowed_by(tool, pattern)
+        allowed.append(tool)
     return allowed
 
 

@@ -24,7 +24,7 @@ from django.urls import reverse
 from agents.parser import parse_agents_text
 from agents.policy import approval_rule
 from boocode.chat import audit
-from boocode.chat.models import ToolCallAudit
+from boocode.chat.models import ToolApproval, ToolCallAudit
 from mcpclient.core.state import Status
 from mcpclient.engine.hub import Hub
 from mcpclient.runtime import set_hub
@@ -247,3 +247,54 @@ def test_an_exported_cell_never_reads_as_a_formula() -> None:
     )
     [parsed] = list(csv.DictReader(io.StringIO(audit.export_csv([row]))))
     assert parsed["server"] == "'=HYPERLINK(1)"
+
+
+VOUCHING = """## Vouching
+---
+tools: [gl_*]
+approve:
+  allow: ["gl_create_*"]
+---
+Files issues.
+"""
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.processes
+async def test_allow_vouches_for_a_tool_that_declares_nothing_on_the_record(
+    llm: ScriptedLLM, hub: Hub, agents_file: Callable[[str], Any]
+) -> None:
+    # An operator's "approve: allow" is an explicit word, as the server entry's "readOnly" is: a
+    # tool that asks only because it declares nothing runs without a card, recorded as allowed by
+    # the rule; a tool the rule does not name still asks.
+    await hub.start([make_config("gl", toolbox_entry("--feature", "undeclared"))])
+    set_hub(hub)
+    agents_file(VOUCHING)
+    cookie = await login("alice")
+    conversation = await new_conversation("alice", "Vouching")
+    tab = Tab(conversation, cookie)
+    await tab.open()
+    llm.script(
+        ToolCalls([Call("gl_create_issue", {"title": "first"})]),
+        ToolCalls([Call("gl_issue_count", {})]),
+        Text("Done."),
+    )
+    await tab.send({"type": "user_message", "text": "file it"})
+    assert (await tab.next("tool_result"))["call"]["output"] == "created issue #1: first"
+    card = (await tab.next("approval"))["approval"]
+    assert card["name"] == "gl_issue_count" and "readOnlyHint" in card["reason"]
+    await tab.send({"type": "approval_answer", "id": card["id"], "decision": "deny", "remember": False})
+    assert (await tab.until_turn_end())["status"] == "complete"
+    assert [f for f in tab.frames if f["type"] == "approval"] == [{"type": "approval", "approval": card}]
+    await tab.close()
+    await audit.drain()
+    rows = await audit_rows(conversation)
+    assert [(r.name, r.outcome, r.approval, r.decided_by) for r in rows] == [
+        ("gl_create_issue", "ok", "allowed", None),
+        ("gl_issue_count", "refused", "denied", rows[1].decided_by),
+    ]
+    approval = await sync_to_async(
+        lambda: ToolApproval.objects.get(conversation_id=conversation, name="gl_create_issue")
+    )()
+    assert approval.decision == "allowed" and '"approve: allow" matches "gl_create_*"' in approval.reason
+    set_hub(None)
