@@ -72,7 +72,9 @@ def approval_rule(rules: object, name: str) -> tuple[str, str]:
 
     ``deny`` wins, then ``allow`` (which exempts a tool from the agent's own ``ask`` patterns, as
     in ``ask: ["*"]``, ``allow: ["*_read_*"]``), then ``ask``. No rule approves what the server's
-    settings ask the person for: ``allow`` only takes back the agent's own asking. Rules that
+    settings ask the person for (``writeTools``, ``trusted: false``): ``allow`` takes back the
+    agent's own asking, and vouches for a tool that asks only because it declares nothing
+    (:func:`boocode.tools.registry.agent_tools`). Rules that
     cannot be read (a row edited by hand) deny: fail closed.
     """
     if not rules:
