@@ -79,7 +79,7 @@ class PageNotes:
     left_out: list[tuple[str, str]] = field(default_factory=list)
     # Held for their size (listed as a stub): name -> why ("description is 48 KB, over the 16 KB limit").
     oversized: dict[str, str] = field(default_factory=dict)
-    kept_bytes: int = 0  # of the definitions this page keeps (MAX_LISTING_BYTES counts them)
+    kept_bytes: int = field(default=0, compare=False)  # of the definitions kept (MAX_LISTING_BYTES)
     past_total: list[str] = field(default_factory=list)  # names left out past MAX_LISTING_BYTES
 
 

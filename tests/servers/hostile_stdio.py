@@ -21,7 +21,8 @@ Tools (all answer on ``tools/call``):
 
 ``--tools N`` lists N more tools (``extra_0`` ...) in one ``tools/list`` answer.
 ``--wordy N``: N more tools (``wordy_0`` ...) whose descriptions are ``--description-kb`` KB
-each (48 by default), listed ``--page-size`` tools a page (100 by default) after the others.
+each (48 by default), listed ``--page-size`` tools a page (100 by default) after the others;
+with ``--wordy-after-touch`` only once ``touch`` was first called (they appear as a change).
 ``--sloppy`` lists, besides, definitions as published servers get them wrong (:data:`SLOPPY`):
 two whose schema lacks ``"type"`` or is missing (repairable, and they answer calls like ``echo``)
 and three no client can use. ``--tools-not-a-list`` answers ``tools/list`` with ``{"tools": "none"}``.
@@ -189,10 +190,13 @@ def main() -> None:
     parser.add_argument("--wordy", type=int, default=0)
     parser.add_argument("--description-kb", type=int, default=48)
     parser.add_argument("--page-size", type=int, default=100)
+    parser.add_argument("--wordy-after-touch", action="store_true")
     options = parser.parse_args()
     tools = TOOLS + [tool(f"extra_{i}") for i in range(options.tools)] + (SLOPPY if options.sloppy else [])
     wordy = (SENTENCE * (options.description_kb * 1024 // len(SENTENCE) + 1))[: options.description_kb * 1024]
-    tools += [{**tool(f"wordy_{i}"), "description": wordy} for i in range(options.wordy)]
+    wordy_tools = [{**tool(f"wordy_{i}"), "description": wordy} for i in range(options.wordy)]
+    if not options.wordy_after_touch:
+        tools += wordy_tools
     page_size = options.page_size if options.wordy else len(tools) or 1
     pending: dict[str, object] = {}  # our question's id -> the call waiting for its answer
     for raw in sys.stdin.buffer:
@@ -236,6 +240,8 @@ def main() -> None:
             answer(message_id, page)
         elif method == "tools/call":
             params = message.get("params") or {}
+            if params.get("name") == "touch" and wordy_tools and wordy_tools[0] not in tools:
+                tools += wordy_tools
             call(message_id, params.get("name", ""), params.get("arguments") or {}, pending)
         elif method == "ping":
             answer(message_id, {})
