@@ -403,13 +403,15 @@ class ServerConnection:
         notes = [protocol.listing_note(client), protocol.tools_over_limit(tools)]
         return " ".join(note for note in notes if note)
 
-    def _identity(self, seen: list[pinning.Seen], client: Client) -> tuple[object, ...]:
+    def _identity(
+        self, tools: list[types.Tool], seen: list[pinning.Seen], client: Client
+    ) -> tuple[object, ...]:
         """What a listing is, as far as a relist must tell: its tools' names and digests, its notes
         (a held tool's size is in them) and what its pins are checked under."""
         config = self.config
         return (
             tuple((item.name, item.digest) for item in seen),
-            protocol.listing_note(client),
+            self._notes(tools, client),
             (config.pin_tools, config.accept_new_tools),
         )
 
@@ -456,7 +458,7 @@ class ServerConnection:
         """
         discovered = self._discover(tools, client)
         seen = self._seen(tools) if seen is None else seen
-        identity = self._identity(seen, client)
+        identity = self._identity(tools, seen, client)
         if self._pins is None or self.config.owner_id is not None:  # (a person's own: theirs to trust)
             self._listed = identity
             return [
@@ -790,7 +792,7 @@ class ServerConnection:
             listed = await self._list_within_timeout(client, fresh=True)
             forced, self._review_wanted = self._review_wanted, False
             seen = self._seen(listed)
-            if forced or self._identity(seen, client) != self._listed:
+            if forced or self._identity(listed, seen, client) != self._listed:
                 self._set_tools(await self._reviewed(listed, client, seen))
             self.tool_list.error = ""
         except MCPError as exc:
