@@ -11,19 +11,22 @@ includes the kernel's work for the pages it touches, which a busy machine moves.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 from typing import Any
 
 import pytest
+from django.db import connection
 from django.db.models import Max
 
 from mcpclient import runtime
 from mcpclient.core import pinning
-from mcpclient.core.state import Status
+from mcpclient.core.state import DiscoveredTool, ServerSnapshot, Status
 from mcpclient.engine import listing
 from mcpclient.engine.hub import Hub
 from mcpclient.models import McpServer, McpTool, ToolPin
 from mcpclient.runtime.pins import DatabasePins
+from mcpclient.runtime.sync import STORE_BATCH, persist_snapshot
 from tests.support.hubs import make_config
 from tests.support.processes import PYTHON, ROOT, TEST_COMMANDS
 
@@ -145,6 +148,7 @@ async def test_a_relist_of_unchanged_definitions_reviews_writes_and_indexes_noth
             connection = hub.connection("bad")
             assert connection is not None and connection.status is Status.READY
             stored = await ToolPin.objects.aaggregate(last=Max("listed_at"))
+            saved = (await McpServer.objects.aget(name="bad")).updated_at
             before = (len(snapshots), hub.generation, len(reviews))
 
             listings = connection.tool_list.listings
@@ -155,6 +159,7 @@ async def test_a_relist_of_unchanged_definitions_reviews_writes_and_indexes_noth
             await hub.drain_listeners()
             assert (len(snapshots), hub.generation, len(reviews)) == before
             assert await ToolPin.objects.aaggregate(last=Max("listed_at")) == stored
+            assert (await McpServer.objects.aget(name="bad")).updated_at == saved  # not written
             # What was stored of a held tool: its name and why, not its definition.
             row = await McpTool.objects.aget(server__name="bad", name="wordy_0")
             assert row.rejected and row.reject_reason == f"held: {HELD}" and row.description == ""
@@ -166,3 +171,43 @@ async def test_a_relist_of_unchanged_definitions_reviews_writes_and_indexes_noth
     finally:
         await hub.stop()
         await hub.drain_listeners()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_listing_is_stored_in_short_transactions(monkeypatch: pytest.MonkeyPatch) -> None:
+    """SQLite has one writer: a turn's write waits for the transaction in progress, so the tools of
+    a listing are written a batch per transaction, never all of them in one."""
+    server = McpServer.objects.create(name="many", transport="stdio")
+    tools = tuple(
+        DiscoveredTool(name=f"t{i}", description="d", input_schema={"type": "object"}, annotations=None)
+        for i in range(1000)
+    )
+    snapshot = dataclasses.replace(
+        ServerSnapshot.disabled("many"), status=Status.READY, tools=tools, connected_at=None
+    )
+    statements: list[int] = [0]  # writes of tool rows in the transaction in progress, per transaction
+    commit = connection.commit
+
+    def counted_commit() -> None:
+        statements.append(0)
+        commit()
+
+    def count(execute: Any, sql: str, params: Any, many: bool, context: Any) -> Any:
+        if sql.startswith(("INSERT", "UPDATE", "DELETE")) and "mcpclient_mcptool" in sql:
+            statements[-1] += 1
+        return execute(sql, params, many, context)
+
+    monkeypatch.setattr(connection, "commit", counted_commit)
+    with connection.execute_wrapper(count):
+        persist_snapshot(snapshot)
+    assert McpTool.objects.filter(server=server).count() == 1000
+    assert max(statements) == 1 and sum(statements) == 1000 // STORE_BATCH, statements
+
+    # Changed and removed: each batch its own transaction again.
+    fewer = tuple(dataclasses.replace(tool, description="changed") for tool in tools[:500])
+    statements[:] = [0]
+    with connection.execute_wrapper(count):
+        persist_snapshot(dataclasses.replace(snapshot, tools=fewer))
+    assert McpTool.objects.filter(server=server, description="changed").count() == 500
+    assert McpTool.objects.filter(server=server).count() == 500
+    assert max(statements) <= 1, statements
