@@ -162,11 +162,13 @@ async def main(opts: argparse.Namespace) -> None:
 
     from boocode.chat import llm as llm_client
     from mcpclient import runtime
+    from mcpclient.engine.hub import Hub
 
     await database_sync_to_async(call_command)("migrate", verbosity=0)
     await database_sync_to_async(call_command)("mcp_sync", verbosity=0)
     user = await database_sync_to_async(get_user_model().objects.create)(username="bob")
     hub = await runtime.ensure_hub()
+    assert isinstance(hub, Hub)  # (in this process: BOOCODE_HUB=inprocess)
     connection = hub.connection("bad")
     assert connection is not None, [s.last_error for s in hub.snapshots()]
     rss, _ = memory()
