@@ -5,7 +5,7 @@ are 48 KB each, over several pages, under a hub in this process. Each held tool 
 the reason; what the hub digests, keeps and stores is counted (bytes, rows, reviews, index
 builds), never timed. (The loop's longest stretch of work and another person's turns while such a
 server lists are measured by ``bench/definition_flood.py``: the loop thread's CPU time in one go
-includes the kernel's work for the pages it touches, which a busy machine moves.)
+includes the interpreter's full garbage collections, which the whole process's objects decide.)
 """
 
 from __future__ import annotations
