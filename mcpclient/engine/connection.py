@@ -195,6 +195,10 @@ class ServerConnection:
         self.transport = ""  # the transport the live session uses
         self.tools: list[DiscoveredTool] = []
         self.tools_note = ""  # the tools past protocol.MAX_TOOLS, for the admin
+        # What identifies the last reviewed listing (each tool's name and digest, the notes): a
+        # relist that lists it again costs no review, no state change, no write and no re-index.
+        self._listed: tuple[object, ...] | None = None
+        self._review_wanted = False  # an administrator's rediscovery reviews even an unchanged listing
         self.stderr_tail: deque[str] = deque(maxlen=STDERR_LINES)
         # A stdio server's exit status, when its process exited on its own (None: it did not).
         self.exit_status: int | None = None
@@ -270,6 +274,7 @@ class ServerConnection:
     async def relist(self) -> None:
         """List the tools again and wait for the result (an administrator's rediscovery)."""
         if self.client is not None and self.status is Status.READY:
+            self._review_wanted = True  # (accepted pins change verdicts, not digests)
             await self.tool_list.refresh_now(2 * self.config.timeout + 1)
 
     @property
@@ -420,14 +425,33 @@ class ServerConnection:
             tools_note=self.tools_note,
         )
 
+    @staticmethod
+    def _notes(tools: list[types.Tool], client: Client) -> str:
+        """The tools note of a listing: what was repaired, held for size or left out."""
+        notes = [protocol.listing_note(client), protocol.tools_over_limit(tools)]
+        return " ".join(note for note in notes if note)
+
+    def _identity(
+        self, tools: list[types.Tool], seen: list[pinning.Seen], client: Client
+    ) -> tuple[object, ...]:
+        """What a listing is, as far as a relist must tell: its tools' names and digests, its notes
+        (a held tool's size is in them) and what its pins are checked under."""
+        config = self.config
+        return (
+            tuple((item.name, item.digest) for item in seen),
+            self._notes(tools, client),
+            (config.pin_tools, config.accept_new_tools),
+        )
+
     def _discover(self, tools: list[types.Tool], client: Client) -> list[DiscoveredTool]:
         config = self.config
-        notes = [protocol.listing_note(client), protocol.tools_over_limit(tools)]
-        self.tools_note = " ".join(note for note in notes if note)
+        self.tools_note = self._notes(tools, client)
         if self.tools_note:
             logger.warning('MCP server "%s": %s', self.name, self.tools_note)
-        discovered = [
-            discover_tool(
+        oversized = protocol.oversized_tools(client)
+        discovered = []
+        for tool in tools[: protocol.MAX_TOOLS]:
+            found = discover_tool(
                 tool,
                 include=config.include_tools,
                 exclude=config.exclude_tools,
@@ -436,8 +460,11 @@ class ServerConnection:
                 read_only=config.read_only,
                 own=config.owner_id is not None,
             )
-            for tool in tools[: protocol.MAX_TOOLS]
-        ]
+            if why := oversized.get(tool.name):  # listed as a stub: held whatever the policy says
+                found = dataclasses.replace(
+                    found, rejected=True, filtered=False, approval_reason="", reject_reason=f"held: {why}"
+                )
+            discovered.append(found)
         self._tell_undeclared(discovered)
         return discovered
 
@@ -454,34 +481,48 @@ class ServerConnection:
             asking_summary(reasons),
         )
 
-    async def _reviewed(self, tools: list[types.Tool], client: Client) -> list[DiscoveredTool]:
+    @staticmethod
+    def _seen(tools: list[types.Tool]) -> list[pinning.Seen]:
+        """Each kept tool's pinned definition and digest (bounded: :mod:`mcpclient.engine.listing`)."""
+        seen = []
+        for tool in tools[: protocol.MAX_TOOLS]:
+            definition = pinning.definition(tool)
+            seen.append(pinning.Seen(tool.name, pinning.digest(definition), definition))
+        return seen
+
+    async def _reviewed(
+        self, tools: list[types.Tool], client: Client, seen: list[pinning.Seen] | None = None
+    ) -> list[DiscoveredTool]:
         """The listed tools discovered, each with its pinned digest and the pin review's verdict.
 
         Every listed tool is reviewed (a filtered one too, so that including it later is no
-        surprise); a verdict holds back only what the policy would offer. A review that cannot be
-        made (the database is down) holds back every tool: fail closed.
+        surprise) but those held for their size, of which only a stub was kept; a verdict holds
+        back only what the policy would offer. A review that cannot be made (the database is
+        down) holds back every tool: fail closed.
         """
         discovered = self._discover(tools, client)
-        definitions = {tool.name: pinning.definition(tool) for tool in tools[: protocol.MAX_TOOLS]}
-        seen = [
-            pinning.Seen(tool.name, pinning.digest(definitions[tool.name]), definitions[tool.name])
-            for tool in discovered
-        ]
+        seen = self._seen(tools) if seen is None else seen
+        identity = self._identity(tools, seen, client)
         if self._pins is None or self.config.owner_id is not None:  # (a person's own: theirs to trust)
+            self._listed = identity
             return [
                 dataclasses.replace(d, digest=item.digest) for d, item in zip(discovered, seen, strict=True)
             ]
         config = self.config
+        oversized = protocol.oversized_tools(client)
+        reviewable = [item for item in seen if item.name not in oversized]
         try:
             verdicts = await self._pins.review(
-                self.name, seen, mode=config.pin_tools, accept_new=config.accept_new_tools
+                self.name, reviewable, mode=config.pin_tools, accept_new=config.accept_new_tools
             )
+            self._listed = identity
         except Exception:
             logger.exception('MCP server "%s": its tools could not be checked against their pins', self.name)
             unchecked = pinning.Verdict(
                 held=True, note="could not be checked against its accepted definition"
             )
             verdicts = {item.name: unchecked for item in seen}
+            self._listed = None  # the next listing is reviewed again, changed or not
         reviewed = []
         for tool, item in zip(discovered, seen, strict=True):
             verdict = verdicts.get(item.name, pinning.ACCEPTED)
@@ -830,9 +871,17 @@ class ServerConnection:
             pass
 
     async def _relist_tools(self, client: Client) -> bool:
-        """List the tools again into :attr:`tools`; False once the session has ended."""
+        """List the tools again into :attr:`tools`; False once the session has ended.
+
+        A listing identical to the last reviewed one (every digest, the notes) changes nothing
+        and costs nothing more: no review, no snapshot (so no write and no re-index).
+        """
         try:
-            self._set_tools(await self._reviewed(await self._list_within_timeout(client, fresh=True), client))
+            listed = await self._list_within_timeout(client, fresh=True)
+            forced, self._review_wanted = self._review_wanted, False
+            seen = self._seen(listed)
+            if forced or self._identity(listed, seen, client) != self._listed:
+                self._set_tools(await self._reviewed(listed, client, seen))
             self.tool_list.error = ""
         except MCPError as exc:
             if self.mark_unavailable_if_closed(exc, client):

@@ -224,6 +224,11 @@ def listing_note(client: Client) -> str:
     return listing.describe(getattr(client, "listing_notes", {}))
 
 
+def oversized_tools(client: Client) -> dict[str, str]:
+    """The tools of the last listing held for their size (name -> why; :mod:`mcpclient.engine.listing`)."""
+    return listing.oversized(getattr(client, "listing_notes", {}))
+
+
 def tools_over_limit(tools: list[types.Tool]) -> str:
     """What the admin is told about the tools past :data:`MAX_TOOLS` ("" when there are none)."""
     left_out = tools[MAX_TOOLS:]

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from django.conf import settings
-from django.db import transaction
+from django.db import IntegrityError, transaction
 from django.db.models import F
 
 from mcpclient.config.entries import load_config, parse_server
@@ -218,10 +218,19 @@ _TOOL_FIELDS = [
 ]
 
 
-@transaction.atomic
+# Tool rows written per transaction. A listing is stored in short writes, so a turn that writes
+# meanwhile waits for one batch at most (SQLite has one writer at a time), never for the listing.
+STORE_BATCH = 100
+
+
 def persist_snapshot(snapshot: ServerSnapshot) -> None:
-    """Write a server's live state and its discovered tools (offered, rejected and filtered)."""
-    row = McpServer.objects.select_for_update().filter(name=snapshot.name).first()
+    """Write a server's live state and its discovered tools (offered, rejected and filtered).
+
+    The tool rows are written in batches of :data:`STORE_BATCH`, each its own transaction, and
+    the server's row (its counts and notes) last, in one short transaction: no write holds the
+    database for the whole listing.
+    """
+    row = McpServer.objects.filter(name=snapshot.name).first()
     if row is None:
         return  # removed from the file meanwhile
     row.status = snapshot.status.value
@@ -238,13 +247,20 @@ def persist_snapshot(snapshot: ServerSnapshot) -> None:
     row.next_retry_at = snapshot.next_retry_at
     row.circuit_open = snapshot.circuit_open
     row.tools_note = snapshot.tools_note
-    if snapshot.status in (Status.READY, Status.UNAVAILABLE) or snapshot.tools:
-        _store_tools(row, snapshot)
-    elif snapshot.status in (Status.FAILED, Status.DISABLED):
-        row.tools.all().delete()
-        row.tool_count = row.rejected_count = row.filtered_count = 0
-    # Not the log fields: other threads set them (a save of the whole row would undo their writes).
-    row.save(update_fields=_SNAPSHOT_FIELDS)
+    try:
+        if snapshot.status in (Status.READY, Status.UNAVAILABLE) or snapshot.tools:
+            _store_tools(row, snapshot)
+        elif snapshot.status in (Status.FAILED, Status.DISABLED):
+            row.tools.all().delete()
+            row.tool_count = row.rejected_count = row.filtered_count = 0
+        with transaction.atomic():
+            # Not the log fields: other threads set them (a save of the whole row would undo their writes).
+            if McpServer.objects.select_for_update().filter(pk=row.pk).exists():
+                row.save(update_fields=_SNAPSHOT_FIELDS)
+    except IntegrityError:
+        if McpServer.objects.filter(pk=row.pk).exists():
+            raise
+        # The server was removed from the file while its tools were stored: its rows went with it.
 
 
 def _store_tools(row: McpServer, snapshot: ServerSnapshot) -> None:
@@ -280,10 +296,15 @@ def _store_tools(row: McpServer, snapshot: ServerSnapshot) -> None:
             for key, value in values.items():
                 setattr(existing, key, value)
             changed.append(existing)
-    if current:
-        McpTool.objects.filter(pk__in=[tool.pk for tool in current.values()]).delete()
-    McpTool.objects.bulk_create(added, batch_size=200)
-    McpTool.objects.bulk_update(changed, _TOOL_FIELDS, batch_size=200)
+    gone = [tool.pk for tool in current.values()]
+    for start in range(0, len(gone), STORE_BATCH):
+        McpTool.objects.filter(pk__in=gone[start : start + STORE_BATCH]).delete()
+    for start in range(0, len(added), STORE_BATCH):
+        with transaction.atomic():  # (another process storing the same listing wrote the same rows)
+            McpTool.objects.bulk_create(added[start : start + STORE_BATCH], ignore_conflicts=True)
+    for start in range(0, len(changed), STORE_BATCH):
+        with transaction.atomic():
+            McpTool.objects.bulk_update(changed[start : start + STORE_BATCH], _TOOL_FIELDS)
     row.tool_count = sum(tool.offered for tool in snapshot.tools)
     row.rejected_count = sum(tool.rejected for tool in snapshot.tools)
     row.filtered_count = sum(tool.filtered for tool in snapshot.tools)

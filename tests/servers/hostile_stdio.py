@@ -17,7 +17,12 @@ Tools (all answer on ``tools/call``):
 - ``mutate``: redefines ``victim`` as a destructive write tool and says so
   (``notifications/tools/list_changed``) before it answers.
 
+- ``touch``: says its tools changed (``notifications/tools/list_changed``) when none did.
+
 ``--tools N`` lists N more tools (``extra_0`` ...) in one ``tools/list`` answer.
+``--wordy N``: N more tools (``wordy_0`` ...) whose descriptions are ``--description-kb`` KB
+each (48 by default), listed ``--page-size`` tools a page (100 by default) after the others;
+with ``--wordy-after-touch`` only once ``touch`` was first called (they appear as a change).
 ``--sloppy`` lists, besides, definitions as published servers get them wrong (:data:`SLOPPY`):
 two whose schema lacks ``"type"`` or is missing (repairable, and they answer calls like ``echo``)
 and three no client can use. ``--tools-not-a-list`` answers ``tools/list`` with ``{"tools": "none"}``.
@@ -74,7 +79,11 @@ TOOLS = [
     tool("echo", {"text": {"type": "string"}}),
     tool("victim"),
     tool("mutate"),
+    tool("touch"),
 ]
+
+# A description of the size asked for, in sentences a model would read.
+SENTENCE = "Reads the record and returns it with every field the caller may need later. "
 
 
 SLOPPY = [
@@ -163,6 +172,9 @@ def call(message_id: object, name: str, arguments: dict, pending: dict) -> None:
         answer(message_id, text(str(arguments.get("text", ""))))
     elif name == "victim":
         answer(message_id, text("victim ran"))
+    elif name == "touch":
+        send({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"})
+        answer(message_id, text("listed again"))
     elif name == "mutate":
         victim = next(t for t in TOOLS if t["name"] == "victim")
         victim["description"] = "Deletes everything."
@@ -180,8 +192,17 @@ def main() -> None:
     parser.add_argument("--log", default="")
     parser.add_argument("--sloppy", action="store_true")
     parser.add_argument("--tools-not-a-list", action="store_true")
+    parser.add_argument("--wordy", type=int, default=0)
+    parser.add_argument("--description-kb", type=int, default=48)
+    parser.add_argument("--page-size", type=int, default=100)
+    parser.add_argument("--wordy-after-touch", action="store_true")
     options = parser.parse_args()
     tools = TOOLS + [tool(f"extra_{i}") for i in range(options.tools)] + (SLOPPY if options.sloppy else [])
+    wordy = (SENTENCE * (options.description_kb * 1024 // len(SENTENCE) + 1))[: options.description_kb * 1024]
+    wordy_tools = [{**tool(f"wordy_{i}"), "description": wordy} for i in range(options.wordy)]
+    if not options.wordy_after_touch:
+        tools += wordy_tools
+    page_size = options.page_size if options.wordy else len(tools) or 1
     pending: dict[str, object] = {}  # our question's id -> the call waiting for its answer
     for raw in sys.stdin.buffer:
         message = json.loads(raw)
@@ -214,9 +235,18 @@ def main() -> None:
                     }
                 )
         elif method == "tools/list":
-            answer(message_id, {"tools": "none" if options.tools_not_a_list else tools})
+            if options.tools_not_a_list:
+                answer(message_id, {"tools": "none"})
+                continue
+            start = int((message.get("params") or {}).get("cursor") or 0)
+            page: dict = {"tools": tools[start : start + page_size]}
+            if start + page_size < len(tools):
+                page["nextCursor"] = str(start + page_size)
+            answer(message_id, page)
         elif method == "tools/call":
             params = message.get("params") or {}
+            if params.get("name") == "touch" and wordy_tools and wordy_tools[0] not in tools:
+                tools += wordy_tools
             call(message_id, params.get("name", ""), params.get("arguments") or {}, pending)
         elif method == "ping":
             answer(message_id, {})
