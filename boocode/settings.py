@@ -506,6 +506,17 @@ if 0 < LLM_CHECK_INTERVAL < 5:
     raise ImproperlyConfigured(
         f"BOOCODE_LLM_CHECK_INTERVAL={LLM_CHECK_INTERVAL:g}: must be 0 (off) or at least 5"
     )
+# The model's context window in tokens when its server does not say (docs/models.md): an agent's
+# ``context:`` comes first, then this, then DEFAULT_CONTEXT_TOKENS (boocode.chat.windows). 0: unset.
+LLM_CONTEXT_TOKENS = env_int("BOOCODE_LLM_CONTEXT_TOKENS", 0, minimum=0, maximum=100_000_000)
+if 0 < LLM_CONTEXT_TOKENS < 1024:
+    raise ImproperlyConfigured(
+        f"BOOCODE_LLM_CONTEXT_TOKENS={LLM_CONTEXT_TOKENS}: must be 0 (unset) or at least 1024 tokens"
+    )
+# Tokens of the window kept free for the answer (at most a quarter of the window is kept).
+LLM_ANSWER_TOKENS = env_int("BOOCODE_LLM_ANSWER_TOKENS", 4096, minimum=256, maximum=1_000_000)
+# Percent of the window past which the earlier turns are summarised (compaction, docs/models.md).
+LLM_COMPACT_PERCENT = env_int("BOOCODE_LLM_COMPACT_PERCENT", 80, minimum=10, maximum=95)
 # After a conversation's first answer, ask the model for its title (else: the first message's words).
 TITLE_FROM_MODEL = env_bool("BOOCODE_TITLE_FROM_MODEL", False)
 

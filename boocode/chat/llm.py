@@ -79,7 +79,8 @@ class LLMError(Exception):
     """A failure talking to the model; ``str()`` is a message fit to show the user.
 
     ``kind`` is one of: not_configured, connect, timeout, auth, model, rate_limit, server,
-    request, malformed, disconnected.
+    request, malformed, disconnected, too_large (the request would not fit the model's window:
+    nothing was sent).
     """
 
     def __init__(self, message: str, *, kind: str, status: int | None = None) -> None:
@@ -179,7 +180,7 @@ class Completion:
 def note_error(exc: LLMError) -> None:
     """Remember a failure to reach the model for the status line (not "not configured")."""
     global last_error, last_error_kind
-    if exc.kind != "not_configured":
+    if exc.kind not in ("not_configured", "too_large"):
         last_error, last_error_kind = str(exc), exc.kind
 
 

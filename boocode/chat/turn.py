@@ -58,7 +58,7 @@ from django.db import DatabaseError
 
 from agents.models import Agent
 from agents.roster import refresh_agents_if_changed
-from boocode.chat import agent_choice, budgets, conversations, model_history, payloads, titles
+from boocode.chat import agent_choice, budgets, conversations, model_history, payloads, titles, windows
 from boocode.chat import llm as llm_client
 from boocode.chat import metrics as chat_metrics
 from boocode.chat.agent_skills import start_with_skills
@@ -72,9 +72,11 @@ from boocode.chat.llm import Completion, LLMError, LLMSettings, TextDelta, ToolC
 from boocode.chat.models import Message, ToolCall
 from boocode.chat.prompt_insertion import PromptRequest, insert_prompt
 from boocode.chat.questions import forms
+from boocode.chat.request_budget import READ_RESULT, Counter, Fitted, TooLarge, calibration, fit, tools_limit
+from boocode.chat.result_pages import read_result_tool
 from boocode.chat.sizes import delta_pieces, utf16_length
 from boocode.chat.status import status_payload
-from boocode.tools.deferred import DeferredTools, search_on
+from boocode.tools.deferred import DeferredTools, estimated_tokens, search_on
 from boocode.tools.registry import (
     MAX_MODEL_TOOL_BYTES,
     MAX_MODEL_TOOLS,
@@ -82,6 +84,7 @@ from boocode.tools.registry import (
     agent_tools,
     within_model_bounds,
 )
+from boocode.tools.token_estimate import estimate_json
 from mcpclient.core.results import ToolResult
 from mcpclient.runtime import WorkerUnavailable
 from mcpclient.telemetry import tracing
@@ -163,6 +166,10 @@ class TurnContext:
     tools_left_out: int = 0  # the agent's tools past what one model request may carry
     # Deferred tools (toolSearch, docs/tools.md): what each request offers, loaded by searches.
     deferred: DeferredTools | None = None
+    # The model's window and the estimates of the turn's messages (boocode.chat.request_budget).
+    window: windows.Window = field(default_factory=lambda: windows.configured_window(None, ""))
+    counter: Counter = field(default_factory=Counter)
+    keep: int = 0  # messages after the system prompt always sent (the agent's skills)
 
     def offered(self) -> list[dict[str, Any]]:
         """The tool definitions of the next model request."""
@@ -215,15 +222,26 @@ def _tools_left_out_notice(context: TurnContext) -> str:
 
 
 def _context(
-    agent: Agent, history: list[dict[str, Any]], user_id: int | None = None, model: str = ""
+    agent: Agent,
+    history: list[dict[str, Any]],
+    user_id: int | None = None,
+    model: str = "",
+    window: windows.Window | None = None,
+    conversation_id: int | None = None,
 ) -> TurnContext:
     """The turn's context; the tools are the registry's current ones (in memory, no query).
 
     ``model`` is the conversation's choice; empty means the agent's ``model:`` (or the default).
+    An agent with ``toolSearch: auto`` defers its tools when their definitions pass their share
+    of ``window`` too (:func:`boocode.chat.request_budget.tools_limit`). With ``conversation_id``
+    the model may call ``read_result`` (:mod:`boocode.chat.result_pages`); it is offered when a
+    request carries a cut result.
     """
+    window = window or windows.configured_window(agent, model)
     allowed = agent_tools(agent, user_id=user_id)
     deferred = None
-    if search_on(agent.tool_search, allowed):
+    over_share = agent.tool_search == "auto" and estimated_tokens(allowed) > tools_limit(window)
+    if over_share or search_on(agent.tool_search, allowed):
         deferred = DeferredTools(
             allowed,
             pinned=agent.pinned or (),
@@ -233,18 +251,44 @@ def _context(
         tools, definitions = [*deferred.tools, deferred.tool], []  # any of them may be called by name
     else:
         tools, definitions = within_model_bounds(allowed)
+    left_out = 0 if deferred is not None else len(allowed) - len(tools)
+    if conversation_id is not None:
+        tools = [*tools, read_result_tool(conversation_id)]
     return TurnContext(
         agent_name=agent.name,
         llm=LLMSettings.from_settings(model or agent.model),
         tools=tools,
         openai_tools=definitions,
         deferred=deferred,
-        tools_left_out=0 if deferred is not None else len(allowed) - len(tools),
+        tools_left_out=left_out,
         messages=history,
         temperature=agent.temperature,
         top_p=agent.top_p,
         max_tool_calls=agent.max_tool_calls,
+        window=window,
     )
+
+
+def _fit(context: TurnContext, tools: list[dict[str, Any]] | None) -> Fitted:
+    """The request of the next step within the model's window (``read_result`` offered when a
+    result in it is cut); raises :class:`LLMError` (``too_large``) when it cannot fit."""
+    calibrated = calibration(context.llm.base_url, context.llm.model)
+    try:
+        fitted = fit(context.messages, tools, context.window, calibrated, context.counter, keep=context.keep)
+        reader = next((tool for tool in context.tools if tool.name == READ_RESULT), None)
+        if (
+            fitted.cut
+            and tools is not None
+            and reader is not None
+            and all(definition["function"]["name"] != READ_RESULT for definition in tools)
+        ):
+            with_reader = [*tools, reader.openai()]
+            fitted = fit(
+                context.messages, with_reader, context.window, calibrated, context.counter, keep=context.keep
+            )
+    except TooLarge as exc:
+        raise LLMError(str(exc), kind="too_large") from None
+    return fitted
 
 
 def _eager[T](coroutine: Coroutine[Any, Any, T]) -> asyncio.Task[T]:
@@ -544,10 +588,22 @@ class Turn:
         for refused in await prepare_hub(self.request.user_id):
             await self._notice(refused)
         # AGENTS.md skills: (boocode.chat.agent_skills) go after the system prompt, read each turn.
+        before = len(history)
         skills_notice = await start_with_skills(agent, history, self.request.user_id)
-        context = _context(agent, history, self.request.user_id, model)
+        window = await windows.window_for(agent, llm.model)
+        context = _context(agent, history, self.request.user_id, model, window, self.conversation_id)
+        context.keep = len(history) - before
         if not context.llm.configured:
             raise LLMError(NOT_CONFIGURED, kind="not_configured")
+        problem = windows.window_problem(
+            llm.model,
+            window,
+            context.counter.of(history[0]) if agent.prompt.strip() else 0,
+            estimate_json(context.offered()),
+            agent.name,
+        )
+        if problem:
+            await self._notice(problem)
         if context.tools_left_out:
             await self._notice(_tools_left_out_notice(context))
         if skills_notice:
@@ -588,10 +644,11 @@ class Turn:
     ) -> tuple[Completion, ToolCalls | None]:
         """One model call, streamed into a new assistant message; returns it and the tool calls it
         asked for (None: none), whose rows are being written (:meth:`_announce`)."""
+        fitted = _fit(context, tools)
         stream = stream_chat(
-            context.messages,
+            fitted.messages,
             llm=context.llm,
-            tools=tools,
+            tools=fitted.tools,
             temperature=context.temperature,
             top_p=context.top_p,
         )
@@ -650,6 +707,10 @@ class Turn:
             await self._flush()
         self._end_live_html()
         assert completion is not None  # stream_chat always ends with a Completion or raises
+        if completion.usage is not None:  # what the server counts for what was estimated
+            calibration(context.llm.base_url, context.llm.model).observe(
+                fitted.estimated, completion.usage[0]
+            )
         requested = completion.tool_calls if tools else []
         identities = {
             call.name: conversations.tool_identity(call.name, self.request.user_id) for call in requested

@@ -17,6 +17,12 @@ completion)`` to end the stream with a usage chunk (``choices: []``), as OpenAI 
 request asks with ``stream_options.include_usage``. ``GET /v1/models`` lists ``models`` (answered
 with ``models_status`` instead when a test sets it; ``model_list_requests`` counts them). Run
 ``python tests/support/llm.py --port N`` to serve a fixed echo script by hand.
+
+A context window: with ``window`` set, each chat request's prompt is counted by
+:func:`prompt_tokens` (a tokenizer of its own, not BooCode's estimate) and ``prompt_counts``
+keeps the figures; a request over the window is refused with the ``refusal`` wording of
+:data:`REFUSALS` (OpenAI, vLLM, llama.cpp, Anthropic) and replies that report no usage are given
+the counted figure, as a server that counts does.
 """
 
 from __future__ import annotations
@@ -25,6 +31,7 @@ import argparse
 import asyncio
 import itertools
 import json
+import re
 import threading
 import time
 from collections import deque
@@ -35,6 +42,7 @@ from typing import Any
 __all__ = [
     "MODEL",
     "MODELS",
+    "REFUSALS",
     "Bytes",
     "Call",
     "Drop",
@@ -44,6 +52,7 @@ __all__ = [
     "Stall",
     "Text",
     "ToolCalls",
+    "prompt_tokens",
 ]
 
 MODEL = "test-model"  # the model the chat tests' settings name and their scripted server offers
@@ -92,6 +101,81 @@ def _usage_chunk(model: str, usage: tuple[int, int] | None) -> list[bytes]:
             }
         )
     ]
+
+
+# A byte-pair tokenizer's shape: a word piece of up to 8 letters, up to 3 digits or one symbol,
+# each with the space before it; runs of other whitespace on their own.
+_TOKEN = re.compile(r" ?[A-Za-z]{1,8}| ?[0-9]{1,3}| ?[^\sA-Za-z0-9]|\s+")
+
+
+def _text_tokens(text: str) -> int:
+    return sum(1 for _ in _TOKEN.finditer(text))
+
+
+def prompt_tokens(body: dict[str, Any]) -> int:
+    """The prompt tokens of a chat request as the scripted server counts them: each message's
+    text, its tool calls and 4 tokens of template, and the tool definitions as JSON."""
+    total = 0
+    for message in body.get("messages") or ():
+        content = message.get("content")
+        if isinstance(content, list):
+            content = " ".join(str(part.get("text") or "") for part in content if isinstance(part, dict))
+        total += 4 + _text_tokens(str(content or ""))
+        for call in message.get("tool_calls") or ():
+            total += 8 + _text_tokens(json.dumps(call.get("function") or {}))
+    if body.get("tools"):
+        total += _text_tokens(json.dumps(body["tools"]))
+    return total
+
+
+# Each server's refusal of a prompt over the window: status and body (their documented shapes).
+REFUSALS: dict[str, Callable[[int, int], tuple[int, dict[str, Any]]]] = {
+    "openai": lambda window, count: (
+        400,
+        {
+            "error": {
+                "message": f"This model's maximum context length is {window} tokens. However, your "
+                f"messages resulted in {count} tokens. Please reduce the length of the messages.",
+                "type": "invalid_request_error",
+                "param": "messages",
+                "code": "context_length_exceeded",
+            }
+        },
+    ),
+    "vllm": lambda window, count: (
+        400,
+        {
+            "object": "error",
+            "message": f"This model's maximum context length is {window} tokens. However, you requested "
+            f"{count} tokens in the messages, Please reduce the length of the messages.",
+            "type": "BadRequestError",
+            "param": None,
+            "code": 400,
+        },
+    ),
+    "llamacpp": lambda window, count: (
+        400,
+        {
+            "error": {
+                "code": 400,
+                "message": "the request exceeds the available context size, try increasing it",
+                "type": "exceed_context_size_error",
+                "n_prompt_tokens": count,
+                "n_ctx": window,
+            }
+        },
+    ),
+    "anthropic": lambda window, count: (
+        400,
+        {
+            "type": "error",
+            "error": {
+                "type": "invalid_request_error",
+                "message": f"prompt is too long: {count} tokens > {window} maximum",
+            },
+        },
+    ),
+}
 
 
 def _pieces(text: str, size: int) -> list[str]:
@@ -291,6 +375,9 @@ class ScriptedLLM:
         self.models_status = 200  # what GET /v1/models answers (set 404, 500 ... to make it fail)
         self.model_list_headers: list[dict[str, str]] = []  # the headers of each GET /v1/models
         self.connections = 0  # TCP connections accepted (keep-alive reuse keeps this low)
+        self.window: int | None = None  # prompt tokens accepted (None: any prompt)
+        self.refusal = "openai"  # how a prompt over the window is refused (a key of REFUSALS)
+        self.prompt_counts: list[int] = []  # prompt_tokens() of each chat request, with a window
         self._queue: deque[Reply] = deque()
         self._lock = threading.Lock()
         self._changed = threading.Condition(self._lock)
@@ -476,7 +563,17 @@ class ScriptedLLM:
             await self._send(writer, 404, message.encode())
             return True
 
+        if self.window is not None:
+            count = prompt_tokens(body)
+            with self._changed:
+                self.prompt_counts.append(count)
+            if count > self.window:
+                status, refusal = REFUSALS[self.refusal](self.window, count)
+                await self._send(writer, status, json.dumps(refusal).encode())
+                return True
         reply = self._next_reply(body)
+        if self.window is not None and getattr(reply, "usage", False) is None:
+            reply.usage = (count, 1)  # type: ignore[attr-defined]
         error_body = reply.body()
         if error_body is not None:
             await self._send(writer, reply.status, error_body, reply.headers)
