@@ -152,7 +152,15 @@ class ToolCallAuditAdmin(admin.ModelAdmin):
     """The audit log of tool calls: append-only (no add, change or delete), filtered, exported."""
 
     list_display = (
-        "created_at", "name", "server", "origin", "outcome", "username", "agent", "approval", "duration_ms",
+        "created_at",
+        "name",
+        "server",
+        "origin",
+        "outcome",
+        "username",
+        "agent",
+        "approval",
+        "duration_ms",
         "result_bytes",
     )
     list_filter = ("origin", "outcome", "server", "approval", "agent", "created_at")
@@ -161,9 +169,24 @@ class ToolCallAuditAdmin(admin.ModelAdmin):
     list_select_related = ("decided_by",)
     actions = ["export_csv", "export_json"]
     fields = (
-        "created_at", "username", "user", "conversation_id", "agent", "origin", "server", "tool", "name",
-        "digest", "arguments", "argument_bytes", "result_bytes", "outcome", "error", "duration_ms",
-        "approval", "decided_by",
+        "created_at",
+        "username",
+        "user",
+        "conversation_id",
+        "agent",
+        "origin",
+        "server",
+        "tool",
+        "name",
+        "digest",
+        "arguments",
+        "argument_bytes",
+        "result_bytes",
+        "outcome",
+        "error",
+        "duration_ms",
+        "approval",
+        "decided_by",
     )
     readonly_fields = fields
 
@@ -263,7 +286,13 @@ class DailyUsageAdmin(admin.ModelAdmin):
     """Usage per person and day: read-only (it is what was spent), filtered, exported as CSV."""
 
     list_display = (
-        "day", "user", "prompt_tokens", "completion_tokens", "total", "answers", "answers_without_usage",
+        "day",
+        "user",
+        "prompt_tokens",
+        "completion_tokens",
+        "total",
+        "answers",
+        "answers_without_usage",
         "tool_calls",
     )
     list_filter = (("day", DayRangeFilter), ("user", admin.RelatedOnlyFieldListFilter))
@@ -272,7 +301,13 @@ class DailyUsageAdmin(admin.ModelAdmin):
     show_facets = admin.ShowFacets.NEVER
     actions = ["export_csv"]
     fields = (
-        "day", "user", "prompt_tokens", "completion_tokens", "total", "answers", "answers_without_usage",
+        "day",
+        "user",
+        "prompt_tokens",
+        "completion_tokens",
+        "total",
+        "answers",
+        "answers_without_usage",
         "tool_calls",
     )
     readonly_fields = fields
@@ -349,14 +384,37 @@ class AgentAdmin(admin.ModelAdmin):
     """View-only admin for agents, with the tools each one resolves to."""
 
     list_display = (
-        "name", "description", "model_display", "patterns", "tool_count", "groups_display", "unmatched",
+        "name",
+        "description",
+        "model_display",
+        "patterns",
+        "tool_count",
+        "groups_display",
+        "unmatched",
         "error",
     )
     search_fields = ("name", "description")
     fields = (
-        "name", "description", "who_can_pick", "patterns", "resolved_tools", "unmatched", "model_display",
-        "temperature", "top_p", "max_tool_calls", "tool_search", "pinned", "skills", "approve", "prompt",
-        "extra", "line", "is_builtin", "error", "updated_at",
+        "name",
+        "description",
+        "who_can_pick",
+        "patterns",
+        "resolved_tools",
+        "unmatched",
+        "model_display",
+        "temperature",
+        "top_p",
+        "max_tool_calls",
+        "tool_search",
+        "pinned",
+        "skills",
+        "approve",
+        "prompt",
+        "extra",
+        "line",
+        "is_builtin",
+        "error",
+        "updated_at",
     )
     readonly_fields = ("patterns", "resolved_tools", "unmatched", "model_display", "who_can_pick")
 

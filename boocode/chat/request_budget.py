@@ -31,6 +31,7 @@ from typing import Any
 from boocode.chat.windows import Window, answer_tokens
 from boocode.tools.token_estimate import (
     MESSAGE_OVERHEAD,
+    Excerpt,
     estimate,
     estimate_json,
     prefix_within,
@@ -161,15 +162,22 @@ def tools_limit(window: Window) -> int:
 
 def cut_result(call_id: str, output: str, tokens: int) -> str:
     """``output`` as its beginning and end within about ``tokens``, with a marker between them
-    saying how much was left out and how to read it (``read_result``)."""
+    saying how much was left out and how to read it (``read_result``).
+
+    An :class:`~boocode.tools.token_estimate.Excerpt` (a stored result read without its middle)
+    is cut from the parts that were read; the offsets are the whole result's.
+    """
     marker_room = 120
-    head = prefix_within(output, max(0, (tokens - marker_room) * 2 // 3))
-    tail = suffix_within(output[len(head) :], max(0, (tokens - marker_room) // 3))
-    left = len(output) - len(head) - len(tail)
+    total = output.total if isinstance(output, Excerpt) else len(output)
+    whole_head = output.head if isinstance(output, Excerpt) else output
+    head = prefix_within(whole_head, max(0, (tokens - marker_room) * 2 // 3))
+    rest = output.tail if isinstance(output, Excerpt) else output[len(head) :]
+    tail = suffix_within(rest, max(0, (tokens - marker_room) // 3))
+    left = total - len(head) - len(tail)
     if left <= 0:
-        return output
+        return str(output)
     marker = (
-        f"\n[... {left:,} of {len(output):,} characters left out here (characters {len(head):,} to "
+        f"\n[... {left:,} of {total:,} characters left out here (characters {len(head):,} to "
         f"{len(head) + left:,}). The result is stored whole: read on with {READ_RESULT} "
         f'{{"call_id": "{call_id}", "offset": {len(head)}, "length": 8000}}, or search it with '
         f'{READ_RESULT} {{"call_id": "{call_id}", "pattern": "..."}}.]\n'
@@ -201,6 +209,9 @@ def fit(
     ``keep``: the messages after the system prompt that are always sent (the agent's skills).
     ``summary`` (with ``summarised``, the number of conversation messages from the first it
     stands for) replaces those messages when the request does not fit with them.
+
+    The conversation is counted from its newest message back, a turn at a time, and no further
+    than the window reaches: what a turn costs grows with the window, not with the conversation.
     """
     room = window.tokens - answer_tokens(window)
     system = messages[0] if messages and messages[0].get("role") == "system" else None
@@ -217,36 +228,52 @@ def fit(
             "or use a model with a larger window."
         )
     limit = result_limit(window)
+    share = int(limit / calibrated.ratio / MARGIN)
     cut: list[str] = []
-    sizes: list[int] = []
-    for index, message in enumerate(body):
-        tokens = counter.of(message)
-        if message.get("role") == "tool" and calibrated.tokens(tokens) > limit:
+
+    def cost(index: int) -> int:
+        """The estimate of ``body[index]`` as sent (a result over its share is cut first)."""
+        message = body[index]
+        content = message.get("content")
+        if message.get("role") == "tool" and isinstance(content, str) and _over(content, share):
             call_id = str(message.get("tool_call_id") or "")
-            share = int(limit / calibrated.ratio / MARGIN)
-            shortened = {**message, "content": cut_result(call_id, str(message["content"]), share)}
-            body[index] = shortened
-            tokens = counter.of(shortened)
+            body[index] = message = {**message, "content": cut_result(call_id, content, share)}
             cut.append(call_id)
-        sizes.append(tokens)
+        return counter.of(message)
 
     newest = max((i for i, m in enumerate(body) if m.get("role") == "user"), default=0)
-    total = fixed + sum(sizes)
-    first = 0  # the first message of ``body`` sent
+    current = [cost(index) for index in range(newest, len(body))]
+    total = fixed + sum(current)
+    summary_tokens = estimate(summary) + MESSAGE_OVERHEAD if summary else 0
+    # Earlier turns, newest first, while they fit (with the note, or the summary, kept room for).
+    first = newest
+    reserve = NOTE_TOKENS + summary_tokens  # what goes in place of the turns left out
+    earlier = 0
+    index = newest - 1
+    while index >= 0:
+        begin = index
+        while begin > 0 and body[begin].get("role") != "user":
+            begin -= 1
+        turn = sum(cost(i) for i in range(begin, index + 1))
+        if begin == 0 and calibrated.tokens(total + earlier + turn) <= room:
+            first, earlier = 0, earlier + turn  # the whole conversation fits: no note
+            break
+        if calibrated.tokens(total + earlier + turn + reserve) > room:
+            break
+        first, earlier, index = begin, earlier + turn, begin - 1
+    total += earlier
     note = ""
-    if calibrated.tokens(total) > room and newest > 0:
-        # Earlier turns go, oldest first and a turn at a time; a summary stands for those it covers.
-        summary_tokens = estimate(summary) + MESSAGE_OVERHEAD if summary else 0
-        starts = [i for i, m in enumerate(body[: newest + 1]) if i and m.get("role") == "user"]
-        for first in starts:
-            extra = summary_tokens if summary and summarised >= first else 0
-            if calibrated.tokens(total - sum(sizes[:first]) + extra + NOTE_TOKENS) <= room:
-                break
+    uses_summary = False
+    if first > 0:
         uses_summary = bool(summary) and summarised >= first
-        total += (summary_tokens if uses_summary else 0) + NOTE_TOKENS - sum(sizes[:first])
         if uses_summary:
+            # The summary stands for everything before ``summarised``; what follows it is sent.
+            dropped_again = sum(counter.of(body[i]) for i in range(first, summarised))
+            total += summary_tokens + NOTE_TOKENS - dropped_again
+            first = summarised
             note = f"[Summary of the {first:,} earlier messages of this conversation, left out]\n{summary}"
         else:
+            total += NOTE_TOKENS
             note = (
                 f"[{first:,} earlier messages of this conversation are left out: they do not fit the "
                 f"model's context window of {window.tokens:,} tokens.]"
@@ -254,13 +281,13 @@ def fit(
     sent = body[first:]
     if calibrated.tokens(total) > room:
         # The current turn alone is too large: its results give way, oldest first.
-        for index, message in enumerate(sent):
-            if message.get("role") != "tool" or index + first <= newest:
+        for offset, message in enumerate(sent):
+            if message.get("role") != "tool" or offset + first <= newest:
                 continue
             call_id = str(message.get("tool_call_id") or "")
             stub = {**message, "content": _stub(call_id, str(message["content"]))}
-            total += counter.of(stub) - sizes[index + first]
-            sent[index] = stub
+            total += counter.of(stub) - counter.of(message)
+            sent[offset] = stub
             if call_id not in cut:
                 cut.append(call_id)
             if calibrated.tokens(total) <= room:
@@ -283,6 +310,16 @@ def fit(
         tokens=calibrated.tokens(total),
         window=window,
         cut=cut,
-        left_out=0 if (summary and summarised >= first) else first,
-        summarised=first if (summary and summarised >= first) else 0,
+        left_out=0 if uses_summary else first,
+        summarised=first if uses_summary else 0,
     )
+
+
+def _over(text: str, tokens: int) -> bool:
+    """Whether ``text`` is estimated at more than ``tokens``, estimating no more of it than needed."""
+    if isinstance(text, Excerpt):
+        return True  # read without its middle because it is long
+    if len(text) <= tokens:  # under one token a character unless non-ASCII: estimate it
+        return estimate(text) > tokens
+    piece = text[: tokens * 8]
+    return estimate(piece) > tokens or (len(piece) < len(text) and estimate(text) > tokens)

@@ -58,7 +58,16 @@ from django.db import DatabaseError
 
 from agents.models import Agent
 from agents.roster import refresh_agents_if_changed
-from boocode.chat import agent_choice, budgets, conversations, model_history, payloads, titles, windows
+from boocode.chat import (
+    agent_choice,
+    budgets,
+    compaction,
+    conversations,
+    model_history,
+    payloads,
+    titles,
+    windows,
+)
 from boocode.chat import llm as llm_client
 from boocode.chat import metrics as chat_metrics
 from boocode.chat.agent_skills import start_with_skills
@@ -72,7 +81,16 @@ from boocode.chat.llm import Completion, LLMError, LLMSettings, TextDelta, ToolC
 from boocode.chat.models import Message, ToolCall
 from boocode.chat.prompt_insertion import PromptRequest, insert_prompt
 from boocode.chat.questions import forms
-from boocode.chat.request_budget import READ_RESULT, Counter, Fitted, TooLarge, calibration, fit, tools_limit
+from boocode.chat.request_budget import (
+    READ_RESULT,
+    Counter,
+    Fitted,
+    TooLarge,
+    calibration,
+    fit,
+    result_limit,
+    tools_limit,
+)
 from boocode.chat.result_pages import read_result_tool
 from boocode.chat.sizes import delta_pieces, utf16_length
 from boocode.chat.status import status_payload
@@ -101,6 +119,12 @@ NOT_CONFIGURED = (
     "The tool console still works: /tools lists the agent's tools, /call <tool> {json} runs one."
 )
 INTERNAL_ERROR = "Internal error while running this turn; the details are in the server log."
+EMPTY_AT_LENGTH = (
+    'The model stopped at its length limit (finish_reason "length") before it wrote any answer: the '
+    "request and the answer did not fit its context window, or the server's limit on answer tokens "
+    "is too small. Ask again, or start a new conversation; an administrator can set the model's "
+    "window (the agent's context: key or BOOCODE_LLM_CONTEXT_TOKENS)."
+)
 
 
 def _future() -> asyncio.Future[bool | None]:
@@ -170,6 +194,19 @@ class TurnContext:
     window: windows.Window = field(default_factory=lambda: windows.configured_window(None, ""))
     counter: Counter = field(default_factory=Counter)
     keep: int = 0  # messages after the system prompt always sent (the agent's skills)
+    fitted: Fitted | None = None  # the last request sent
+    # The stored message of each entry of ``messages`` read from the database (0: none), and the
+    # summary that stands for the earlier ones (boocode.chat.compaction).
+    ids: list[int] = field(default_factory=list)
+    summary: compaction.Summary | None = None
+
+    def summarised(self) -> int:
+        """How many messages (after the system prompt and skills) the summary stands for."""
+        if self.summary is None:
+            return 0
+        start = (1 if self.messages and self.messages[0].get("role") == "system" else 0) + self.keep
+        up_to = self.summary.up_to
+        return sum(1 for source in self.ids[start:] if 0 < source <= up_to)
 
     def offered(self) -> list[dict[str, Any]]:
         """The tool definitions of the next model request."""
@@ -188,10 +225,25 @@ def _read_for_model(conversation_id: int, text: str | None) -> Read:
     refresh_agents_if_changed()
     agent_name, model, standing = budgets.conversation_standing(conversation_id)
     agent = agent_choice.resolve_agent(agent_name, standing.user_id)
-    return agent, model, model_history.llm_history(conversation_id, agent.prompt, then=text), standing
+    # Long results are read as their beginning and end: what the window lets a request carry
+    # (5 characters a token: letters' rate, more than most text has).
+    result_chars = result_limit(windows.configured_window(agent, model)) * 5
+    ids: list[int] = []
+    history = model_history.llm_history(
+        conversation_id, agent.prompt, then=text, result_chars=result_chars, ids=ids
+    )
+    return agent, model, history, standing, Earlier(ids, compaction.current_summary(conversation_id))
 
 
-type Read = tuple[Agent, str, list[dict[str, Any]], budgets.Standing]
+@dataclass(frozen=True)
+class Earlier:
+    """Of the read: the stored message each history entry comes from, and the summary in use."""
+
+    ids: list[int]
+    summary: compaction.Summary | None
+
+
+type Read = tuple[Agent, str, list[dict[str, Any]], budgets.Standing, Earlier]
 
 
 def _admitted_read(
@@ -269,12 +321,51 @@ def _context(
     )
 
 
+def _refit(context: TurnContext, refusal: LLMError) -> str:
+    """After the server refused a request as too long: its figures are believed (the window it
+    states, the prompt tokens it counted), the window shrinks to them (or by a quarter when it
+    gave none) and the turn asks again once; what happened, for the person."""
+    if refusal.prompt_tokens and context.fitted is not None:
+        calibration(context.llm.base_url, context.llm.model).observe(
+            context.fitted.estimated, refusal.prompt_tokens
+        )
+    before = context.window
+    tokens = refusal.window if refusal.window else int(before.tokens * 0.75)
+    context.window = windows.Window(min(tokens, before.tokens), "server" if refusal.window else before.source)
+    return (
+        f"The model server refused the request as longer than the model's context window (BooCode "
+        f"counted about {context.fitted.tokens if context.fitted else 0:,} tokens for a window of "
+        f"{before.describe()}); the request was made smaller for a window of {context.window.tokens:,} "
+        "tokens, leaving out more of the earlier conversation, and sent again."
+    )
+
+
+def _refused_again(refusal: LLMError, context: TurnContext) -> str:
+    return (
+        f"The model server refused the request as longer than the model's context window twice, the "
+        f"second time fitted to {context.window.describe()} ({refusal}). The model's window is smaller "
+        "than BooCode knows: an administrator can set it (the agent's context: key or "
+        "BOOCODE_LLM_CONTEXT_TOKENS); or start a new conversation."
+    )
+
+
 def _fit(context: TurnContext, tools: list[dict[str, Any]] | None) -> Fitted:
     """The request of the next step within the model's window (``read_result`` offered when a
     result in it is cut); raises :class:`LLMError` (``too_large``) when it cannot fit."""
     calibrated = calibration(context.llm.base_url, context.llm.model)
     try:
-        fitted = fit(context.messages, tools, context.window, calibrated, context.counter, keep=context.keep)
+        summary = context.summary.text if context.summary is not None else ""
+        covered = context.summarised()
+        fitted = fit(
+            context.messages,
+            tools,
+            context.window,
+            calibrated,
+            context.counter,
+            keep=context.keep,
+            summary=summary,
+            summarised=covered,
+        )
         reader = next((tool for tool in context.tools if tool.name == READ_RESULT), None)
         if (
             fitted.cut
@@ -284,10 +375,18 @@ def _fit(context: TurnContext, tools: list[dict[str, Any]] | None) -> Fitted:
         ):
             with_reader = [*tools, reader.openai()]
             fitted = fit(
-                context.messages, with_reader, context.window, calibrated, context.counter, keep=context.keep
+                context.messages,
+                with_reader,
+                context.window,
+                calibrated,
+                context.counter,
+                keep=context.keep,
+                summary=summary,
+                summarised=covered,
             )
     except TooLarge as exc:
         raise LLMError(str(exc), kind="too_large") from None
+    context.fitted = fitted
     return fitted
 
 
@@ -554,7 +653,7 @@ class Turn:
         try:
             read, self.prefetched = self.prefetched, None
             read = read or await db_read(_read_for_model)(self.conversation_id, text)
-            agent, model, history, standing = read
+            agent, model, history, standing, earlier = read
         except agent_choice.AgentUnavailable:
             self.storing = asyncio.ensure_future(self._store_message(answer=False))  # kept, never lost
             raise
@@ -593,6 +692,10 @@ class Turn:
         window = await windows.window_for(agent, llm.model)
         context = _context(agent, history, self.request.user_id, model, window, self.conversation_id)
         context.keep = len(history) - before
+        context.ids = (
+            [*earlier.ids[:1], *([0] * context.keep), *earlier.ids[1:]] if context.keep else earlier.ids
+        )
+        context.summary = earlier.summary
         if not context.llm.configured:
             raise LLMError(NOT_CONFIGURED, kind="not_configured")
         problem = windows.window_problem(
@@ -610,10 +713,22 @@ class Turn:
             await self._notice(skills_notice)
         if context.deferred is not None:
             context.deferred.warm()  # its index is ready (or nearly) when the model searches
+        await self._compact(context)
         used = 0
+        refused: LLMError | None = None
         while True:
             offered = context.offered() if not self.cap_hit else None
-            completion, calls = await self._stream_step(context, offered)
+            try:
+                completion, calls = await self._stream_step(context, offered)
+            except LLMError as exc:
+                if exc.kind != "context_length":
+                    raise
+                if refused is not None:
+                    raise LLMError(_refused_again(exc, context), kind="context_length") from None
+                refused = exc
+                await self._notice(_refit(context, exc))
+                await self._compact(context)
+                continue
             llm_client.note_success()
             if calls is None:
                 break
@@ -638,6 +753,48 @@ class Turn:
             )
             payload = await db(conversations.add_message)(self.conversation_id, Message.Role.NOTICE, notice)
             await self.emit({"type": "message", "message": payload})
+
+    async def _compact(self, context: TurnContext, *, asked: bool = False) -> None:
+        """Summarise the earlier turns when the next request would pass its share of the window
+        or leave turns out (with ``asked``: whatever it would do); see :mod:`boocode.chat.compaction`."""
+        fitted = _fit(context, context.offered() if not self.cap_hit else None)
+        share = context.window.tokens * settings.LLM_COMPACT_PERCENT // 100
+        if not asked and fitted.tokens <= share and not fitted.left_out:
+            return
+        # What a request of half the window would leave out is summarised: the next turns have room.
+        calibrated = calibration(context.llm.base_url, context.llm.model)
+        half = windows.Window(max(context.window.tokens // 2, 1024), context.window.source)
+        try:
+            plan = fit(context.messages, fitted.tools, half, calibrated, Counter(), keep=context.keep)
+            count = plan.left_out
+        except TooLarge:
+            count = fitted.left_out
+        start = (1 if context.messages and context.messages[0].get("role") == "system" else 0) + context.keep
+        sources = context.ids[start:]
+        if asked:  # everything before the newest question
+            count = max(
+                (i for i, m in enumerate(context.messages[start:]) if m.get("role") == "user"), default=0
+            )
+        while count and (count >= len(sources) or sources[count - 1] == 0):
+            count -= 1  # only stored messages are summarised
+        if count <= 0:
+            return
+        up_to = sources[count - 1]
+        if context.summary is not None and context.summary.up_to >= up_to:
+            return  # the summary in use covers them already
+        done = context.summarised()
+        previous = context.summary.text if context.summary is not None else ""
+        body = context.messages[start:]
+        try:
+            text, usage = await compaction.summarise(context.llm, previous, body[done:count], context.window)
+        except LLMError as exc:  # the oldest turns are left out with a note instead
+            logger.warning("conversation %s: no summary of the earlier turns (%s)", self.conversation_id, exc)
+            return
+        payload = await db(compaction.store_summary)(
+            self.conversation_id, up_to, count, context.llm.model, text, usage
+        )
+        context.summary = compaction.Summary(text, up_to)
+        await self.emit({"type": "context_summary", "conversation": self.conversation_id, "summary": payload})
 
     async def _stream_step(
         self, context: TurnContext, tools: list[dict[str, Any]] | None
@@ -707,6 +864,8 @@ class Turn:
             await self._flush()
         self._end_live_html()
         assert completion is not None  # stream_chat always ends with a Completion or raises
+        if completion.finish_reason == "length" and not completion.text.strip() and not completion.tool_calls:
+            raise LLMError(EMPTY_AT_LENGTH, kind="length")
         if completion.usage is not None:  # what the server counts for what was estimated
             calibration(context.llm.base_url, context.llm.model).observe(
                 fitted.estimated, completion.usage[0]

@@ -160,7 +160,7 @@ class DeferredTools:
             f"Find the tools for a task among the {len(self.tools)} tools you may use (from {shown}). "
             "Only some tools are loaded; describe what you want to do in plain words (one task per "
             "search) and the best matching tools are loaded for your next step, by name. An empty "
-            'list means no tool fits: do not guess a tool then.'
+            "list means no tool fits: do not guess a tool then."
         )
         parameters = {
             "type": "object",

@@ -190,8 +190,10 @@ def _read_lines(handle: IO[bytes], limit: int, deadline: Deadline) -> Iterator[t
 
 def _cut_utf8(data: bytes, limit: int) -> str:
     """At most ``limit`` bytes of ``data`` decoded, never splitting a character."""
-    return data[:limit].decode("utf-8", errors="ignore") if len(data) > limit else data.decode(
-        "utf-8", errors="replace"
+    return (
+        data[:limit].decode("utf-8", errors="ignore")
+        if len(data) > limit
+        else data.decode("utf-8", errors="replace")
     )
 
 
@@ -531,9 +533,7 @@ def grep(
         )
     if not results:
         where = display_path(base, root)
-        return "\n".join(
-            [f"No matches for {pattern!r} in {where}" + (f" ({glob})" if glob else ""), *notes]
-        )
+        return "\n".join([f"No matches for {pattern!r} in {where}" + (f" ({glob})" if glob else ""), *notes])
     return "\n".join(results + notes)
 
 
@@ -603,7 +603,7 @@ def _grep_text(text: str, pattern: str, ignore_case: bool, deadline: Deadline) -
     return "\n".join([*results, stopped] if stopped else results)
 
 
-_PATH_DESCRIPTION = "A path relative to the workspace root (\".\" is the root)."
+_PATH_DESCRIPTION = 'A path relative to the workspace root ("." is the root).'
 
 NATIVE_TOOLS: tuple[NativeTool, ...] = (
     NativeTool(

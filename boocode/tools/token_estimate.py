@@ -18,6 +18,7 @@ from typing import Any
 
 __all__ = [
     "MESSAGE_OVERHEAD",
+    "Excerpt",
     "estimate",
     "estimate_bytes",
     "estimate_json",
@@ -41,6 +42,21 @@ _NOT_DIGITS = _all_but(string.digits.encode())
 _NOT_SPACES = _all_but(b" \t")
 _NOT_BREAKS = _all_but(b"\r\n")
 _NOT_HIGH = _all_but(range(128, 256))
+
+
+class Excerpt(str):
+    """The beginning and end of a long text read without its middle (a stored tool result):
+    the string is ``head``, a line saying what is missing, and ``tail``; ``total`` is the whole
+    text's length in characters. Whoever sends it cuts it (``request_budget.cut_result``)."""
+
+    head: str
+    tail: str
+    total: int
+
+    def __new__(cls, head: str, tail: str, total: int) -> Excerpt:
+        text = super().__new__(cls, f"{head}\n[... {total - len(head) - len(tail):,} characters ...]\n{tail}")
+        text.head, text.tail, text.total = head, tail, total
+        return text
 
 
 def estimate_bytes(data: bytes) -> float:

@@ -48,6 +48,7 @@ __all__ = [
     "Drop",
     "Error",
     "Raw",
+    "Reply",
     "ScriptedLLM",
     "Stall",
     "Text",
