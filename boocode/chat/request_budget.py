@@ -8,9 +8,10 @@ and the turn's own steps) and the tool definitions, and returns what is sent:
 - a **tool result** over :data:`RESULT_SHARE` of the window reaches the model as its beginning
   and its end, with a marker saying how many characters were left out and how to read them
   with the ``read_result`` tool (:mod:`boocode.chat.result_pages`); the stored result is whole;
-- **earlier turns** that do not fit are replaced by their summary when one covers them
-  (:mod:`boocode.chat.compaction`), else left out, oldest first, and the system prompt says how
-  many were; a turn is never split (a tool result never loses its call);
+- the **summary** of the earlier messages, when there is one (:mod:`boocode.chat.compaction`),
+  is sent in the system prompt instead of the messages it stands for;
+- **earlier turns** that still do not fit are left out, oldest first, and the system prompt
+  says how many were; a turn is never split (a tool result never loses its call);
 - results of the **current turn** are cut to a marker, oldest first, if its steps alone pass
   the window;
 - when the newest user message and the fixed parts cannot fit, :class:`TooLarge` says so in a
@@ -244,15 +245,17 @@ def fit(
     newest = max((i for i, m in enumerate(body) if m.get("role") == "user"), default=0)
     current = [cost(index) for index in range(newest, len(body))]
     total = fixed + sum(current)
-    summary_tokens = estimate(summary) + MESSAGE_OVERHEAD if summary else 0
-    # Earlier turns, newest first, while they fit (with the note, or the summary, kept room for).
+    # A summary stands for the messages it covers (never the newest question's turn).
+    covered = min(summarised, newest) if summary else 0
+    summary_tokens = estimate(summary) + MESSAGE_OVERHEAD if covered else 0
+    # Earlier turns, newest first, while they fit (with room kept for the summary and the note).
     first = newest
     reserve = NOTE_TOKENS + summary_tokens  # what goes in place of the turns left out
     earlier = 0
     index = newest - 1
-    while index >= 0:
+    while index >= covered:
         begin = index
-        while begin > 0 and body[begin].get("role") != "user":
+        while begin > covered and body[begin].get("role") != "user":
             begin -= 1
         turn = sum(cost(i) for i in range(begin, index + 1))
         if begin == 0 and calibrated.tokens(total + earlier + turn) <= room:
@@ -262,22 +265,19 @@ def fit(
             break
         first, earlier, index = begin, earlier + turn, begin - 1
     total += earlier
-    note = ""
-    uses_summary = False
-    if first > 0:
-        uses_summary = bool(summary) and summarised >= first
-        if uses_summary:
-            # The summary stands for everything before ``summarised``; what follows it is sent.
-            dropped_again = sum(counter.of(body[i]) for i in range(first, summarised))
-            total += summary_tokens + NOTE_TOKENS - dropped_again
-            first = summarised
-            note = f"[Summary of the {first:,} earlier messages of this conversation, left out]\n{summary}"
-        else:
-            total += NOTE_TOKENS
-            note = (
-                f"[{first:,} earlier messages of this conversation are left out: they do not fit the "
-                f"model's context window of {window.tokens:,} tokens.]"
-            )
+    notes = []
+    if covered:
+        total += summary_tokens + NOTE_TOKENS
+        notes.append(
+            f"[Summary of the {covered:,} earlier messages of this conversation, left out]\n{summary}"
+        )
+    if first > covered:
+        total += NOTE_TOKENS
+        notes.append(
+            f"[{first - covered:,} earlier messages of this conversation are left out: they do not fit the "
+            f"model's context window of {window.tokens:,} tokens.]"
+        )
+    note = "\n\n".join(notes)
     sent = body[first:]
     if calibrated.tokens(total) > room:
         # The current turn alone is too large: its results give way, oldest first.
@@ -310,8 +310,8 @@ def fit(
         tokens=calibrated.tokens(total),
         window=window,
         cut=cut,
-        left_out=0 if uses_summary else first,
-        summarised=first if uses_summary else 0,
+        left_out=first - covered,
+        summarised=covered,
     )
 
 

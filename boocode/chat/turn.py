@@ -478,15 +478,18 @@ class Turn:
                 if self.request.kind == "edit":
                     await self._supersede()
                 agent = await self._store_command()
-                await run_command(
-                    *command,
-                    agent=agent,
-                    conversation_id=self.conversation_id,
-                    user_id=self.request.user_id,
-                    message_id=self.request_message_id,
-                    emit=self.emit,
-                    notice=self._notice,
-                )
+                if command[0] == "/compact":
+                    await self._compact_command()
+                else:
+                    await run_command(
+                        *command,
+                        agent=agent,
+                        conversation_id=self.conversation_id,
+                        user_id=self.request.user_id,
+                        message_id=self.request_message_id,
+                        emit=self.emit,
+                        notice=self._notice,
+                    )
             elif self.request.kind == "prompt" and (error := await self._insert_prompt()):
                 status = "failed"  # nothing inserted; the notice says why
             else:
@@ -653,7 +656,7 @@ class Turn:
         try:
             read, self.prefetched = self.prefetched, None
             read = read or await db_read(_read_for_model)(self.conversation_id, text)
-            agent, model, history, standing, earlier = read
+            agent, model, history, standing, prior = read
         except agent_choice.AgentUnavailable:
             self.storing = asyncio.ensure_future(self._store_message(answer=False))  # kept, never lost
             raise
@@ -693,9 +696,9 @@ class Turn:
         context = _context(agent, history, self.request.user_id, model, window, self.conversation_id)
         context.keep = len(history) - before
         context.ids = (
-            [*earlier.ids[:1], *([0] * context.keep), *earlier.ids[1:]] if context.keep else earlier.ids
+            [*prior.ids[:1], *([0] * context.keep), *prior.ids[1:]] if context.keep else prior.ids
         )
-        context.summary = earlier.summary
+        context.summary = prior.summary
         if not context.llm.configured:
             raise LLMError(NOT_CONFIGURED, kind="not_configured")
         problem = windows.window_problem(
@@ -754,13 +757,37 @@ class Turn:
             payload = await db(conversations.add_message)(self.conversation_id, Message.Role.NOTICE, notice)
             await self.emit({"type": "message", "message": payload})
 
-    async def _compact(self, context: TurnContext, *, asked: bool = False) -> None:
+    async def _compact_command(self) -> None:
+        """``/compact``: summarise everything before the newest question now, and say what was done."""
+        agent, model, history, _, prior = await db_read(_read_for_model)(self.conversation_id, None)
+        llm = LLMSettings.from_settings(model or agent.model)
+        if not llm.configured:
+            raise LLMError(NOT_CONFIGURED, kind="not_configured")
+        window = await windows.window_for(agent, llm.model)
+        context = _context(agent, history, self.request.user_id, model, window, self.conversation_id)
+        context.ids, context.summary = prior.ids, prior.summary
+        try:
+            payload = await self._compact(context, asked=True)
+        except LLMError as exc:
+            await self._notice(f"Nothing was summarised: {exc}")
+            return
+        if payload is None:
+            await self._notice(
+                "Nothing to summarise: the earlier messages are summarised already, or there are none."
+            )
+            return
+        await self._notice(
+            f"The {payload['messages']:,} earlier messages are summarised for the model, which reads the "
+            "summary instead of them from now on; the page keeps them all (the divider shows the summary)."
+        )
+
+    async def _compact(self, context: TurnContext, *, asked: bool = False) -> dict[str, Any] | None:
         """Summarise the earlier turns when the next request would pass its share of the window
         or leave turns out (with ``asked``: whatever it would do); see :mod:`boocode.chat.compaction`."""
         fitted = _fit(context, context.offered() if not self.cap_hit else None)
         share = context.window.tokens * settings.LLM_COMPACT_PERCENT // 100
         if not asked and fitted.tokens <= share and not fitted.left_out:
-            return
+            return None
         # What a request of half the window would leave out is summarised: the next turns have room.
         calibrated = calibration(context.llm.base_url, context.llm.model)
         half = windows.Window(max(context.window.tokens // 2, 1024), context.window.source)
@@ -778,10 +805,10 @@ class Turn:
         while count and (count >= len(sources) or sources[count - 1] == 0):
             count -= 1  # only stored messages are summarised
         if count <= 0:
-            return
+            return None
         up_to = sources[count - 1]
         if context.summary is not None and context.summary.up_to >= up_to:
-            return  # the summary in use covers them already
+            return None  # the summary in use covers them already
         done = context.summarised()
         previous = context.summary.text if context.summary is not None else ""
         body = context.messages[start:]
@@ -789,12 +816,15 @@ class Turn:
             text, usage = await compaction.summarise(context.llm, previous, body[done:count], context.window)
         except LLMError as exc:  # the oldest turns are left out with a note instead
             logger.warning("conversation %s: no summary of the earlier turns (%s)", self.conversation_id, exc)
-            return
+            if asked:
+                raise
+            return None
         payload = await db(compaction.store_summary)(
             self.conversation_id, up_to, count, context.llm.model, text, usage
         )
         context.summary = compaction.Summary(text, up_to)
         await self.emit({"type": "context_summary", "conversation": self.conversation_id, "summary": payload})
+        return payload
 
     async def _stream_step(
         self, context: TurnContext, tools: list[dict[str, Any]] | None

@@ -266,3 +266,29 @@ def test_each_servers_refusal_is_recognised_with_its_figures(dialect: str, figur
 )
 def test_other_refusals_are_not_taken_for_length(body: str) -> None:
     assert context_refusal(body) is None
+
+
+async def test_compact_summarises_the_earlier_messages_when_a_person_asks(llm: ScriptedLLM) -> None:
+    conversation = await new_conversation()
+    await earlier_turns(conversation, 6, 20)
+    before = await stored(conversation)
+    summaries: list[dict[str, Any]] = []
+    llm.responder = summaries_then(lambda body: Text("Noted."), summaries)
+    assert await turn(conversation, "/compact") == "complete"
+    assert await turn(conversation, "Go on.") == "complete"
+
+    assert len(summaries) == 1 and "Question 0?" in summaries[0]["messages"][1]["content"]
+    assert "Question 5?" not in summaries[0]["messages"][1]["content"]  # the newest question stays
+    [summary] = await sync_to_async(list)(ContextSummary.objects.filter(conversation_id=conversation))
+    assert summary.messages == 10 and summary.up_to == (
+        await sync_to_async(
+            lambda: (
+                Message.objects.filter(conversation_id=conversation, content__startswith="Answer 4").get().pk
+            )
+        )()
+    )
+    notice = (await stored(conversation))[len(before) + 1]
+    assert notice[0] == "notice" and "The 10 earlier messages are summarised for the model" in notice[2]
+    sent = llm.requests[-1]["messages"]
+    assert "Summary 1:" in sent[0]["content"] and sent[1] == {"role": "user", "content": "Question 5?"}
+    assert (await stored(conversation))[: len(before)] == before
