@@ -19,12 +19,13 @@ and the turn's own steps) and the tool definitions, and returns what is sent:
 
 Counting is :mod:`boocode.tools.token_estimate` times the model's :class:`Calibration`: the
 ratio of what its server's ``usage.prompt_tokens`` said to what was estimated for the same
-request, kept per model in this process (a restart begins at 1 again). Each message is
+request, kept per conversation and model in this process (a restart begins at 1 again). Each message is
 estimated once per turn (:class:`Counter` keeps the figures for the turn's later steps).
 """
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -79,17 +80,24 @@ class Calibration:
         return int(estimated * self.ratio * MARGIN) + 1
 
 
-_calibrations: dict[tuple[str, str], Calibration] = {}
+_calibrations: OrderedDict[tuple[int, str, str], Calibration] = OrderedDict()
+MAX_CALIBRATIONS = 10_000  # conversations (and their models) remembered; the oldest go first
 
 
-def calibration(base_url: str, model: str) -> Calibration:
-    """The calibration of ``model`` at ``base_url`` (created at 1)."""
-    key = (base_url, model)
+def calibration(conversation_id: int, base_url: str, model: str) -> Calibration:
+    """The calibration of ``model`` at ``base_url`` in one conversation (created at 1).
+
+    Per conversation: what a server counts for an estimate depends on what the conversation
+    holds (code, logs, another language), and one conversation's odd report stays in it.
+    """
+    key = (conversation_id, base_url, model)
     found = _calibrations.get(key)
     if found is None:
-        if len(_calibrations) > 1000:  # models come from a list a person picks from; stay bounded
-            _calibrations.clear()
         found = _calibrations[key] = Calibration()
+        if len(_calibrations) > MAX_CALIBRATIONS:
+            _calibrations.popitem(last=False)
+    else:
+        _calibrations.move_to_end(key)
     return found
 
 

@@ -195,6 +195,7 @@ class TurnContext:
     counter: Counter = field(default_factory=Counter)
     keep: int = 0  # messages after the system prompt always sent (the agent's skills)
     fitted: Fitted | None = None  # the last request sent
+    conversation_id: int = 0  # whose calibration the estimates use (request_budget.calibration)
     # The stored message of each entry of ``messages`` read from the database (0: none), and the
     # summary that stands for the earlier ones (boocode.chat.compaction).
     ids: list[int] = field(default_factory=list)
@@ -318,6 +319,7 @@ def _context(
         top_p=agent.top_p,
         max_tool_calls=agent.max_tool_calls,
         window=window,
+        conversation_id=conversation_id or 0,
     )
 
 
@@ -326,7 +328,7 @@ def _refit(context: TurnContext, refusal: LLMError) -> str:
     states, the prompt tokens it counted), the window shrinks to them (or by a quarter when it
     gave none) and the turn asks again once; what happened, for the person."""
     if refusal.prompt_tokens and context.fitted is not None:
-        calibration(context.llm.base_url, context.llm.model).observe(
+        calibration(context.conversation_id, context.llm.base_url, context.llm.model).observe(
             context.fitted.estimated, refusal.prompt_tokens
         )
     before = context.window
@@ -352,7 +354,7 @@ def _refused_again(refusal: LLMError, context: TurnContext) -> str:
 def _fit(context: TurnContext, tools: list[dict[str, Any]] | None) -> Fitted:
     """The request of the next step within the model's window (``read_result`` offered when a
     result in it is cut); raises :class:`LLMError` (``too_large``) when it cannot fit."""
-    calibrated = calibration(context.llm.base_url, context.llm.model)
+    calibrated = calibration(context.conversation_id, context.llm.base_url, context.llm.model)
     try:
         summary = context.summary.text if context.summary is not None else ""
         covered = context.summarised()
@@ -695,9 +697,7 @@ class Turn:
         window = await windows.window_for(agent, llm.model)
         context = _context(agent, history, self.request.user_id, model, window, self.conversation_id)
         context.keep = len(history) - before
-        context.ids = (
-            [*prior.ids[:1], *([0] * context.keep), *prior.ids[1:]] if context.keep else prior.ids
-        )
+        context.ids = [*prior.ids[:1], *([0] * context.keep), *prior.ids[1:]] if context.keep else prior.ids
         context.summary = prior.summary
         if not context.llm.configured:
             raise LLMError(NOT_CONFIGURED, kind="not_configured")
@@ -789,7 +789,7 @@ class Turn:
         if not asked and fitted.tokens <= share and not fitted.left_out:
             return None
         # What a request of half the window would leave out is summarised: the next turns have room.
-        calibrated = calibration(context.llm.base_url, context.llm.model)
+        calibrated = calibration(context.conversation_id, context.llm.base_url, context.llm.model)
         half = windows.Window(max(context.window.tokens // 2, 1024), context.window.source)
         try:
             plan = fit(context.messages, fitted.tools, half, calibrated, Counter(), keep=context.keep)
@@ -897,7 +897,7 @@ class Turn:
         if completion.finish_reason == "length" and not completion.text.strip() and not completion.tool_calls:
             raise LLMError(EMPTY_AT_LENGTH, kind="length")
         if completion.usage is not None:  # what the server counts for what was estimated
-            calibration(context.llm.base_url, context.llm.model).observe(
+            calibration(context.conversation_id, context.llm.base_url, context.llm.model).observe(
                 fitted.estimated, completion.usage[0]
             )
         requested = completion.tool_calls if tools else []
