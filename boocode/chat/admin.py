@@ -51,7 +51,10 @@ from boocode.chat.models import (
     ToolCall,
     ToolCallAudit,
 )
+from boocode.chat.windows import configured_window, window_problem
+from boocode.tools.deferred import estimated_tokens
 from boocode.tools.registry import Tool, agent_tools, available_tools
+from boocode.tools.token_estimate import estimate
 from mcpclient.admin.access import groups_summary, server_groups, who_can_use
 from mcpclient.models import McpServer
 from mcpclient.runtime import get_hub
@@ -387,6 +390,7 @@ class AgentAdmin(admin.ModelAdmin):
         "name",
         "description",
         "model_display",
+        "window_display",
         "patterns",
         "tool_count",
         "groups_display",
@@ -402,6 +406,7 @@ class AgentAdmin(admin.ModelAdmin):
         "resolved_tools",
         "unmatched",
         "model_display",
+        "window_display",
         "temperature",
         "top_p",
         "max_tool_calls",
@@ -416,7 +421,14 @@ class AgentAdmin(admin.ModelAdmin):
         "error",
         "updated_at",
     )
-    readonly_fields = ("patterns", "resolved_tools", "unmatched", "model_display", "who_can_pick")
+    readonly_fields = (
+        "patterns",
+        "resolved_tools",
+        "unmatched",
+        "model_display",
+        "who_can_pick",
+        "window_display",
+    )
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False
@@ -456,6 +468,16 @@ class AgentAdmin(admin.ModelAdmin):
     @admin.display(description="model")
     def model_display(self, agent: Agent) -> str:
         return agent.model or "(default model)"
+
+    @admin.display(description="context window")
+    def window_display(self, agent: Agent) -> str:
+        """The model's window as BooCode knows it (docs/models.md), and why it is too small if it is."""
+        window = configured_window(agent, "")
+        tools = estimated_tokens(self._tools(agent)) if agent.tool_search != "always" else 0
+        problem = window_problem(
+            agent.model or settings.LLM_MODEL, window, estimate(agent.prompt), tools, agent.name
+        )
+        return f"{window.describe()}. {problem}" if problem else window.describe()
 
     @admin.display(description="tools now")
     def tool_count(self, agent: Agent) -> int:
