@@ -106,6 +106,13 @@ class Counter:
     """The estimates of one turn's messages, kept for its later steps (keyed by the message object)."""
 
     sizes: dict[int, tuple[dict[str, Any], int]] = field(default_factory=dict)
+    definitions: tuple[list[dict[str, Any]] | None, int] = (None, 0)
+
+    def of_tools(self, tools: list[dict[str, Any]]) -> int:
+        """The estimated tokens of the tool definitions ``tools`` (the same list is counted once)."""
+        if self.definitions[0] is not tools:
+            self.definitions = (tools, estimate_json(tools))
+        return self.definitions[1]
 
     def of(self, message: dict[str, Any]) -> int:
         """The estimated tokens of ``message`` as it would be sent whole."""
@@ -228,7 +235,7 @@ def fit(
     preamble = list(messages[start : start + keep])
     body = list(messages[start + keep :])
     fixed = sum(counter.of(message) for message in ([system] if system is not None else []) + preamble)
-    fixed += estimate_json(tools) if tools else 0
+    fixed += counter.of_tools(tools) if tools else 0
     if calibrated.tokens(fixed) > room:
         raise TooLarge(
             f"This conversation's system prompt and tool definitions (about {calibrated.tokens(fixed):,} "

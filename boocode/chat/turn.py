@@ -94,7 +94,7 @@ from boocode.chat.request_budget import (
 from boocode.chat.result_pages import read_result_tool
 from boocode.chat.sizes import delta_pieces, utf16_length
 from boocode.chat.status import status_payload
-from boocode.tools.deferred import DeferredTools, estimated_tokens, search_on
+from boocode.tools.deferred import DeferredTools, search_on
 from boocode.tools.registry import (
     MAX_MODEL_TOOL_BYTES,
     MAX_MODEL_TOOLS,
@@ -102,7 +102,6 @@ from boocode.tools.registry import (
     agent_tools,
     within_model_bounds,
 )
-from boocode.tools.token_estimate import estimate_json
 from mcpclient.core.results import ToolResult
 from mcpclient.runtime import WorkerUnavailable
 from mcpclient.telemetry import tracing
@@ -293,8 +292,7 @@ def _context(
     window = window or windows.configured_window(agent, model)
     allowed = agent_tools(agent, user_id=user_id)
     deferred = None
-    over_share = agent.tool_search == "auto" and estimated_tokens(allowed) > tools_limit(window)
-    if over_share or search_on(agent.tool_search, allowed):
+    if search_on(agent.tool_search, allowed, tools_limit(window)):
         deferred = DeferredTools(
             allowed,
             pinned=agent.pinned or (),
@@ -705,7 +703,7 @@ class Turn:
             llm.model,
             window,
             context.counter.of(history[0]) if agent.prompt.strip() else 0,
-            estimate_json(context.offered()),
+            context.counter.of_tools(context.offered()),
             agent.name,
         )
         if problem:
