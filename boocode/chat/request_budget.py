@@ -52,7 +52,7 @@ __all__ = [
 ]
 
 RESULT_SHARE = 0.25  # of the window's room for the conversation: the most one tool result gets whole
-TOOLS_SHARE = 0.25  # of the window: the most the tool definitions get before deferred tools take over
+TOOLS_SHARE = 0.5  # of the window: the most the tool definitions get before deferred tools take over
 MARGIN = 1.1  # the estimate's error on a single request (docs/models.md), kept as headroom
 READ_RESULT = "read_result"
 NOTE_TOKENS = 60  # the note that says what was left out
