@@ -96,6 +96,7 @@ lint: install-dev
 
 bench: test-deps
 	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(PY) bench/tool_calls.py
+	$(PY) bench/request_budget.py
 
 # The official MCP conformance suite (client scenarios), pinned with a local Node 22 in
 # tests/conformance/package-lock.json; `make test` runs it last (docs/conformance.md).

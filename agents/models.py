@@ -27,6 +27,9 @@ class Agent(models.Model):
         default=DEFAULT_MAX_TOOL_CALLS, validators=[MinValueValidator(1), MaxValueValidator(100)]
     )
     top_p = models.FloatField(null=True, blank=True)
+    context_tokens = models.PositiveIntegerField(
+        null=True, blank=True, help_text="context: the model's window in tokens when its server does not say."
+    )
     tool_search = models.CharField(
         max_length=10, default="auto", help_text="toolSearch: auto, always or never (docs/tools.md)."
     )
@@ -78,6 +81,7 @@ class Agent(models.Model):
             "temperature": spec.temperature,
             "max_tool_calls": spec.max_tool_calls,
             "top_p": spec.top_p,
+            "context_tokens": spec.context_tokens,
             "tool_search": spec.tool_search,
             "pinned": list(spec.pinned),
             "skills": list(spec.skills),
@@ -92,7 +96,7 @@ class Agent(models.Model):
 
 
 SYNCED_FIELDS = (
-    "description", "tools", "model", "temperature", "max_tool_calls", "top_p",
+    "description", "tools", "model", "temperature", "max_tool_calls", "top_p", "context_tokens",
     "tool_search", "pinned", "skills", "approve", "groups", "prompt", "extra", "position", "line",
     "is_builtin",
 )

@@ -9,6 +9,7 @@ The file format::
     description: Reads files in the workspace
     tools: [view_file, grep, list_dir]
     max_tool_calls: 10
+    context: 32768              # the model's context window in tokens, when its server does not say
     toolSearch: auto            # auto | always | never: deferred tools behind a search tool
     pinned: [view_file]         # tools always given to the model when search is on (globs)
     skills: [docs/style-guide]  # skills from MCP servers the agent starts with
@@ -55,6 +56,7 @@ __all__ = [
 DEFAULT_TEMPERATURE = 0.7
 DEFAULT_MAX_TOOL_CALLS = 30
 MAX_TOOL_CALLS_RANGE = (1, 100)
+CONTEXT_TOKENS_RANGE = (1024, 100_000_000)
 TEMPERATURE_RANGE = (0.0, 2.0)
 TOP_P_RANGE = (0.0, 1.0)
 MAX_NAME_LENGTH = 100
@@ -62,7 +64,7 @@ MAX_FILE_BYTES = 1024 * 1024
 MAX_YAML_DEPTH = 20
 KNOWN_KEYS = (
     "description", "tools", "model", "temperature", "max_tool_calls", "top_p",
-    "toolSearch", "pinned", "skills", "approve", "groups",
+    "toolSearch", "pinned", "skills", "approve", "groups", "context",
 )
 APPROVAL_RULES = ("allow", "ask", "deny")
 TOOL_SEARCH_MODES = ("auto", "always", "never")
@@ -84,6 +86,8 @@ class AgentSpec:
     temperature: float = DEFAULT_TEMPERATURE
     max_tool_calls: int = DEFAULT_MAX_TOOL_CALLS
     top_p: float | None = None
+    # The model's context window in tokens (``context:``), used when its server does not say.
+    context_tokens: int | None = None
     # Deferred tools (docs/tools.md): "auto" (on past the settings' token budget or tool count),
     # "always" or "never"; ``pinned`` globs name the tools always loaded when search is on.
     tool_search: str = "auto"
@@ -348,6 +352,16 @@ def _parse_section(
     ):
         fail("max_tool_calls", f"must be an integer from {low} to {high}, got {_describe(max_tool_calls)}")
 
+    context_tokens = front.get("context")
+    low, high = CONTEXT_TOKENS_RANGE
+    whole = isinstance(context_tokens, int) and not isinstance(context_tokens, bool)
+    if context_tokens is not None and not (whole and low <= context_tokens <= high):
+        fail(
+            "context",
+            f"must be the model's context window in tokens, an integer from {low:,} to {high:,} "
+            f"(such as 32768), got {_describe(context_tokens)}",
+        )
+
     tool_search = front.get("toolSearch", "auto")
     if tool_search not in TOOL_SEARCH_MODES:
         fail("toolSearch", f"must be one of {', '.join(TOOL_SEARCH_MODES)}, got {_describe(tool_search)}")
@@ -371,6 +385,7 @@ def _parse_section(
         temperature=temperature if temperature is not None else DEFAULT_TEMPERATURE,
         max_tool_calls=max_tool_calls,
         top_p=top_p,
+        context_tokens=context_tokens,
         tool_search=tool_search,
         pinned=pinned,
         skills=skills,

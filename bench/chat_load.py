@@ -92,7 +92,7 @@ MARKDOWN_TEXT = (
     "| step | where | result |\n|---|---|---|\n| model | scripted server | streamed |\n"
     "| tool | toolbox over stdio | done |\n| answer | this message | complete |\n\n"
     "To repeat it by hand:\n\n```python\nimport json\n\n\ndef ping(text: str) -> dict[str, str]:\n"
-    '    \"\"\"What the echo tool returns for ``text``.\"\"\"\n    return {"text": f"ping {text}"}\n\n\n'
+    '    """What the echo tool returns for ``text``."""\n    return {"text": f"ping {text}"}\n\n\n'
     'print(json.dumps(ping("turn 0"), indent=2))\n```\n\n'
     "> The figures above are from this run only; see the [benchmarks](https://example.com/bench) "
     "for others.\n\nThat is all: **nothing failed**, and every message was stored.\n"

@@ -512,6 +512,17 @@ if 0 < LLM_CHECK_INTERVAL < 5:
 # sized to each request, never above this many tokens nor above the model's own window: the
 # memory the model server gives a conversation grows with it (docs/models.md).
 OLLAMA_MAX_CTX = env_int("BOOCODE_OLLAMA_MAX_CTX", 32768, minimum=2048, maximum=2_097_152)
+# The model's context window in tokens when its server does not say (docs/models.md): an agent's
+# ``context:`` comes first, then this, then DEFAULT_CONTEXT_TOKENS (boocode.chat.windows). 0: unset.
+LLM_CONTEXT_TOKENS = env_int("BOOCODE_LLM_CONTEXT_TOKENS", 0, minimum=0, maximum=100_000_000)
+if 0 < LLM_CONTEXT_TOKENS < 1024:
+    raise ImproperlyConfigured(
+        f"BOOCODE_LLM_CONTEXT_TOKENS={LLM_CONTEXT_TOKENS}: must be 0 (unset) or at least 1024 tokens"
+    )
+# Tokens of the window kept free for the answer (at most a quarter of the window is kept).
+LLM_ANSWER_TOKENS = env_int("BOOCODE_LLM_ANSWER_TOKENS", 4096, minimum=256, maximum=1_000_000)
+# Percent of the window past which the earlier turns are summarised (compaction, docs/models.md).
+LLM_COMPACT_PERCENT = env_int("BOOCODE_LLM_COMPACT_PERCENT", 80, minimum=10, maximum=95)
 # After a conversation's first answer, ask the model for its title (else: the first message's words).
 TITLE_FROM_MODEL = env_bool("BOOCODE_TITLE_FROM_MODEL", False)
 

@@ -51,7 +51,10 @@ from boocode.chat.models import (
     ToolCall,
     ToolCallAudit,
 )
+from boocode.chat.windows import configured_window, window_problem
+from boocode.tools.deferred import estimated_tokens
 from boocode.tools.registry import Tool, agent_tools, available_tools
+from boocode.tools.token_estimate import estimate
 from mcpclient.admin.access import groups_summary, server_groups, who_can_use
 from mcpclient.models import McpServer
 from mcpclient.runtime import get_hub
@@ -153,7 +156,15 @@ class ToolCallAuditAdmin(admin.ModelAdmin):
     """The audit log of tool calls: append-only (no add, change or delete), filtered, exported."""
 
     list_display = (
-        "created_at", "name", "server", "origin", "outcome", "username", "agent", "approval", "duration_ms",
+        "created_at",
+        "name",
+        "server",
+        "origin",
+        "outcome",
+        "username",
+        "agent",
+        "approval",
+        "duration_ms",
         "result_bytes",
     )
     list_filter = ("origin", "outcome", "server", "approval", "agent", "created_at")
@@ -162,9 +173,24 @@ class ToolCallAuditAdmin(admin.ModelAdmin):
     list_select_related = ("decided_by",)
     actions = ["export_csv", "export_json"]
     fields = (
-        "created_at", "username", "user", "conversation_id", "agent", "origin", "server", "tool", "name",
-        "digest", "arguments", "argument_bytes", "result_bytes", "outcome", "error", "duration_ms",
-        "approval", "decided_by",
+        "created_at",
+        "username",
+        "user",
+        "conversation_id",
+        "agent",
+        "origin",
+        "server",
+        "tool",
+        "name",
+        "digest",
+        "arguments",
+        "argument_bytes",
+        "result_bytes",
+        "outcome",
+        "error",
+        "duration_ms",
+        "approval",
+        "decided_by",
     )
     readonly_fields = fields
 
@@ -264,7 +290,13 @@ class DailyUsageAdmin(admin.ModelAdmin):
     """Usage per person and day: read-only (it is what was spent), filtered, exported as CSV."""
 
     list_display = (
-        "day", "user", "prompt_tokens", "completion_tokens", "total", "answers", "answers_without_usage",
+        "day",
+        "user",
+        "prompt_tokens",
+        "completion_tokens",
+        "total",
+        "answers",
+        "answers_without_usage",
         "tool_calls",
     )
     list_filter = (("day", DayRangeFilter), ("user", admin.RelatedOnlyFieldListFilter))
@@ -273,7 +305,13 @@ class DailyUsageAdmin(admin.ModelAdmin):
     show_facets = admin.ShowFacets.NEVER
     actions = ["export_csv"]
     fields = (
-        "day", "user", "prompt_tokens", "completion_tokens", "total", "answers", "answers_without_usage",
+        "day",
+        "user",
+        "prompt_tokens",
+        "completion_tokens",
+        "total",
+        "answers",
+        "answers_without_usage",
         "tool_calls",
     )
     readonly_fields = fields
@@ -350,16 +388,48 @@ class AgentAdmin(admin.ModelAdmin):
     """View-only admin for agents, with the tools each one resolves to."""
 
     list_display = (
-        "name", "description", "model_display", "patterns", "tool_count", "groups_display", "unmatched",
+        "name",
+        "description",
+        "model_display",
+        "window_display",
+        "patterns",
+        "tool_count",
+        "groups_display",
+        "unmatched",
         "error",
     )
     search_fields = ("name", "description")
     fields = (
-        "name", "description", "who_can_pick", "patterns", "resolved_tools", "unmatched", "model_display",
-        "temperature", "top_p", "max_tool_calls", "tool_search", "pinned", "skills", "approve", "prompt",
-        "extra", "line", "is_builtin", "error", "updated_at",
+        "name",
+        "description",
+        "who_can_pick",
+        "patterns",
+        "resolved_tools",
+        "unmatched",
+        "model_display",
+        "window_display",
+        "temperature",
+        "top_p",
+        "max_tool_calls",
+        "tool_search",
+        "pinned",
+        "skills",
+        "approve",
+        "prompt",
+        "extra",
+        "line",
+        "is_builtin",
+        "error",
+        "updated_at",
     )
-    readonly_fields = ("patterns", "resolved_tools", "unmatched", "model_display", "who_can_pick")
+    readonly_fields = (
+        "patterns",
+        "resolved_tools",
+        "unmatched",
+        "model_display",
+        "who_can_pick",
+        "window_display",
+    )
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False
@@ -399,6 +469,16 @@ class AgentAdmin(admin.ModelAdmin):
     @admin.display(description="model")
     def model_display(self, agent: Agent) -> str:
         return agent.model or "(default model)"
+
+    @admin.display(description="context window")
+    def window_display(self, agent: Agent) -> str:
+        """The model's window as BooCode knows it (docs/models.md), and why it is too small if it is."""
+        window = configured_window(agent, "")
+        tools = estimated_tokens(self._tools(agent)) if agent.tool_search != "always" else 0
+        problem = window_problem(
+            agent.model or settings.LLM_MODEL, window, estimate(agent.prompt), tools, agent.name
+        )
+        return f"{window.describe()}. {problem}" if problem else window.describe()
 
     @admin.display(description="tools now")
     def tool_count(self, agent: Agent) -> int:

@@ -71,9 +71,11 @@ def _the_call(user_id: int | None, conversation_id: int, call_id: int) -> tuple[
     found = ToolCall.objects.filter(pk=call_id, message__conversation_id=conversation_id)
     if user_id is not None:
         found = found.filter(message__conversation__owner_id=user_id)
-    call = found.only("id", "server", "view", "message__conversation__owner_id").select_related(
-        "message__conversation"
-    ).first()
+    call = (
+        found.only("id", "server", "view", "message__conversation__owner_id")
+        .select_related("message__conversation")
+        .first()
+    )
     return (call, call.message.conversation.owner_id) if call is not None else None
 
 

@@ -173,7 +173,7 @@ GOOD_FOR_SECONDS = 300  # after its decision, an approval is good for a call mad
 
 
 def approval_holds(approval_id: int, name: str, arguments: dict[str, Any], user_id: int | None) -> str:
-    """"" when the approval row ``approval_id`` allows this very call, else why it does not.
+    """ "" when the approval row ``approval_id`` allows this very call, else why it does not.
 
     The hub worker asks this before running a call that needs approval (registered with
     :func:`mcpclient.core.approval.check_approvals_with` when the app is ready): the row must

@@ -12,11 +12,11 @@ and budget in one SQL statement, the turn's own read before the model request
 (:mod:`boocode.chat.turn`): a person whose budget is spent is refused there, at no query of its
 own (a *Regenerate* reads it once more, before it supersedes anything). Then, when a budget
 applies, before every model request (the first and each one after a tool step),
-:func:`reserve` holds the request's estimate (:func:`request_tokens`: its prompt's bytes and an
-answer's allowance) on the person's usage row of the day, in one conditional statement, so turns
-running at once in any process count one another. A request goes out when the day's tokens are
-under the budget and either it fits beside what the requests in flight hold, or nothing else is
-in flight: at most one request at a time may take the day past the budget, so the total passes
+:func:`reserve` holds the request's estimate (the request as fitted to the window by
+:mod:`boocode.chat.request_budget`, and the room kept for its answer) on the person's usage
+row of the day, in one conditional statement, so turns running at once in any process count one
+another. A request goes out when the day's tokens are under the budget and either it fits
+beside what the requests in flight hold, or nothing else is in flight: at most one request at a time may take the day past the budget, so the total passes
 it by at most about one request's worth (ten turns started at once with 1,100 tokens left make
 one request, not ten). The hold is released in the write that counts the answer's real usage
 (:func:`boocode.chat.conversations.finish_message`), or by :func:`release` when the request
@@ -31,10 +31,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import functools
-import json
-from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
@@ -48,11 +45,6 @@ from boocode.chat.models import Conversation, DailyUsage, TokenBudget
 
 # A group's 0 (no limit) read as the largest budget there is, so that MAX() picks it.
 UNLIMITED = 2**62
-# Model requests carry no max_tokens: an answer is held at this many tokens until its usage is known.
-ANSWER_ALLOWANCE = 4_096
-# A prompt is held at its JSON's UTF-8 bytes over this (more tokens than most tokenizers make of
-# English or code; about one a character for scripts of three-byte characters).
-BYTES_PER_TOKEN = 3
 # A hold nobody released stops counting this long after the person's last hold.
 RESERVATION_SECONDS = 600
 
@@ -131,13 +123,6 @@ def _group_of(user_id: int, tokens: int) -> str:
     budgets = TokenBudget.objects.filter(tokens_per_day=tokens).values("group_id")
     names = Group.objects.filter(user=user_id, id__in=budgets).order_by("name").values_list("name", flat=True)
     return names.first() or ""
-
-
-def request_tokens(messages: Sequence[dict[str, Any]], tools: Sequence[dict[str, Any]] | None) -> int:
-    """The tokens a model request is held at: its messages and tools as sent (UTF-8 bytes of their
-    JSON over :data:`BYTES_PER_TOKEN`) and :data:`ANSWER_ALLOWANCE` for its answer."""
-    body = json.dumps([list(messages), list(tools or ())], ensure_ascii=False, default=str)
-    return len(body.encode("utf-8", "surrogatepass")) // BYTES_PER_TOKEN + ANSWER_ALLOWANCE
 
 
 @functools.cache

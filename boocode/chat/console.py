@@ -21,11 +21,13 @@ from boocode.chat.calls import call_scope, execute, prepare_hub
 from boocode.chat.events import Emit
 from boocode.tools.registry import Tool, agent_tools
 
-COMMANDS = ("/tools", "/call", "/help")
+# "/compact" is run by the turn itself (boocode.chat.turn): it asks the model for a summary.
+COMMANDS = ("/tools", "/call", "/compact", "/help")
 CONSOLE_HELP = (
     "**Tool console**\n\n"
     "- `/tools` lists the tools this conversation's agent may use\n"
     '- `/call <tool> {"argument": "value"}` runs one tool and shows its result\n'
+    "- `/compact` summarises the earlier messages for the model (the page keeps them all)\n"
     "- `/help` shows this help\n\n"
     "Anything else is sent to the model."
 )

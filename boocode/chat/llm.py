@@ -93,7 +93,7 @@ MAX_TOKENS_STORED = 2_147_483_647  # the database column's limit
 def note_error(exc: LLMError) -> None:
     """Remember a failure to reach the model for the status line (not "not configured")."""
     global last_error, last_error_kind
-    if exc.kind != "not_configured":
+    if exc.kind not in ("not_configured", "too_large", "context_length", "length"):
         last_error, last_error_kind = str(exc), exc.kind
 
 
@@ -404,9 +404,52 @@ async def _status_error(response: aiohttp.ClientResponse, llm: LLMSettings) -> L
         )
     if status >= 500:
         return LLMError(f"The model server failed (HTTP {status}){suffix}.", kind="server", status=status)
+    refusal = context_refusal(raw.decode("utf-8", errors="replace")) if status in (400, 413) else None
+    if refusal is not None:
+        window, prompt_tokens = refusal
+        return LLMError(
+            f"The model server refused the request as longer than the model's context window (HTTP "
+            f"{status}){suffix}.",
+            kind="context_length",
+            status=status,
+            window=window,
+            prompt_tokens=prompt_tokens,
+        )
     return LLMError(
         f"The model server rejected the request (HTTP {status}){suffix}.", kind="request", status=status
     )
+
+
+# Each server's refusal of a prompt over the window, matched narrowly (a refusal for anything
+# else is the request's own error): OpenAI's code, vLLM's, llama.cpp's and Anthropic's wording.
+_CONTEXT_REFUSALS = (
+    re.compile(r'"code"\s*:\s*"context_length_exceeded"'),
+    re.compile(r"maximum context length is \d+ tokens"),
+    re.compile(r"exceeds the available context size"),
+    re.compile(r"prompt is too long: \d+ tokens > \d+"),
+)
+# The figures they give: (window, prompt tokens).
+_CONTEXT_FIGURES = (
+    re.compile(
+        r"maximum context length is (?P<window>\d+) tokens\. However, "
+        r"(?:your messages resulted in|you requested) (?P<prompt>\d+) tokens"
+    ),
+    re.compile(r"prompt is too long: (?P<prompt>\d+) tokens > (?P<window>\d+) maximum"),
+    re.compile(r'"n_prompt_tokens"\s*:\s*(?P<prompt>\d+)\s*,\s*"n_ctx"\s*:\s*(?P<window>\d+)'),
+)
+
+
+def context_refusal(body: str) -> tuple[int | None, int | None] | None:
+    """``(window, prompt tokens)`` (each ``None`` when not given) if ``body`` is a server's refusal
+    of a prompt longer than the model's window, else ``None``."""
+    if not any(pattern.search(body) for pattern in _CONTEXT_REFUSALS):
+        return None
+    for pattern in _CONTEXT_FIGURES:
+        found = pattern.search(body)
+        if found is not None:
+            return int(found["window"]), int(found["prompt"])
+    found = re.search(r"maximum context length is (\d+) tokens", body)
+    return (int(found[1]) if found else None), None
 
 
 def _error_detail(text: str) -> str:

@@ -22,14 +22,27 @@ class LLMError(Exception):
     """A failure talking to the model; ``str()`` is a message fit to show the user.
 
     ``kind`` is one of: not_configured, connect, timeout, auth, model, rate_limit, server,
-    request, malformed, disconnected.
+    request, malformed, disconnected, too_large (the request would not fit the model's window:
+    nothing was sent), context_length (the server refused the request as longer than its
+    window: ``window`` and ``prompt_tokens`` are its figures, when it gave them), length (the
+    answer was cut for length with nothing in it).
     """
 
-    def __init__(self, message: str, *, kind: str, status: int | None = None) -> None:
+    def __init__(
+        self,
+        message: str,
+        *,
+        kind: str,
+        status: int | None = None,
+        window: int | None = None,
+        prompt_tokens: int | None = None,
+    ) -> None:
         # Messages are stored, sent to every tab and logged: no URL in one keeps a credential.
         super().__init__(redact_text(message))
         self.kind = kind
         self.status = status
+        self.window = window
+        self.prompt_tokens = prompt_tokens
 
 
 @dataclass(frozen=True)

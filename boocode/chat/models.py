@@ -119,6 +119,33 @@ class Message(models.Model):
         return {"prompt_tokens": self.prompt_tokens or 0, "completion_tokens": self.completion_tokens or 0}
 
 
+class ContextSummary(models.Model):
+    """What the model reads instead of a conversation's earlier messages (compaction, docs/models.md).
+
+    Written by the conversation's own model when a request would pass its share of the window
+    (or on ``/compact``); it stands for the conversation's messages up to and including
+    ``up_to`` (a message id) and is reused by every later request until a newer one is made.
+    The messages themselves are never changed. One that covers a message superseded after it
+    was written is stale and not used.
+    """
+
+    conversation = models.ForeignKey(Conversation, on_delete=models.CASCADE, related_name="summaries")
+    up_to = models.PositiveBigIntegerField(help_text="The id of the last message the summary stands for.")
+    messages = models.PositiveIntegerField(help_text="How many messages it stands for.")
+    model = models.CharField(max_length=MODEL_NAME_LENGTH, blank=True, help_text="The model that wrote it.")
+    text = models.TextField()
+    prompt_tokens = models.PositiveIntegerField(null=True, blank=True)
+    completion_tokens = models.PositiveIntegerField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ("id",)
+        indexes = [models.Index(fields=["conversation", "id"])]
+
+    def __str__(self) -> str:
+        return f"summary of conversation {self.conversation_id} up to #{self.up_to}"
+
+
 class ToolCall(models.Model):
     """A tool call requested by an assistant message (or a /call command) and its result."""
 

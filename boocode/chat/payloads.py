@@ -22,10 +22,13 @@ from django.conf import settings
 from django.core import signing
 from django.db.models import Count, Q, Sum
 
+from agents.models import Agent
 from boocode.chat import attachments
-from boocode.chat.models import Conversation, Message, ToolCall
+from boocode.chat.compaction import summary_payload
+from boocode.chat.models import ContextSummary, Conversation, Message, ToolCall
 from boocode.chat.rendering import images_for, preview, render_markdown
 from boocode.chat.sizes import HISTORY_BYTES, MESSAGE_INLINE_BYTES, PAGE_BYTES, bounded_message, encoded_size
+from boocode.chat.windows import answer_tokens, configured_window
 
 HISTORY_LIMIT = 200  # messages sent to a (re)connecting page, and per page of older ones
 
@@ -205,12 +208,53 @@ def conversation_usage(conversation_id: int) -> dict[str, int]:
 
 
 def conversation_info(conversation: Conversation | int) -> dict[str, Any]:
-    """The ``conversation`` object of docs/protocol.md: id, title, model, usage."""
+    """The ``conversation`` object of docs/protocol.md: id, title, model, usage, context, summaries."""
     if not isinstance(conversation, Conversation):
-        conversation = Conversation.objects.only("id", "title", "model").get(pk=conversation)
+        conversation = Conversation.objects.only("id", "title", "model", "agent_name").get(pk=conversation)
     return {
         "id": conversation.pk,
         "title": conversation.title,
         "model": conversation.model,
         "usage": conversation_usage(conversation.pk),
+        "context": context_use(conversation),
+        "summaries": [
+            summary_payload(row)
+            for row in ContextSummary.objects.filter(conversation_id=conversation.pk).order_by("-id")[
+                :MAX_SUMMARIES
+            ]
+        ][::-1],
+    }
+
+
+MAX_SUMMARIES = 20  # the newest, for the page's dividers
+
+
+def context_use(conversation: Conversation) -> dict[str, Any]:
+    """How full the model's window was at the last answer: the tokens its server counted for it
+    (prompt and answer; ``None`` before any), the window and where it came from, and the share
+    past which the earlier turns are summarised (docs/models.md)."""
+    rows = Agent.objects.filter(name=conversation.agent_name) if conversation.agent_name else Agent.objects
+    agent = rows.only("name", "model", "context_tokens").first()
+    window = configured_window(agent, conversation.model)
+    last = (
+        Message.objects.filter(
+            conversation_id=conversation.pk,
+            role=Message.Role.ASSISTANT,
+            superseded_at__isnull=True,
+            prompt_tokens__isnull=False,
+        )
+        .order_by("-id")
+        .values_list("prompt_tokens", "completion_tokens")
+        .first()
+    )
+    return {
+        "used": (last[0] + (last[1] or 0)) if last else None,
+        "window": window.tokens,
+        "source": window.source,
+        "compact_percent": settings.LLM_COMPACT_PERCENT,
+        # The tokens past which it is near its end: the compaction share, or what a request may
+        # take beside the answer's space if that is less.
+        "near": min(
+            window.tokens * settings.LLM_COMPACT_PERCENT // 100, window.tokens - answer_tokens(window)
+        ),
     }

@@ -59,6 +59,11 @@ CONSOLE_COMMANDS = (
         "insert": "/call ",
         "description": 'Run one tool and show its result: /call <tool> {"argument": "value"}',
     },
+    {
+        "name": "/compact",
+        "insert": "/compact",
+        "description": "Summarise the earlier messages for the model; the page keeps them all.",
+    },
     {"name": "/help", "insert": "/help", "description": "Show the tool console's help."},
 )
 

@@ -60,7 +60,16 @@ from django.db import DatabaseError
 
 from agents.models import Agent
 from agents.roster import refresh_agents_if_changed
-from boocode.chat import agent_choice, budgets, conversations, model_history, payloads, titles
+from boocode.chat import (
+    agent_choice,
+    budgets,
+    compaction,
+    conversations,
+    model_history,
+    payloads,
+    titles,
+    windows,
+)
 from boocode.chat import llm as llm_client
 from boocode.chat import metrics as chat_metrics
 from boocode.chat.agent_skills import start_with_skills
@@ -79,9 +88,21 @@ from boocode.chat.llm import (
     ToolCallRequest,
     stream_chat,
 )
+from boocode.chat.model_windows import server_window
 from boocode.chat.models import Message, ToolCall
 from boocode.chat.prompt_insertion import PromptRequest, insert_prompt
 from boocode.chat.questions import forms
+from boocode.chat.request_budget import (
+    READ_RESULT,
+    Counter,
+    Fitted,
+    TooLarge,
+    calibration,
+    fit,
+    result_limit,
+    tools_limit,
+)
+from boocode.chat.result_pages import read_result_tool
 from boocode.chat.sizes import delta_pieces, utf16_length
 from boocode.chat.status import status_payload
 from boocode.tools.deferred import DeferredTools, search_on
@@ -108,6 +129,12 @@ NOT_CONFIGURED = (
     "The tool console still works: /tools lists the agent's tools, /call <tool> {json} runs one."
 )
 INTERNAL_ERROR = "Internal error while running this turn; the details are in the server log."
+EMPTY_AT_LENGTH = (
+    'The model stopped at its length limit (finish_reason "length") before it wrote any answer: the '
+    "request and the answer did not fit its context window, or the server's limit on answer tokens "
+    "is too small. Ask again, or start a new conversation; an administrator can set the model's "
+    "window (the agent's context: key or BOOCODE_LLM_CONTEXT_TOKENS)."
+)
 
 
 def _future() -> asyncio.Future[bool | None]:
@@ -173,6 +200,24 @@ class TurnContext:
     tools_left_out: int = 0  # the agent's tools past what one model request may carry
     # Deferred tools (toolSearch, docs/tools.md): what each request offers, loaded by searches.
     deferred: DeferredTools | None = None
+    # The model's window and the estimates of the turn's messages (boocode.chat.request_budget).
+    window: windows.Window = field(default_factory=lambda: windows.configured_window(None, ""))
+    counter: Counter = field(default_factory=Counter)
+    keep: int = 0  # messages after the system prompt always sent (the agent's skills)
+    fitted: Fitted | None = None  # the last request sent
+    conversation_id: int = 0  # whose calibration the estimates use (request_budget.calibration)
+    # The stored message of each entry of ``messages`` read from the database (0: none), and the
+    # summary that stands for the earlier ones (boocode.chat.compaction).
+    ids: list[int] = field(default_factory=list)
+    summary: compaction.Summary | None = None
+
+    def summarised(self) -> int:
+        """How many messages (after the system prompt and skills) the summary stands for."""
+        if self.summary is None:
+            return 0
+        start = (1 if self.messages and self.messages[0].get("role") == "system" else 0) + self.keep
+        up_to = self.summary.up_to
+        return sum(1 for source in self.ids[start:] if 0 < source <= up_to)
 
     def offered(self) -> list[dict[str, Any]]:
         """The tool definitions of the next model request."""
@@ -191,10 +236,25 @@ def _read_for_model(conversation_id: int, text: str | None) -> Read:
     refresh_agents_if_changed()
     agent_name, model, standing = budgets.conversation_standing(conversation_id)
     agent = agent_choice.resolve_agent(agent_name, standing.user_id)
-    return agent, model, model_history.llm_history(conversation_id, agent.prompt, then=text), standing
+    # Long results are read as their beginning and end: what the window lets a request carry
+    # (5 characters a token: letters' rate, more than most text has).
+    result_chars = result_limit(windows.configured_window(agent, model)) * 5
+    ids: list[int] = []
+    history = model_history.llm_history(
+        conversation_id, agent.prompt, then=text, result_chars=result_chars, ids=ids
+    )
+    return agent, model, history, standing, Earlier(ids, compaction.current_summary(conversation_id))
 
 
-type Read = tuple[Agent, str, list[dict[str, Any]], budgets.Standing]
+@dataclass(frozen=True)
+class Earlier:
+    """Of the read: the stored message each history entry comes from, and the summary in use."""
+
+    ids: list[int]
+    summary: compaction.Summary | None
+
+
+type Read = tuple[Agent, str, list[dict[str, Any]], budgets.Standing, Earlier]
 
 
 def _admitted_read(
@@ -235,15 +295,25 @@ def _tools_left_out_notice(context: TurnContext) -> str:
 
 
 def _context(
-    agent: Agent, history: list[dict[str, Any]], user_id: int | None = None, model: str = ""
+    agent: Agent,
+    history: list[dict[str, Any]],
+    user_id: int | None = None,
+    model: str = "",
+    window: windows.Window | None = None,
+    conversation_id: int | None = None,
 ) -> TurnContext:
     """The turn's context; the tools are the registry's current ones (in memory, no query).
 
     ``model`` is the conversation's choice; empty means the agent's ``model:`` (or the default).
+    An agent with ``toolSearch: auto`` defers its tools when their definitions pass their share
+    of ``window`` too (:func:`boocode.chat.request_budget.tools_limit`). With ``conversation_id``
+    the model may call ``read_result`` (:mod:`boocode.chat.result_pages`); it is offered when a
+    request carries a cut result.
     """
+    window = window or windows.configured_window(agent, model)
     allowed = agent_tools(agent, user_id=user_id)
     deferred = None
-    if search_on(agent.tool_search, allowed):
+    if search_on(agent.tool_search, allowed, tools_limit(window)):
         deferred = DeferredTools(
             allowed,
             pinned=agent.pinned or (),
@@ -253,18 +323,92 @@ def _context(
         tools, definitions = [*deferred.tools, deferred.tool], []  # any of them may be called by name
     else:
         tools, definitions = within_model_bounds(allowed)
+    left_out = 0 if deferred is not None else len(allowed) - len(tools)
+    if conversation_id is not None:
+        tools = [*tools, read_result_tool(conversation_id)]
     return TurnContext(
         agent_name=agent.name,
         llm=LLMSettings.from_settings(model or agent.model),
         tools=tools,
         openai_tools=definitions,
         deferred=deferred,
-        tools_left_out=0 if deferred is not None else len(allowed) - len(tools),
+        tools_left_out=left_out,
         messages=history,
         temperature=agent.temperature,
         top_p=agent.top_p,
         max_tool_calls=agent.max_tool_calls,
+        window=window,
+        conversation_id=conversation_id or 0,
     )
+
+
+def _refit(context: TurnContext, refusal: LLMError) -> str:
+    """After the server refused a request as too long: its figures are believed (the window it
+    states, the prompt tokens it counted), the window shrinks to them (or by a quarter when it
+    gave none) and the turn asks again once; what happened, for the person."""
+    if refusal.prompt_tokens and context.fitted is not None:
+        calibration(context.conversation_id, context.llm.base_url, context.llm.model).observe(
+            context.fitted.estimated, refusal.prompt_tokens
+        )
+    before = context.window
+    tokens = refusal.window if refusal.window else int(before.tokens * 0.75)
+    context.window = windows.Window(min(tokens, before.tokens), "server" if refusal.window else before.source)
+    return (
+        f"The model server refused the request as longer than the model's context window (BooCode "
+        f"counted about {context.fitted.tokens if context.fitted else 0:,} tokens for a window of "
+        f"{before.describe()}); the request was made smaller for a window of {context.window.tokens:,} "
+        "tokens, leaving out more of the earlier conversation, and sent again."
+    )
+
+
+def _refused_again(refusal: LLMError, context: TurnContext) -> str:
+    return (
+        f"The model server refused the request as longer than the model's context window twice, the "
+        f"second time fitted to {context.window.describe()} ({refusal}). The model's window is smaller "
+        "than BooCode knows: an administrator can set it (the agent's context: key or "
+        "BOOCODE_LLM_CONTEXT_TOKENS); or start a new conversation."
+    )
+
+
+def _fit(context: TurnContext, tools: list[dict[str, Any]] | None) -> Fitted:
+    """The request of the next step within the model's window (``read_result`` offered when a
+    result in it is cut); raises :class:`LLMError` (``too_large``) when it cannot fit."""
+    calibrated = calibration(context.conversation_id, context.llm.base_url, context.llm.model)
+    try:
+        summary = context.summary.text if context.summary is not None else ""
+        covered = context.summarised()
+        fitted = fit(
+            context.messages,
+            tools,
+            context.window,
+            calibrated,
+            context.counter,
+            keep=context.keep,
+            summary=summary,
+            summarised=covered,
+        )
+        reader = next((tool for tool in context.tools if tool.name == READ_RESULT), None)
+        if (
+            fitted.cut
+            and tools is not None
+            and reader is not None
+            and all(definition["function"]["name"] != READ_RESULT for definition in tools)
+        ):
+            with_reader = [*tools, reader.openai()]
+            fitted = fit(
+                context.messages,
+                with_reader,
+                context.window,
+                calibrated,
+                context.counter,
+                keep=context.keep,
+                summary=summary,
+                summarised=covered,
+            )
+    except TooLarge as exc:
+        raise LLMError(str(exc), kind="too_large") from None
+    context.fitted = fitted
+    return fitted
 
 
 def _eager[T](coroutine: Coroutine[Any, Any, T]) -> asyncio.Task[T]:
@@ -365,15 +509,18 @@ class Turn:
                 if self.request.kind == "edit":
                     await self._supersede()
                 agent = await self._store_command()
-                await run_command(
-                    *command,
-                    agent=agent,
-                    conversation_id=self.conversation_id,
-                    user_id=self.request.user_id,
-                    message_id=self.request_message_id,
-                    emit=self.emit,
-                    notice=self._notice,
-                )
+                if command[0] == "/compact":
+                    await self._compact_command()
+                else:
+                    await run_command(
+                        *command,
+                        agent=agent,
+                        conversation_id=self.conversation_id,
+                        user_id=self.request.user_id,
+                        message_id=self.request_message_id,
+                        emit=self.emit,
+                        notice=self._notice,
+                    )
             elif self.request.kind == "prompt" and (error := await self._insert_prompt()):
                 status = "failed"  # nothing inserted; the notice says why
             else:
@@ -540,7 +687,7 @@ class Turn:
         try:
             read, self.prefetched = self.prefetched, None
             read = read or await db_read(_read_for_model)(self.conversation_id, text)
-            agent, model, history, standing = read
+            agent, model, history, standing, prior = read
         except agent_choice.AgentUnavailable:
             self.storing = asyncio.ensure_future(self._store_message(answer=False))  # kept, never lost
             raise
@@ -575,20 +722,46 @@ class Turn:
         for refused in await prepare_hub(self.request.user_id):
             await self._notice(refused)
         # AGENTS.md skills: (boocode.chat.agent_skills) go after the system prompt, read each turn.
+        before = len(history)
         skills_notice = await start_with_skills(agent, history, self.request.user_id)
-        context = _context(agent, history, self.request.user_id, model)
+        window = await windows.window_for(agent, llm.model, await server_window(llm, llm.model))
+        context = _context(agent, history, self.request.user_id, model, window, self.conversation_id)
+        context.keep = len(history) - before
+        context.ids = [*prior.ids[:1], *([0] * context.keep), *prior.ids[1:]] if context.keep else prior.ids
+        context.summary = prior.summary
         if not context.llm.configured:
             raise LLMError(NOT_CONFIGURED, kind="not_configured")
+        problem = windows.window_problem(
+            llm.model,
+            window,
+            context.counter.of(history[0]) if agent.prompt.strip() else 0,
+            context.counter.of_tools(context.offered()),
+            agent.name,
+        )
+        if problem:
+            await self._notice(problem)
         if context.tools_left_out:
             await self._notice(_tools_left_out_notice(context))
         if skills_notice:
             await self._notice(skills_notice)
         if context.deferred is not None:
             context.deferred.warm()  # its index is ready (or nearly) when the model searches
+        await self._compact(context)
         used = 0
+        refused: LLMError | None = None
         while True:
             offered = context.offered() if not self.cap_hit else None
-            completion, calls = await self._stream_step(context, offered)
+            try:
+                completion, calls = await self._stream_step(context, offered)
+            except LLMError as exc:
+                if exc.kind != "context_length":
+                    raise
+                if refused is not None:
+                    raise LLMError(_refused_again(exc, context), kind="context_length") from None
+                refused = exc
+                await self._notice(_refit(context, exc))
+                await self._compact(context)
+                continue
             llm_client.note_success()
             if calls is None:
                 break
@@ -616,19 +789,93 @@ class Turn:
             payload = await db(conversations.add_message)(self.conversation_id, Message.Role.NOTICE, notice)
             await self.emit({"type": "message", "message": payload})
 
+    async def _compact_command(self) -> None:
+        """``/compact``: summarise everything before the newest question now, and say what was done."""
+        agent, model, history, _, prior = await db_read(_read_for_model)(self.conversation_id, None)
+        llm = LLMSettings.from_settings(model or agent.model)
+        if not llm.configured:
+            raise LLMError(NOT_CONFIGURED, kind="not_configured")
+        window = await windows.window_for(agent, llm.model, await server_window(llm, llm.model))
+        context = _context(agent, history, self.request.user_id, model, window, self.conversation_id)
+        context.ids, context.summary = prior.ids, prior.summary
+        try:
+            payload = await self._compact(context, asked=True)
+        except LLMError as exc:
+            await self._notice(f"Nothing was summarised: {exc}")
+            return
+        if payload is None:
+            await self._notice(
+                "Nothing to summarise: the earlier messages are summarised already, or there are none."
+            )
+            return
+        await self._notice(
+            f"The {payload['messages']:,} earlier messages are summarised for the model, which reads the "
+            "summary instead of them from now on; the page keeps them all (the divider shows the summary)."
+        )
+
+    async def _compact(self, context: TurnContext, *, asked: bool = False) -> dict[str, Any] | None:
+        """Summarise the earlier turns when the next request would pass its share of the window
+        or leave turns out (with ``asked``: whatever it would do); see :mod:`boocode.chat.compaction`."""
+        fitted = _fit(context, context.offered() if not self.cap_hit else None)
+        share = context.window.tokens * settings.LLM_COMPACT_PERCENT // 100
+        if not asked and fitted.tokens <= share and not fitted.left_out:
+            return None
+        # What a request of half the window would leave out is summarised: the next turns have room.
+        calibrated = calibration(context.conversation_id, context.llm.base_url, context.llm.model)
+        half = windows.Window(max(context.window.tokens // 2, 1024), context.window.source)
+        try:
+            plan = fit(context.messages, fitted.tools, half, calibrated, Counter(), keep=context.keep)
+            count = plan.left_out
+        except TooLarge:
+            count = fitted.left_out
+        start = (1 if context.messages and context.messages[0].get("role") == "system" else 0) + context.keep
+        sources = context.ids[start:]
+        if asked:  # everything before the newest question
+            count = max(
+                (i for i, m in enumerate(context.messages[start:]) if m.get("role") == "user"), default=0
+            )
+        while count and (count >= len(sources) or sources[count - 1] == 0):
+            count -= 1  # only stored messages are summarised
+        if count <= 0:
+            return None
+        up_to = sources[count - 1]
+        if context.summary is not None and context.summary.up_to >= up_to:
+            return None  # the summary in use covers them already
+        done = context.summarised()
+        previous = context.summary.text if context.summary is not None else ""
+        body = context.messages[start:]
+        try:
+            text, usage = await compaction.summarise(context.llm, previous, body[done:count], context.window)
+        except LLMError as exc:  # the oldest turns are left out with a note instead
+            logger.warning("conversation %s: no summary of the earlier turns (%s)", self.conversation_id, exc)
+            if asked:
+                raise
+            return None
+        payload = await db(compaction.store_summary)(
+            self.conversation_id, up_to, count, context.llm.model, text, usage
+        )
+        context.summary = compaction.Summary(text, up_to)
+        await self.emit({"type": "context_summary", "conversation": self.conversation_id, "summary": payload})
+        return payload
+
     async def _stream_step(
         self, context: TurnContext, tools: list[dict[str, Any]] | None
     ) -> tuple[Completion, ToolCalls | None]:
         """One model call, streamed into a new assistant message; returns it and the tool calls it
         asked for (None: none), whose rows are being written (:meth:`_announce`)."""
+        fitted = _fit(context, tools)
+        # What the request needs of the window, its answer's room included: the budget holds it,
+        # and Ollama's num_ctx is sized to it.
+        needed = fitted.tokens + windows.answer_tokens(fitted.window)
         if self.standing is not None:
-            await self._reserve(context.messages, tools)
+            await self._reserve(needed)
         stream = stream_chat(
-            context.messages,
+            fitted.messages,
             llm=context.llm,
-            tools=tools,
+            tools=fitted.tools,
             temperature=context.temperature,
             top_p=context.top_p,
+            num_ctx=needed,
         )
         completion: Completion | None = None
         async with contextlib.aclosing(stream):
@@ -689,6 +936,12 @@ class Turn:
             await self._flush()
         self._end_live_html()
         assert completion is not None  # stream_chat always ends with a Completion or raises
+        if completion.finish_reason == "length" and not completion.text.strip() and not completion.tool_calls:
+            raise LLMError(EMPTY_AT_LENGTH, kind="length")
+        if completion.usage is not None:  # what the server counts for what was estimated
+            calibration(context.conversation_id, context.llm.base_url, context.llm.model).observe(
+                fitted.estimated, completion.usage[0]
+            )
         requested = completion.tool_calls if tools else []
         identities = {
             call.name: conversations.tool_identity(call.name, self.request.user_id) for call in requested
@@ -717,14 +970,13 @@ class Turn:
         calls.recorded = self.storing = asyncio.ensure_future(self._announce(record, calls.rows))
         return completion, calls
 
-    async def _reserve(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None) -> None:
-        """Hold the next model request's tokens on the owner's budget, or raise ``BudgetSpent``.
+    async def _reserve(self, tokens: int) -> None:
+        """Hold the next model request's ``tokens`` on the owner's budget, or raise ``BudgetSpent``.
 
         One statement, on the loop's worker threads: it does not queue behind the start being
         stored on the database thread, which the first request goes out beside.
         """
         assert self.standing is not None
-        tokens = budgets.request_tokens(messages, tools)
         hold = asyncio.ensure_future(db_read(budgets.reserve)(self.standing, tokens))
         try:
             refused = await asyncio.shield(hold)

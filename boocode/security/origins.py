@@ -150,7 +150,9 @@ class WebsocketOriginCheck:
             # Worth a line in the log: a proxy that drops Host or X-Forwarded-Proto looks like this.
             logger.warning(
                 "websocket refused: Origin %r does not match Host %r (scheme %s)",
-                _header(scope, b"origin"), _header(scope, b"host"), page_scheme(scope),
+                _header(scope, b"origin"),
+                _header(scope, b"host"),
+                page_scheme(scope),
             )
             return await WebsocketDenier()(scope, receive, send)
         return await self.application(scope, receive, send)

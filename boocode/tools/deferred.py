@@ -47,13 +47,18 @@ def estimated_tokens(tools: Sequence[Tool]) -> int:
     return sum(len(json.dumps(tool.openai(), ensure_ascii=False)) for tool in tools) // 4
 
 
-def search_on(mode: str, tools: Sequence[Tool]) -> bool:
-    """Whether an agent with ``toolSearch: mode`` and these tools defers them behind the search."""
+def search_on(mode: str, tools: Sequence[Tool], tokens: int | None = None) -> bool:
+    """Whether an agent with ``toolSearch: mode`` and these tools defers them behind the search.
+
+    ``tokens``: the most their definitions may take in this request (a share of the model's
+    window, docs/models.md), when less than ``BOOCODE_TOOL_SEARCH_TOKENS``.
+    """
     if mode == "always":
         return True
     if mode != "auto":
         return False
-    return len(tools) > settings.TOOL_SEARCH_TOOLS or estimated_tokens(tools) > settings.TOOL_SEARCH_TOKENS
+    limit = settings.TOOL_SEARCH_TOKENS if tokens is None else min(tokens, settings.TOOL_SEARCH_TOKENS)
+    return len(tools) > settings.TOOL_SEARCH_TOOLS or estimated_tokens(tools) > limit
 
 
 def used_in(history: Sequence[dict[str, Any]]) -> list[str]:
@@ -160,7 +165,7 @@ class DeferredTools:
             f"Find the tools for a task among the {len(self.tools)} tools you may use (from {shown}). "
             "Only some tools are loaded; describe what you want to do in plain words (one task per "
             "search) and the best matching tools are loaded for your next step, by name. An empty "
-            'list means no tool fits: do not guess a tool then.'
+            "list means no tool fits: do not guess a tool then."
         )
         parameters = {
             "type": "object",

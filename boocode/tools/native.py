@@ -52,6 +52,7 @@ __all__ = [
     "ToolTimeoutError",
     "grep",
     "list_dir",
+    "page_text",
     "time_limit_message",
     "view_file",
 ]
@@ -189,8 +190,10 @@ def _read_lines(handle: IO[bytes], limit: int, deadline: Deadline) -> Iterator[t
 
 def _cut_utf8(data: bytes, limit: int) -> str:
     """At most ``limit`` bytes of ``data`` decoded, never splitting a character."""
-    return data[:limit].decode("utf-8", errors="ignore") if len(data) > limit else data.decode(
-        "utf-8", errors="replace"
+    return (
+        data[:limit].decode("utf-8", errors="ignore")
+        if len(data) > limit
+        else data.decode("utf-8", errors="replace")
     )
 
 
@@ -530,13 +533,77 @@ def grep(
         )
     if not results:
         where = display_path(base, root)
-        return "\n".join(
-            [f"No matches for {pattern!r} in {where}" + (f" ({glob})" if glob else ""), *notes]
-        )
+        return "\n".join([f"No matches for {pattern!r} in {where}" + (f" ({glob})" if glob else ""), *notes])
     return "\n".join(results + notes)
 
 
-_PATH_DESCRIPTION = "A path relative to the workspace root (\".\" is the root)."
+PAGE_DEFAULT_CHARS = 8000
+PAGE_MAX_CHARS = 16_000  # one page of a stored result; the model reads on with the next offset
+PAGE_MAX_MATCHES = 200
+
+
+def page_text(
+    text: str,
+    offset: int = 0,
+    length: int = PAGE_DEFAULT_CHARS,
+    pattern: str | None = None,
+    ignore_case: bool = False,
+    *,
+    deadline: Deadline | None = None,
+) -> str:
+    """A page of ``text`` (characters ``offset`` to ``offset + length``, at most
+    :data:`PAGE_MAX_CHARS`), or with ``pattern`` its lines that match (RE2, at most
+    :data:`PAGE_MAX_MATCHES`) as ``line:offset: text``, each line at most
+    ``GREP_MAX_LINE_CHARS`` characters; the output is bounded either way.
+
+    ``read_result`` (:mod:`boocode.chat.result_pages`) serves stored tool results through it.
+    """
+    deadline = deadline or Deadline.from_settings()
+    if pattern is not None:
+        return _grep_text(text, pattern, ignore_case, deadline)
+    if offset < 0 or offset > len(text):
+        raise WorkspaceError(f"offset {offset} is outside the result, which has {len(text):,} characters")
+    length = max(1, min(length, PAGE_MAX_CHARS))
+    page = text[offset : offset + length]
+    end = offset + len(page)
+    if end < len(text):
+        after = f"[characters {offset:,} to {end:,} of {len(text):,}; read on with offset {end}]"
+    else:
+        after = f"[characters {offset:,} to {end:,} of {len(text):,}: the end of the result]"
+    return f"{page}\n{after}"
+
+
+def _grep_text(text: str, pattern: str, ignore_case: bool, deadline: Deadline) -> str:
+    matcher = _Matcher(pattern, ignore_case)
+    data = text.encode("utf-8", "surrogatepass")
+    starts: list[int] = []  # character offsets of the lines met so far (for the model's next read)
+
+    def lines() -> Iterator[tuple[bytes, bool]]:
+        position = 0  # in characters
+        for raw in data.split(b"\n"):
+            deadline.check()
+            starts.append(position)
+            position += len(raw.decode("utf-8", "surrogatepass")) + 1
+            yield raw, False
+
+    results: list[str] = []
+    used, stopped = 0, ""
+    try:
+        for number, raw in matcher.matching_lines(lines()):
+            entry = f"line {number} (offset {starts[number - 1]}): {_line_text(raw)}"
+            used += len(entry) + 1
+            if len(results) >= PAGE_MAX_MATCHES or used > PAGE_MAX_CHARS:
+                stopped = f"[stopped after {len(results)} matching lines; narrow the pattern]"
+                break
+            results.append(entry)
+    except ToolTimeoutError as exc:
+        raise _stopped(exc, "narrow the pattern", "\n".join(results)) from None
+    if not results:
+        return f"No line of the result matches {pattern!r}"
+    return "\n".join([*results, stopped] if stopped else results)
+
+
+_PATH_DESCRIPTION = 'A path relative to the workspace root ("." is the root).'
 
 NATIVE_TOOLS: tuple[NativeTool, ...] = (
     NativeTool(

@@ -414,6 +414,7 @@ def rule_reason(pattern: str) -> str:
     """What the approval card says of a call asked for by the agent's ``approve: ask`` rule."""
     return f'the agent\'s approval rules ask for each call ("approve: ask" matches "{pattern}")'
 
+
 def agent_tools(
     agent: HasToolPatterns, tools: Iterable[Tool] | None = None, *, user_id: int | None = None
 ) -> list[Tool]:

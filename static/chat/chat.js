@@ -8,6 +8,7 @@
 import { Approvals } from "./approval.js";
 import { setViewHost, viewReply, viewsDisconnected } from "./appviews.js";
 import { Composer } from "./composer.js";
+import { showContext, showSummaries } from "./context.js";
 import { announce, post, showText } from "./dom.js";
 import { endElicitation, markElicitationWaiting, renderElicitation, showElicitationError } from "./elicitation.js";
 import { Thread } from "./messages.js";
@@ -208,6 +209,8 @@ function applyConversation(info) {
   if (models && typeof info.model === "string" && document.activeElement !== modelSelect) models.set(info.model);
   renderAgentCard(); // and the status line's model
   status.usage(info.usage);
+  showContext(document.getElementById("context-meter"), info.context);
+  showSummaries(document.getElementById("messages"), info.summaries);
 }
 
 function send(frame) {
@@ -411,6 +414,9 @@ function handle(frame) {
       break;
     case "conversation":
       applyConversation(frame.conversation);
+      break;
+    case "context_summary":
+      if (frame.conversation === page.conversation) showSummaries(document.getElementById("messages"), [frame.summary]);
       break;
     case "turn_start":
       setRunning(true);

@@ -62,3 +62,13 @@ def test_change_page_is_read_only_and_lists_resolved_tools(admin_client, synced)
     assert admin_client.get(reverse("admin:agents_agent_add")).status_code == 403
     assert admin_client.post(reverse("admin:agents_agent_delete", args=[reader.pk])).status_code == 403
     assert Agent.objects.get(pk=reader.pk).name == "Reader"
+
+
+def test_the_models_window_is_shown_and_one_too_small_is_named_with_what_to_change(admin_client, agents_file):
+    agents_file.write_text(
+        "## Roomy\n---\ncontext: 32768\n---\nRead.\n\n"
+        "## Cramped\n---\ncontext: 1024\n---\n" + "Follow these long rules carefully. " * 200 + "\n"
+    )
+    body = admin_client.get(reverse("admin:agents_agent_changelist")).content.decode()
+    assert "32,768 tokens (agent context:)" in body
+    assert "1,024 tokens (agent context:). Model" in body and "cannot hold agent &quot;Cramped&quot;" in body

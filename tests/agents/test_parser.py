@@ -250,3 +250,18 @@ def test_shipped_agents_file_is_valid():
     assert agents["Reader"].tools == ("view_file", "grep", "list_dir")
     assert agents["Researcher"].tools is not None and agents["Researcher"].tools[0] == "*"
     assert all(pattern.startswith("!") for pattern in agents["Researcher"].tools[1:])
+
+
+def test_context_is_the_models_window_in_tokens():
+    result = parse("## Local\n---\nmodel: qwen3:8b\ncontext: 32768\n---\n## Plain\n---\n---\n")
+    assert [agent.context_tokens for agent in result.agents] == [32768, None]
+    assert "context" not in result.agents[0].extra
+
+
+@pytest.mark.parametrize("value", ["512", "32k", "8192.5", "true", "[1]", "100000001"])
+def test_context_must_be_a_whole_number_of_tokens_in_range(value):
+    result = parse(f"## Bad\n---\ndescription: x\ncontext: {value}\n---\nprompt\n")
+    assert result.agents == []
+    [error] = result.errors
+    assert (error.line, error.key) == (4, "context")
+    assert "must be the model's context window in tokens, an integer from 1,024 to 100,000,000" in str(error)

@@ -58,7 +58,7 @@ def test_the_slash_menu_filters_and_a_prompt_is_inserted_for_the_person_to_send(
     menu = page.locator(".slash-menu")
     expect(menu).to_be_visible()
     expect(_options(page).first).to_contain_text("/tools")
-    expect(_options(page)).to_have_count(7)
+    expect(_options(page)).to_have_count(8)
     expect(menu).to_contain_text("Code review (code_review)")
     expect(menu).to_contain_text("from box")
     expect(menu).to_contain_text("Review a piece of code.")
@@ -70,7 +70,7 @@ def test_the_slash_menu_filters_and_a_prompt_is_inserted_for_the_person_to_send(
     box.press("Escape")
     expect(menu).to_be_hidden()
     box.press_sequentially("c")
-    expect(_options(page)).to_have_count(2)  # /call and Code review
+    expect(_options(page)).to_have_count(3)  # /call, /compact and Code review
     box.press("Enter")
     expect(box).to_have_value("/call ")
     expect(menu).to_be_hidden()

@@ -57,19 +57,19 @@ def test_a_skill_is_chosen_in_the_slash_menu_and_sent_with_the_message(
     # The skills, after the commands: each with its server and what it is for.
     menu = page.locator(".slash-menu")
     expect(menu.locator(".slash-group")).to_have_text(["Console commands", "Skills"])
-    expect(_options(page)).to_have_count(7)  # three commands, four skills
-    skill = _options(page).nth(3)
+    expect(_options(page)).to_have_count(8)  # four commands, four skills
+    skill = _options(page).nth(4)
     expect(skill.locator(".slash-option-label")).to_have_text("pdf-forms")
     expect(skill.locator(".slash-option-note")).to_have_text("from box")
     expect(skill.locator(".slash-option-detail")).to_have_text(
         "Fill in PDF forms with the toolbox, field by field."
     )
-    expect(_options(page).nth(6)).to_contain_text("Cannot be loaded: its content is generated")
+    expect(_options(page).nth(7)).to_contain_text("Cannot be loaded: its content is generated")
     # The arrows reach every option (the list scrolls to the highlighted one).
-    for _ in range(6):
+    for _ in range(7):
         box.press("ArrowDown")
-    expect(_options(page).nth(6)).to_have_attribute("aria-selected", "true")
-    expect(_options(page).nth(6)).to_be_in_viewport()
+    expect(_options(page).nth(7)).to_have_attribute("aria-selected", "true")
+    expect(_options(page).nth(7)).to_be_in_viewport()
     screenshot(page, "slash-skills")
     assert overflowing(page) == []
 

@@ -327,7 +327,8 @@ async def test_the_retry_plan_is_persisted_and_in_the_status_frame(tmp_path, set
         await hub.drain_listeners()
         row = await McpServer.objects.aget(name="tb")
         assert row.status == "ready" and row.next_retry_at is None
-        assert runtime.hub_statuses() == [{"name": "tb", "status": "ready", "tool_count": 12, "held_count": 0}]
+        ready = {"name": "tb", "status": "ready", "tool_count": 12, "held_count": 0}
+        assert runtime.hub_statuses() == [ready]
     finally:
         await stop_process_hub()
 

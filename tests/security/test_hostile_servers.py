@@ -227,7 +227,8 @@ async def test_one_model_request_carries_at_most_512_tools_and_the_person_is_tol
 
     await started(hub, "--tools", "1000")
     set_hub(hub)
-    agents_file("## Everything\n---\ntoolSearch: never\n---\nEvery tool in every request.\n")
+    # A window that holds 512 definitions (BooCode's default of 8,192 tokens would refuse to send them).
+    agents_file("## Everything\n---\ntoolSearch: never\ncontext: 2000000\n---\nEvery tool, every request.\n")
     llm.script(Text("ok"))
     conversation = await new_conversation()
 

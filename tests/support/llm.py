@@ -21,12 +21,13 @@ with ``models_status`` instead when a test sets it; ``model_list_requests`` coun
 Limits, as the servers people run have them (all off by default: the server then takes any
 request, as it always did):
 
-- ``window=N``: requests whose estimated tokens (:func:`estimate_tokens`, UTF-8 bytes / 4 of
-  the rendered prompt, plus ``max_tokens``) pass ``N`` are refused in the wording of
-  ``refusal``: ``"openai"`` (400, ``context_length_exceeded``), ``"vllm"`` (400, "maximum
-  context length is N tokens"), ``"llamacpp"`` (400, ``exceed_context_size_error``, "exceeds
-  the available context size") or ``"anthropic"`` (400, "prompt is too long: M tokens > N
-  maximum"). ``refusals`` counts them.
+- ``window=N``: requests whose prompt tokens (:func:`prompt_tokens`, a tokenizer of its own, not
+  BooCode's estimate; ``prompt_counts`` keeps each request's figure) plus ``max_tokens`` pass
+  ``N`` are refused in the wording of ``refusal`` (:data:`REFUSALS`): ``"openai"`` (400,
+  ``context_length_exceeded``), ``"vllm"`` (400, "maximum context length is N tokens"),
+  ``"llamacpp"`` (400, ``exceed_context_size_error``, "exceeds the available context size") or
+  ``"anthropic"`` (400, "prompt is too long: M tokens > N maximum"). ``refusals`` counts them.
+  Replies that report no usage are given the counted figure, as a server that counts does.
 - ``Text(finish="length")`` ends an answer cut by the server's token limit.
 - ``reasoning=`` on ``Text``/``ToolCalls`` streams the model's thinking first, in the ``dialect``
   of its server: ``"reasoning_content"`` (DeepSeek, vLLM, llama.cpp), ``"reasoning"``
@@ -54,6 +55,7 @@ import argparse
 import asyncio
 import itertools
 import json
+import re
 import threading
 import time
 from collections import deque
@@ -65,23 +67,25 @@ __all__ = [
     "MODEL",
     "MODELS",
     "OLLAMA_VERSION",
+    "REFUSALS",
     "Bytes",
     "Call",
     "Drop",
     "Error",
     "Raw",
+    "Reply",
     "ScriptedLLM",
     "Stall",
     "Text",
     "ToolCalls",
     "estimate_tokens",
+    "prompt_tokens",
     "rendered_prompt",
 ]
 
 MODEL = "test-model"  # the model the chat tests' settings name and their scripted server offers
 MODELS = (MODEL, "big-model")  # what the chat tests' two-model server offers, the first the default
 OLLAMA_VERSION = "0.12.6"  # what GET /api/version says in Ollama mode
-REFUSALS = ("openai", "vllm", "llamacpp", "anthropic")
 DIALECTS = ("reasoning_content", "reasoning", "think")
 
 # One streamed action: bytes to write, a float of seconds to sleep, or _WAIT to block until released.
@@ -127,6 +131,75 @@ def _usage_chunk(model: str, usage: tuple[int, int] | None) -> list[bytes]:
             }
         )
     ]
+
+
+# A byte-pair tokenizer's shape: a word piece of up to 8 letters, up to 3 digits or one symbol,
+# each with the space before it; runs of other whitespace on their own.
+_TOKEN = re.compile(r" ?[A-Za-z]{1,8}| ?[0-9]{1,3}| ?[^\sA-Za-z0-9]|\s+")
+
+
+def _text_tokens(text: str) -> int:
+    return sum(1 for _ in _TOKEN.finditer(text))
+
+
+def prompt_tokens(body: dict[str, Any]) -> int:
+    """The prompt tokens of a chat request as the scripted server counts them: each message's
+    text, its tool calls and 4 tokens of template, and the tool definitions as JSON."""
+    total = 0
+    for message in body.get("messages") or ():
+        content = message.get("content")
+        if isinstance(content, list):
+            content = " ".join(str(part.get("text") or "") for part in content if isinstance(part, dict))
+        total += 4 + _text_tokens(str(content or ""))
+        for call in message.get("tool_calls") or ():
+            total += 8 + _text_tokens(json.dumps(call.get("function") or {}))
+    if body.get("tools"):
+        total += _text_tokens(json.dumps(body["tools"]))
+    return total
+
+
+# Each server's refusal of a prompt over the window, as (window, prompt tokens, answer tokens) ->
+# (status, body), in their documented shapes and words.
+def _openai_refusal(window: int, count: int, answer: int = 0) -> tuple[int, dict[str, Any]]:
+    message = (
+        f"This model's maximum context length is {window} tokens. However, your messages resulted in "
+        f"{count} tokens. Please reduce the length of the messages."
+    )
+    error = {"message": message, "type": "invalid_request_error", "param": "messages"}
+    return 400, {"error": {**error, "code": "context_length_exceeded"}}
+
+
+def _vllm_refusal(window: int, count: int, answer: int = 0) -> tuple[int, dict[str, Any]]:
+    message = (
+        f"This model's maximum context length is {window} tokens. However, you requested "
+        f"{count + answer} tokens ({count} in the messages, {answer} in the completion). "
+        "Please reduce the length of the messages or completion."
+    )
+    return 400, {"error": {"message": message, "type": "BadRequestError", "param": None, "code": 400}}
+
+
+def _llamacpp_refusal(window: int, count: int, answer: int = 0) -> tuple[int, dict[str, Any]]:
+    error = {
+        "code": 400,
+        "message": f"request ({count} tokens) exceeds the available context size ({window} tokens)",
+        "type": "exceed_context_size_error",
+        "n_prompt_tokens": count,
+        "n_ctx": window,
+    }
+    return 400, {"error": error}
+
+
+def _anthropic_refusal(window: int, count: int, answer: int = 0) -> tuple[int, dict[str, Any]]:
+    message = f"prompt is too long: {count} tokens > {window} maximum"
+    return 400, {"type": "error", "error": {"type": "invalid_request_error", "message": message}}
+
+
+REFUSALS: dict[str, Callable[..., tuple[int, dict[str, Any]]]] = {
+    "openai": _openai_refusal,
+    "vllm": _vllm_refusal,
+    "llamacpp": _llamacpp_refusal,
+    "anthropic": _anthropic_refusal,
+}
 
 
 def _pieces(text: str, size: int) -> list[str]:
@@ -493,6 +566,7 @@ class ScriptedLLM:
         self.models_status = 200  # what GET /v1/models answers (set 404, 500 ... to make it fail)
         self.model_list_headers: list[dict[str, str]] = []  # the headers of each GET /v1/models
         self.connections = 0  # TCP connections accepted (keep-alive reuse keeps this low)
+        self.prompt_counts: list[int] = []  # prompt_tokens() of each chat request, with a window
         self._queue: deque[Reply] = deque()
         self._lock = threading.Lock()
         self._changed = threading.Condition(self._lock)
@@ -690,19 +764,23 @@ class ScriptedLLM:
         if self.ollama:  # the OpenAI route of Ollama: num_ctx is not read, the default window cuts
             self._saw(_front_cut(prompt, self.ollama_default_ctx))
         elif self.window is not None:
-            asked = estimate_tokens(prompt)
-            answer = body.get("max_completion_tokens") or body.get("max_tokens") or 0
-            if asked + int(answer) > self.window:
+            count = prompt_tokens(body)
+            answer = int(body.get("max_completion_tokens") or body.get("max_tokens") or 0)
+            with self._changed:
+                self.prompt_counts.append(count)
+            if count + answer > self.window:
                 with self._changed:
                     self.refusals += 1
                     self._changed.notify_all()
-                await self._send(writer, 400, self._refusal_body(asked, int(answer)))
+                status, refusal = REFUSALS[self.refusal](self.window, count, answer)
+                await self._send(writer, status, json.dumps(refusal).encode())
                 return True
             self._saw(prompt)
         else:
             self._saw(prompt)
-
         reply = self._next_reply(body)
+        if self.window is not None and not self.ollama and getattr(reply, "usage", False) is None:
+            reply.usage = (count, 1)  # type: ignore[attr-defined]
         error_body = reply.body()
         if error_body is not None:
             await self._send(writer, reply.status, error_body, reply.headers)
@@ -731,109 +809,6 @@ class ScriptedLLM:
     def _saw(self, prompt: str) -> None:
         with self._changed:
             self.seen.append(prompt)
-
-    def _refusal_body(self, asked: int, answer: int) -> bytes:
-        """A refusal for length, in the wording and shape of :attr:`refusal`'s server."""
-        window = self.window
-        if self.refusal == "vllm":
-            message = (
-                f"This model's maximum context length is {window} tokens. However, you requested "
-                f"{asked + answer} tokens ({asked} in the messages, {answer} in the completion). "
-                "Please reduce the length of the messages or completion."
-            )
-            error: dict[str, Any] = {
-                "message": message,
-                "type": "BadRequestError",
-                "param": None,
-                "code": 400,
-            }
-            return json.dumps({"error": error}).encode()
-        if self.refusal == "llamacpp":
-            error = {
-                "code": 400,
-                "message": f"request ({asked} tokens) exceeds the available context size ({window} tokens)",
-                "type": "exceed_context_size_error",
-                "n_prompt_tokens": asked,
-                "n_ctx": window,
-            }
-            return json.dumps({"error": error}).encode()
-        if self.refusal == "anthropic":
-            error = {
-                "type": "invalid_request_error",
-                "message": f"prompt is too long: {asked} tokens > {window} maximum",
-            }
-            return json.dumps({"type": "error", "error": error}).encode()
-        message = (
-            f"This model's maximum context length is {window} tokens. However, your messages resulted in "
-            f"{asked} tokens. Please reduce the length of the messages."
-        )
-        error = {
-            "message": message,
-            "type": "invalid_request_error",
-            "param": "messages",
-            "code": "context_length_exceeded",
-        }
-        return json.dumps({"error": error}).encode()
-
-    async def _ollama(
-        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, method: str, path: str, raw: bytes
-    ) -> bool:
-        """Ollama's native API: ``/api/version``, ``/api/show`` and ``/api/chat`` (streamed NDJSON)."""
-        if method == "GET" and path == "/api/version":
-            with self._changed:
-                self.version_requests += 1
-            await self._send(writer, 200, json.dumps({"version": OLLAMA_VERSION}).encode())
-            return True
-        if method != "POST" or path not in ("/api/show", "/api/chat"):
-            await self._send(writer, 404, b"404 page not found")
-            return True
-        try:
-            body = json.loads(raw)
-        except ValueError:
-            await self._send(writer, 400, b'{"error": "invalid character in request body"}')
-            return True
-        model = str(body.get("model", ""))
-        if self.models is not None and model not in self.models:
-            await self._send(writer, 404, json.dumps({"error": f"model '{model}' not found"}).encode())
-            return True
-        if path == "/api/show":
-            with self._changed:
-                self.show_requests += 1
-            await self._send(writer, 200, json.dumps(self._show(model)).encode())
-            return True
-        if self.on_request is not None:
-            self.on_request(body)
-        with self._changed:
-            self.requests.append(body)
-            self.native_requests.append(body)
-            self._changed.notify_all()
-        options = body.get("options") or {}
-        num_ctx = options.get("num_ctx") or self.ollama_default_ctx
-        prompt = rendered_prompt(body)
-        kept = _front_cut(prompt, int(num_ctx))  # silently: the front of the prompt is gone
-        self._saw(kept)
-        reply = self._next_reply(body)
-        error_body = reply.ollama_body()
-        if error_body is not None:
-            await self._send(writer, reply.status, error_body, reply.headers)
-            return True
-        if isinstance(reply, Drop):
-            return False
-        writer.write(
-            b"HTTP/1.1 200 OK\r\ncontent-type: application/x-ndjson\r\ntransfer-encoding: chunked\r\n\r\n"
-        )
-        actions = reply.ollama_actions(model, estimate_tokens(kept))
-        finished = await self._stream(reply, body, actions, reader, writer)
-        if not finished:
-            with self._changed:
-                self.aborted_streams += 1
-                self._changed.notify_all()
-            return False
-        writer.write(b"0\r\n\r\n")
-        await writer.drain()
-        if self.on_last_chunk is not None:
-            self.on_last_chunk(body)
-        return True
 
     def _show(self, model: str) -> dict[str, Any]:
         """``POST /api/show``: what Ollama says of a model (details, parameters, model_info)."""
