@@ -9,22 +9,21 @@ largest of the groups' budgets.
 Two checks. At a turn's start, :func:`conversation_standing` reads the conversation's choices
 (agent and model) together with the owner's tokens of the day (UTC, :mod:`boocode.chat.daily_usage`)
 and budget in one SQL statement, the turn's own read before the model request
-(:mod:`boocode.chat.turn`): a person whose budget is spent is refused there, at no query of its
-own (a *Regenerate* reads it once more, before it supersedes anything). Then, when a budget
-applies, before every model request (the first and each one after a tool step),
-:func:`reserve` holds the request's estimate (the request as fitted to the window by
-:mod:`boocode.chat.request_budget`, and the room kept for its answer) on the person's usage
-row of the day, in one conditional statement, so turns running at once in any process count one
-another. A request goes out when the day's tokens are under the budget and either it fits
-beside what the requests in flight hold, or nothing else is in flight: at most one request at a time may take the day past the budget, so the total passes
-it by at most about one request's worth (ten turns started at once with 1,100 tokens left make
-one request, not ten). The hold is released in the write that counts the answer's real usage
-(:func:`boocode.chat.conversations.finish_message`), or by :func:`release` when the request
-failed or was stopped; a hold nobody released (a process that died mid-request) stops counting
-:data:`RESERVATION_SECONDS` after the person's last hold. With no budget (0) nothing is held and
-the check costs nothing. The tool console (``/call``, ``/tools``) never calls the model and is
-never refused.
-"""
+(:mod:`boocode.chat.turn`): a person whose budget is spent is refused there, at no query of its own
+(a *Regenerate* reads it once more, before it supersedes anything). Then, when a budget applies,
+before every model request (the first and each one after a tool step), :func:`reserve` holds the
+request's estimate (the request as fitted to the window by :mod:`boocode.chat.request_budget`, and
+the room kept for its answer) on the person's usage row of the day, in one conditional statement, so
+turns running at once in any process count one another. A request goes out when the day's tokens are
+under the budget and either it fits beside what the requests in flight hold, or nothing else is in
+flight: at most one request at a time may take the day past the budget, so the total passes it by at
+most about one request's worth (ten turns started at once with 1,100 tokens left make one request,
+not ten). The hold is released in the write that counts the answer's real usage
+(:func:`boocode.chat.conversations.finish_message`), or by :func:`release` when the request failed
+or was stopped; a hold nobody released (a process that died mid-request) stops counting
+:data:`RESERVATION_SECONDS` after the person's last hold. With no budget (0) nothing is held and the
+check costs nothing. The tool console (``/call``, ``/tools``) never calls the model and is never
+refused. """
 
 from __future__ import annotations
 
