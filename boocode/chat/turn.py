@@ -936,8 +936,9 @@ class Turn:
             await self._flush()
         self._end_live_html()
         assert completion is not None  # stream_chat always ends with a Completion or raises
-        if completion.finish_reason == "length" and not completion.text.strip() and not completion.tool_calls:
-            raise LLMError(EMPTY_AT_LENGTH, kind="length")
+        empty = not completion.text.strip() and not completion.tool_calls
+        if completion.finish_reason == "length" and empty and not completion.reasoning.strip():
+            raise LLMError(EMPTY_AT_LENGTH, kind="length")  # (all thinking: its notice says why)
         if completion.usage is not None:  # what the server counts for what was estimated
             calibration(context.conversation_id, context.llm.base_url, context.llm.model).observe(
                 fitted.estimated, completion.usage[0]

@@ -183,6 +183,8 @@ def deployment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployment]
             # otherwise (the tool search test does).
             "BOOCODE_TOOL_SEARCH_TOOLS": "10000",
             "BOOCODE_TOOL_SEARCH_TOKENS": "10000000",
+            # A window that holds every definition (past half the window tools are deferred).
+            "BOOCODE_LLM_CONTEXT_TOKENS": "1000000",
             "BOOCODE_PUBLIC_URL": f"http://127.0.0.1:{port_b}",  # sign-ins come back to B
             "BOOCODE_SECRET_KEY": SECRET_KEY,  # the hub's messages are signed with a key from it
             # Traces and metrics (docs/operations.md): every process exports its spans to the

@@ -810,6 +810,66 @@ class ScriptedLLM:
         with self._changed:
             self.seen.append(prompt)
 
+    async def _ollama(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, method: str, path: str, raw: bytes
+    ) -> bool:
+        """Ollama's native API: ``/api/version``, ``/api/show`` and ``/api/chat`` (streamed NDJSON)."""
+        if method == "GET" and path == "/api/version":
+            with self._changed:
+                self.version_requests += 1
+            await self._send(writer, 200, json.dumps({"version": OLLAMA_VERSION}).encode())
+            return True
+        if method != "POST" or path not in ("/api/show", "/api/chat"):
+            await self._send(writer, 404, b"404 page not found")
+            return True
+        try:
+            body = json.loads(raw)
+        except ValueError:
+            await self._send(writer, 400, b'{"error": "invalid character in request body"}')
+            return True
+        model = str(body.get("model", ""))
+        if self.models is not None and model not in self.models:
+            await self._send(writer, 404, json.dumps({"error": f"model '{model}' not found"}).encode())
+            return True
+        if path == "/api/show":
+            with self._changed:
+                self.show_requests += 1
+            await self._send(writer, 200, json.dumps(self._show(model)).encode())
+            return True
+        if self.on_request is not None:
+            self.on_request(body)
+        with self._changed:
+            self.requests.append(body)
+            self.native_requests.append(body)
+            self._changed.notify_all()
+        options = body.get("options") or {}
+        num_ctx = options.get("num_ctx") or self.ollama_default_ctx
+        prompt = rendered_prompt(body)
+        kept = _front_cut(prompt, int(num_ctx))  # silently: the front of the prompt is gone
+        self._saw(kept)
+        reply = self._next_reply(body)
+        error_body = reply.ollama_body()
+        if error_body is not None:
+            await self._send(writer, reply.status, error_body, reply.headers)
+            return True
+        if isinstance(reply, Drop):
+            return False
+        writer.write(
+            b"HTTP/1.1 200 OK\r\ncontent-type: application/x-ndjson\r\ntransfer-encoding: chunked\r\n\r\n"
+        )
+        actions = reply.ollama_actions(model, estimate_tokens(kept))
+        finished = await self._stream(reply, body, actions, reader, writer)
+        if not finished:
+            with self._changed:
+                self.aborted_streams += 1
+                self._changed.notify_all()
+            return False
+        writer.write(b"0\r\n\r\n")
+        await writer.drain()
+        if self.on_last_chunk is not None:
+            self.on_last_chunk(body)
+        return True
+
     def _show(self, model: str) -> dict[str, Any]:
         """``POST /api/show``: what Ollama says of a model (details, parameters, model_info)."""
         parameters = 'stop "<|im_end|>"\ntemperature 0.6\ntop_k 20'
