@@ -51,6 +51,13 @@ async def server_window(llm: LLMSettings, model: str) -> int | None:
     return window
 
 
+def known_window(llm: LLMSettings, model: str) -> int | None:
+    """What :func:`server_window` last found for ``model`` on ``llm``'s server, asking nobody
+    (``None``: not asked yet, or the server did not say): for the pages that show the window."""
+    cached = model_server.windows.get((llm.base_url, model))
+    return cached[1] if cached is not None else None
+
+
 async def _discover(llm: LLMSettings, model: str) -> int | None:
     if await model_server.is_ollama(llm):
         shown = await model_server.ollama_show(llm, model)

@@ -21,6 +21,8 @@ from dataclasses import dataclass
 from django.conf import settings
 
 from agents.models import Agent
+from boocode.chat.llm_types import LLMSettings
+from boocode.chat.model_windows import known_window
 
 __all__ = [
     "DEFAULT_CONTEXT_TOKENS",
@@ -57,10 +59,15 @@ class Window:
 def configured_window(agent: Agent | None, model: str, discovered: int | None = None) -> Window:
     """The window of ``model`` used by ``agent`` (see the module docstring for the order).
 
-    ``discovered``: what the model server said of the model (``None``: it did not say). The
-    agent's ``context:`` counts for the agent's own model only (its ``model:``, or the default
-    model when it names none): a conversation switched to another model does not inherit it.
+    ``discovered``: what the model server said of the model (``None``: what it said when last
+    asked, :func:`boocode.chat.model_windows.known_window`, so that the page and the admin show
+    the window the turn used). The agent's ``context:`` counts for the agent's own model only
+    (its ``model:``, or the default model when it names none): a conversation switched to
+    another model does not inherit it.
     """
+    if discovered is None:
+        name = model or (agent.model if agent is not None else "") or settings.LLM_MODEL
+        discovered = known_window(LLMSettings.from_settings(name), name)
     if discovered is not None and discovered > 0:
         return Window(discovered, SERVER)
     if agent is not None and agent.context_tokens:

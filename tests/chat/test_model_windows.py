@@ -13,6 +13,7 @@ import pytest
 from boocode.chat import llm as llm_client
 from boocode.chat.llm import LLMSettings
 from boocode.chat.model_windows import server_window
+from boocode.chat.windows import Window, configured_window
 from tests.support.llm import MODEL, ScriptedLLM
 from tests.support.processes import free_port
 
@@ -82,3 +83,16 @@ async def test_a_server_that_does_not_answer_gives_none() -> None:
     llm = LLMSettings(base_url=f"http://127.0.0.1:{free_port()}/v1", model=MODEL, timeout=2.0)
     assert await server_window(llm, MODEL) is None
     assert await server_window(LLMSettings(base_url="", model=""), MODEL) is None
+
+
+async def test_the_pages_and_the_admin_show_the_window_the_server_said(settings: Any) -> None:
+    # What a turn asked the server is what configured_window gives the conversation's meter and
+    # the admin afterwards, without asking again (the person sees the window the model has).
+    with ScriptedLLM(models=(MODEL,), model_fields={"max_model_len": 32768}) as server:
+        settings.LLM_BASE_URL, settings.LLM_MODEL = server.base_url, MODEL
+        assert configured_window(None, MODEL) == Window(8192, "default")  # not asked yet
+        assert await server_window(LLMSettings.from_settings(MODEL), MODEL) == 32768
+        listed = server.model_list_requests
+        assert configured_window(None, MODEL) == Window(32768, "server")
+        assert configured_window(None, "") == Window(32768, "server")  # the default model
+        assert server.model_list_requests == listed
