@@ -180,7 +180,7 @@ def whole_call(conversation_id: int, call_id: int) -> dict[str, Any] | None:
     return None if call is None else tool_call_payload(call, conversation_id)
 
 
-def conversation_usage(conversation_id: int) -> dict[str, int]:
+def conversation_usage(conversation_id: int, titles: tuple[int, int] | None = None) -> dict[str, int]:
     """Tokens the conversation's answers and title requests used, and how many answers came without usage.
 
     Superseded answers count: their tokens were spent. An answer is an assistant message the
@@ -195,10 +195,11 @@ def conversation_usage(conversation_id: int) -> dict[str, int]:
         answers=Count("id", filter=complete),
         without=Count("id", filter=complete & Q(prompt_tokens__isnull=True, completion_tokens__isnull=True)),
     )
-    titles = Conversation.objects.filter(pk=conversation_id).values_list(
-        "title_prompt_tokens", "title_completion_tokens"
-    )
-    title_prompt, title_completion = titles.first() or (0, 0)
+    if titles is None:  # (the conversation's row was not read already)
+        titles = Conversation.objects.filter(pk=conversation_id).values_list(
+            "title_prompt_tokens", "title_completion_tokens"
+        ).first()
+    title_prompt, title_completion = titles or (0, 0)
     return {
         "prompt_tokens": (totals["prompt"] or 0) + title_prompt,
         "completion_tokens": (totals["completion"] or 0) + title_completion,
@@ -210,12 +211,15 @@ def conversation_usage(conversation_id: int) -> dict[str, int]:
 def conversation_info(conversation: Conversation | int) -> dict[str, Any]:
     """The ``conversation`` object of docs/protocol.md: id, title, model, usage, context, summaries."""
     if not isinstance(conversation, Conversation):
-        conversation = Conversation.objects.only("id", "title", "model", "agent_name").get(pk=conversation)
+        conversation = Conversation.objects.only(
+            "id", "title", "model", "agent_name", "title_prompt_tokens", "title_completion_tokens"
+        ).get(pk=conversation)
+    titles = (conversation.title_prompt_tokens or 0, conversation.title_completion_tokens or 0)
     return {
         "id": conversation.pk,
         "title": conversation.title,
         "model": conversation.model,
-        "usage": conversation_usage(conversation.pk),
+        "usage": conversation_usage(conversation.pk, titles),
         "context": context_use(conversation),
         "summaries": [
             summary_payload(row)

@@ -169,9 +169,12 @@ def configs_for(user_id: int) -> list[ServerConfig]:
     """The configurations of ``user_id``'s servers that may be connected now (sync ORM)."""
     if not feature_on():
         return []
+    rows = list(PersonalServer.objects.filter(owner_id=user_id).order_by("name"))
+    if not rows:
+        return []  # (most people: no second query on their turn's path)
     shared = _shared_names()
     found = []
-    for row in PersonalServer.objects.filter(owner_id=user_id).order_by("name"):
+    for row in rows:
         if _refusal(row, shared):
             continue
         try:
