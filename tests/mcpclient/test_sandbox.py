@@ -162,7 +162,16 @@ def test_the_sandbox_is_written_back_as_written_in_every_shape(shape: Any) -> No
 
 
 # --- planning ------------------------------------------------------------------------------------
+@pytest.fixture
+def outside_hidden_folders(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Run from "/": BooCode's own working folder is mounted read-only when it lies in /tmp or a
+    home folder (a checkout there, mcpclient.config.sandbox.made_of); the tests using this look
+    at what else a plan mounts, wherever the suite runs from."""
+    monkeypatch.chdir("/")
+
+
 @needs_bwrap
+@pytest.mark.usefixtures("outside_hidden_folders")
 def test_paths_take_placeholders_and_a_missing_write_folder_is_made(tmp_path: Path) -> None:
     (tmp_path / "docs").mkdir()
     sandbox = {"write": ["${workspaceFolder}/out/${PERSON}"], "read": ["docs"]}
@@ -215,6 +224,7 @@ def test_without_bubblewrap_a_sandboxed_server_says_what_to_install(tmp_path: Pa
 
 
 @needs_bwrap
+@pytest.mark.usefixtures("outside_hidden_folders")
 def test_required_sandboxes_every_stdio_server(tmp_path: Path, settings: Any) -> None:
     environ = {"PATH": os.environ["PATH"]}
     assert resolve({"command": "node"}, tmp_path, environ=environ).sandbox is None
@@ -237,6 +247,7 @@ def test_npx_and_uvx_get_their_caches_where_their_environment_puts_them(tmp_path
 
 
 @needs_bwrap
+@pytest.mark.usefixtures("outside_hidden_folders")
 def test_the_home_folders_are_hidden_but_what_the_server_is_made_of_there(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
