@@ -248,9 +248,12 @@ class RemoteHub:
         count = getattr(self.layer, "group_listeners", None)
         if count is not None:
             try:
-                listening = await count(self.channel)
+                listening: int | None = await count(self.channel)
             except (RedisError, OSError) as exc:
                 return f"Redis cannot be reached: {exc}"
+            except (RuntimeError, TimeoutError) as exc:  # the probe itself failed: not the worker's word
+                logger.warning("could not ask Redis who listens on %s: %r", self.channel, exc)
+                listening = None
             if listening == 0:
                 return f'nothing listens on its channel "{self.channel}"'
         if not quiet_ok and self.silence() > worker_wire.SILENT_AFTER:
