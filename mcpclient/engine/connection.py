@@ -76,7 +76,7 @@ from mcpclient.engine.resources import ResourceCatalog, keep_listed
 from mcpclient.engine.sandbox_failures import explain as explain_sandbox_failure
 from mcpclient.engine.server_logs import ServerLogs
 from mcpclient.engine.skills import SkillCatalog
-from mcpclient.engine.transports import EndWatcher, FallbackFailed, FirstAnswer, open_streams
+from mcpclient.engine.transports import EndWatcher, FallbackFailed, FirstAnswer, ServerStream, open_streams
 from mcpclient.secrets.store import SecretStoreError
 from mcpclient.telemetry import metrics, tracing
 
@@ -88,6 +88,8 @@ _told_undeclared: set[str] = set()
 
 
 STDERR_LINES = 200
+# How long a ready session waits for its server-message stream to be answered (transports.ServerStream).
+SERVER_STREAM_WAIT = 2.0
 
 
 # How the SDK's RuntimeError begins when a tool's structured content breaks its outputSchema.
@@ -807,7 +809,8 @@ class ServerConnection:
         watcher task subscribes to tool-, resource- and prompt-list changes (one stream) before
         the first listings.
         """
-        streams = self._watched_transport(resolved, transport, answer)
+        server_stream = ServerStream()
+        streams = self._watched_transport(resolved, transport, answer, server_stream)
         client = protocol.open_client(
             streams, client_info=self._client_info, message_handler=self._on_message, apps=self.apps
         )
@@ -827,6 +830,12 @@ class ServerConnection:
             await watchers.start(skills.keep_listed, self, client)  # and mcpclient.engine.skills these
             tools = await self._reviewed(await protocol.list_all_tools(client), client)
             await self.logs.apply(client)  # the log level, applied at every connect (server_logs)
+            if not await server_stream.settled(SERVER_STREAM_WAIT):
+                logger.info(
+                    'MCP server "%s": its message stream did not answer within %g s',
+                    self.name,
+                    SERVER_STREAM_WAIT,
+                )
             scope.deadline = float("inf")
             self._ready(client, tools, transport, fell_back)
             relist = functools.partial(self._relist_tools, client)
@@ -910,15 +919,23 @@ class ServerConnection:
 
     @contextlib.asynccontextmanager
     async def _watched_transport(
-        self, resolved: ResolvedServer, transport: str, answer: FirstAnswer | None
+        self,
+        resolved: ResolvedServer,
+        transport: str,
+        answer: FirstAnswer | None,
+        server_stream: ServerStream | None = None,
     ) -> AsyncIterator[tuple[Any, Any]]:
         """The transport's streams, the receive side reporting its end (see :class:`EndWatcher`)."""
-        async with self._transport(resolved, transport, answer) as (read, write):
+        async with self._transport(resolved, transport, answer, server_stream) as (read, write):
             yield EndWatcher(read, lambda: self._set_unavailable("connection closed")), write
 
     @contextlib.asynccontextmanager
     async def _transport(
-        self, resolved: ResolvedServer, transport: str, answer: FirstAnswer | None = None
+        self,
+        resolved: ResolvedServer,
+        transport: str,
+        answer: FirstAnswer | None = None,
+        server_stream: ServerStream | None = None,
     ) -> AsyncIterator[tuple[Any, Any]]:
         self.exit_status = None
         async with open_streams(
@@ -929,6 +946,7 @@ class ServerConnection:
             init_timeout=self.config.init_timeout,
             auth=self._authorization(resolved) if transport != STDIO else None,
             answer=answer,
+            server_stream=server_stream,
             on_stderr=self.stderr_tail.append,
             on_exit=self._exited,
         ) as streams:

@@ -17,7 +17,8 @@ transport to be closed in the task that opened it) and nobody else touches it.
   the connection's OAuth provider as its ``auth``), every answer bounded
   (:class:`~mcpclient.engine.inbound.BoundedBodies`: bodies and events). A
   :class:`FirstAnswer` hook may record how the server answered, for the hub's legacy SSE
-  fallback.
+  fallback; a :class:`ServerStream` hook tells when the stream for the server's own messages
+  (the GET the SDK opens after ``initialized``) has been answered.
   Its connection pool sits behind a :class:`DeliveryGuard`: one failed POST is that request's
   error (readable), not the end of the session. It connects through the egress policy
   (:mod:`mcpclient.engine.egress`): the server's own host and port as declared, any other host
@@ -136,6 +137,39 @@ class FirstAnswer:
         if self.status is not None and 200 <= self.status < 300:
             return f"Streamable HTTP got a {self.content_type or 'untyped'} answer"
         return f"Streamable HTTP answered HTTP {self.status}"
+
+
+class ServerStream:
+    """An httpx2 response hook telling when the server's own message stream has been answered.
+
+    When a server gives a session id, the SDK opens a GET stream for the server's own messages
+    (list changes, logs, answers resumed after a closed stream) in the background, after the
+    ``initialized`` notification. Nothing orders that GET before the requests that follow, so
+    on a busy machine it can arrive after a tool call's POST, and what the server sends before
+    it is open (a ``list_changed`` sent at once, a reply it redirects to it) has nowhere to go.
+    The hub waits for its answer (any status: a server without one says 405) before it calls
+    the server ready. A server that gives no session id opens no such stream; nothing waits.
+    """
+
+    def __init__(self) -> None:
+        self.expected = False
+        self.answered = anyio.Event()
+
+    async def __call__(self, response: httpx2.Response) -> None:
+        """Note a session id on a POST's answer, and the GET's answer (the hook's signature)."""
+        method = response.request.method
+        if method == "GET":
+            self.answered.set()
+        elif method == "POST" and response.headers.get("mcp-session-id"):
+            self.expected = True
+
+    async def settled(self, timeout: float) -> bool:
+        """Wait up to ``timeout`` s for the stream's answer when one is expected; False if none came."""
+        if not self.expected or self.answered.is_set():
+            return True
+        with anyio.move_on_after(timeout):
+            await self.answered.wait()
+        return self.answered.is_set()
 
 
 class DeliveryGuard(httpx2.AsyncBaseTransport):
@@ -287,6 +321,7 @@ async def open_streams(
     init_timeout: float,
     auth: httpx2.Auth | None = None,
     answer: FirstAnswer | None = None,
+    server_stream: ServerStream | None = None,
     on_stderr: Callable[[str], Any] = lambda line: None,
     on_exit: Callable[[int], Any] = lambda status: None,
 ) -> AsyncIterator[tuple[Any, Any]]:
@@ -308,8 +343,9 @@ async def open_streams(
     else:
         # The server is reached as declared (its own host and port); any other host is checked.
         client = http_client(resolved.headers or None, auth, _declared(resolved))
-        if answer is not None:
-            client.event_hooks["response"].append(answer)
+        for hook in (answer, server_stream):
+            if hook is not None:
+                client.event_hooks["response"].append(hook)
         async with (
             client,
             streamable_http_client(

@@ -148,6 +148,18 @@ async def test_an_http_answer_over_the_limit_is_refused_at_once(
     assert (await hub.call_tool("web_echo", {"text": "still here"})).output == "still here"
 
 
+async def test_a_server_is_ready_only_once_its_message_stream_has_answered(
+    hub: Hub, hostile_http: Any
+) -> None:
+    # Its GET stream answers 1 s late: a tool called as soon as the hub says "ready" must come
+    # after it, or what the server sends on it first (a list change, a redirected reply) is lost.
+    server = hostile_http("--late-stream", "1")
+    await hub.start([make_config("late", {"type": "http", "url": server.url})])
+    async with asyncio.timeout(30):
+        result = await hub.call_tool("late_stream_seen", {})
+    assert result.output == "stream answered: yes", result.output
+
+
 @pytest.mark.django_db(transaction=True)  # the sign-in's credential store
 async def test_oauth_metadata_of_200_mb_is_refused_within_the_limit(hub: Hub, hostile_http: Any) -> None:
     server = hostile_http("--oauth-bomb")

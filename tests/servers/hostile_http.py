@@ -7,12 +7,18 @@ notifications). Its tools answer ``tools/call`` with:
 - ``endless``: a 20 MB JSON answer without a length (the body ends when the connection closes);
 - ``bomb``: a gzip answer of about 100 KB that decodes to 100 MB;
 - ``big_event``: an event stream whose one event carries 20 MB;
-- ``echo {text}``: the text back.
+- ``echo {text}``: the text back;
+- ``stream_seen``: whether the GET stream for the server's own messages had been answered when
+  the call came (``--late-stream``).
 
 ``--oauth-bomb``: every POST answers 401 naming protected-resource metadata at ``/prm``, and
 GET /prm answers 200 MB of JSON (without a length), made as it is sent.
 
-    python tests/servers/hostile_http.py PORT [--oauth-bomb]
+``--late-stream S``: ``initialize`` is answered with a session id, so the client opens the GET
+stream for the server's messages; its answer comes only after S seconds (then an event stream,
+kept open with comments).
+
+    python tests/servers/hostile_http.py PORT [--oauth-bomb] [--late-stream S]
 """
 
 from __future__ import annotations
@@ -20,6 +26,8 @@ from __future__ import annotations
 import argparse
 import gzip
 import json
+import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 MB = 1024 * 1024
@@ -30,7 +38,7 @@ TOOLS = [
         "inputSchema": {"type": "object", "properties": {}},
         "annotations": {"readOnlyHint": True},
     }
-    for name in ("huge", "endless", "bomb", "big_event", "echo")
+    for name in ("huge", "endless", "bomb", "big_event", "echo", "stream_seen")
 ]
 BOMB = gzip.compress(
     b'{"jsonrpc":"2.0","id":0,"result":{"content":[{"type":"text","text":"' + b" " * (100 * MB) + b'"}]}}'
@@ -40,6 +48,8 @@ BOMB = gzip.compress(
 class Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     oauth_bomb = False
+    late_stream: float | None = None
+    stream_answered = threading.Event()
 
     def log_message(self, format: str, *args: object) -> None:
         return None
@@ -59,6 +69,21 @@ class Handler(BaseHTTPRequestHandler):
                 pass  # the client stopped reading: that is the point
             self.close_connection = True
             return
+        if self.path == "/mcp" and self.late_stream is not None:
+            time.sleep(self.late_stream)
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+            self.send_header("Connection", "close")
+            self.close_connection = True
+            self.end_headers()
+            Handler.stream_answered.set()
+            try:
+                while True:
+                    self.wfile.write(b": open\n\n")
+                    self.wfile.flush()
+                    time.sleep(1)
+            except OSError:
+                return  # the client closed the stream
         self.send_response(405)
         self.send_header("Content-Length", "0")
         self.end_headers()
@@ -97,6 +122,8 @@ class Handler(BaseHTTPRequestHandler):
     def json(self, message_id: object, result: dict) -> None:
         data = json.dumps({"jsonrpc": "2.0", "id": message_id, "result": result}).encode()
         self.send_response(200)
+        if self.late_stream is not None:
+            self.send_header("Mcp-Session-Id", "late-stream-session")
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(data)))
         self.end_headers()
@@ -140,6 +167,9 @@ class Handler(BaseHTTPRequestHandler):
                 for _ in range(20):
                     self.wfile.write(b"x" * MB)
                 self.wfile.write(tail + b"\n\n")
+            elif name == "stream_seen":
+                seen = "yes" if Handler.stream_answered.is_set() else "no"
+                self.json(message_id, {"content": [{"type": "text", "text": f"stream answered: {seen}"}]})
             else:
                 self.json(message_id, {"content": [{"type": "text", "text": str(arguments.get("text", ""))}]})
         except OSError:
@@ -150,8 +180,10 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("port", type=int)
     parser.add_argument("--oauth-bomb", action="store_true")
+    parser.add_argument("--late-stream", type=float)
     options = parser.parse_args()
     Handler.oauth_bomb = options.oauth_bomb
+    Handler.late_stream = options.late_stream
     ThreadingHTTPServer(("127.0.0.1", options.port), Handler).serve_forever()
 
 
