@@ -10,11 +10,12 @@ what the server adds to the scripted model's own time (``--llm-delay`` after a r
 arrives): from the user's frame to the model's request plus from the model's first bytes to
 the ``text_delta`` at the client. Also prints errors, how the machine's CPUs were spent
 (including the hypervisor's steal), and checks in the database that every message and tool
-call of every turn was persisted.
+call of every turn was persisted, the Daphne processes' resident memory after the run, and how
+long Daphne took from its launch to the first page (``GET /login/`` answering 200).
 
     .venv/bin/python bench/chat_load.py [--sessions 50] [--turns 5] [--llm-delay 0.05] [--think 0]
         [--answer plain|markdown] [--chunk-delay 0] [--web N] [--hub inprocess|worker]
-        [--redis URL] [--database-url URL]
+        [--redis URL] [--database-url URL] [--against REF [--pairs 4]] [--json FILE]
 
 ``--answer markdown`` makes the final answer 1.6 KB of Markdown (a heading, emphasis, a list, a
 table and a highlighted fence) instead of three plain sentences, and ``--chunk-delay`` spaces
@@ -33,6 +34,20 @@ beside them: the same command with ``--web 1 --hub inprocess``.
 saturated and the figures show its capacity (latency is then mostly queueing). ``--think 3``
 paces sessions like people reading and typing, and shows the latency they would see.
 
+``--against REF`` (``94ebcaf``, ``main``, ``main~5``) measures this tree against another in one
+command. REF is exported (``git archive``) into a temporary folder, removed afterwards, and given
+this checkout's ``.venv``; its runs start Daphne (its ``scripts/serve``, or this tree's for a tree
+that has none: the same Daphne options), ``manage.py migrate``, the users (its own models, so any
+schema) and the hub worker from that folder. The rest is this tree's on both sides: the load's
+clients, the scripted model and the toolbox MCP server, whose answers are part of the figures.
+``--pairs N`` (default 4) runs N pairs, each side with a fresh data directory and fresh processes,
+in ABBA order (this, that, that, this, ...) so that a drift of the machine falls on both sides;
+each run prints its figures as above, then a table gives per pair and as their median the ratio
+this ÷ that of turns/s, the added first-token delay p50 and its two parts, the tool step p50,
+Daphne's CPU per turn, its RSS after the run and its start to the first page, the errors of each
+side, and how many pairs favour each side. ``--json FILE`` writes every run's figures (and with
+``--against`` the ratios) as JSON.
+
 This is a benchmark, not a test: it prints figures and asserts nothing about time.
 """
 
@@ -40,6 +55,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import http.client
 import json
 import multiprocessing
 import os
@@ -78,9 +94,10 @@ txaio.use_asyncio()
 
 from autobahn.asyncio.websocket import WebSocketClientFactory, WebSocketClientProtocol  # noqa: E402
 
+from bench.pairs import format_ratio_table, pair_order, ratio_table  # noqa: E402
 from tests.support.live import create_accounts  # noqa: E402
 from tests.support.llm import Call, Reply, ScriptedLLM, Text, ToolCalls  # noqa: E402
-from tests.support.processes import PYTHON, TOOLBOX, free_port, wait_for_port  # noqa: E402
+from tests.support.processes import PYTHON, TOOLBOX, free_port  # noqa: E402
 
 FIRST_TEXT = "Let me check that."
 FINAL_TEXT = "The echo came back, so the round trip works. " * 3
@@ -303,11 +320,11 @@ def fresh_database(url: str) -> None:
         connection.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
 
 
-def start_hub_worker(env: dict[str, str]) -> subprocess.Popen[bytes]:
-    """``manage.py hub_worker``; returns once it listens (its first line on stdout)."""
+def start_hub_worker(env: dict[str, str], root: Path = ROOT) -> subprocess.Popen[bytes]:
+    """``manage.py hub_worker`` of the tree in ``root``; returns once it listens (its first line out)."""
     worker = subprocess.Popen(
         [PYTHON, "manage.py", "hub_worker"],
-        cwd=ROOT,
+        cwd=root,
         env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
@@ -427,36 +444,140 @@ def p50_p95(samples_ms: list[float]) -> str:
     return f"p50 {statistics.median(samples_ms):.1f} ms, p95 {percentile(samples_ms, 0.95):.1f} ms"
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--sessions", type=int, default=50)
-    parser.add_argument("--turns", type=int, default=5, help="turns per session")
-    parser.add_argument(
-        "--llm-delay", type=float, default=0.05, help="the scripted model's first-token delay (s)"
-    )
-    parser.add_argument(
-        "--think",
-        type=float,
-        default=0.0,
-        help="mean pause before each turn (s); 0 = back to back (saturation)",
-    )
-    parser.add_argument(
-        "--answer", choices=("plain", "markdown"), default="plain", help="the final answer's text"
-    )
-    parser.add_argument(
-        "--chunk-delay", type=float, default=0.0, help="seconds between the final answer's chunks"
-    )
-    parser.add_argument("--web", type=int, default=1, help="Daphne web processes (more than 1 needs Redis)")
-    parser.add_argument("--hub", choices=("inprocess", "worker"), default="inprocess")
-    parser.add_argument("--redis", default="redis://127.0.0.1:6379/13", help="with --web > 1 or --hub worker")
-    parser.add_argument("--database-url", default="", help="PostgreSQL (dropped and created afresh)")
-    options = parser.parse_args()
+@dataclass(frozen=True)
+class Tree:
+    """The server side of a run: the folder Daphne, ``manage.py`` and the hub worker run from."""
+
+    label: str  # "this tree", or the ref given to --against
+    root: Path
+    serve: Path  # its scripts/serve, or this tree's when it has none (the same Daphne options)
+
+
+THIS_TREE = Tree("this tree", ROOT, ROOT / "scripts" / "serve")
+
+# Run with the tree's folder first on sys.path (``-c`` puts the working folder there), so that it
+# is that tree's own models and session store that write the rows: whatever its schema.
+# argv: how many users. Prints [{"cookie": session key, "conversation": id}, ...].
+_TREE_ACCOUNTS = """
+import json, sys
+import django
+django.setup()
+from django.contrib.auth import BACKEND_SESSION_KEY, HASH_SESSION_KEY, SESSION_KEY, get_user_model
+from django.contrib.sessions.backends.db import SessionStore
+from boocode.chat.models import Conversation
+
+out = []
+for index in range(int(sys.argv[1])):
+    user = get_user_model().objects.create_user(f"live{index}")
+    session = SessionStore()
+    session[SESSION_KEY] = str(user.pk)
+    session[BACKEND_SESSION_KEY] = "django.contrib.auth.backends.ModelBackend"
+    session[HASH_SESSION_KEY] = user.get_session_auth_hash()
+    session.create()
+    out.append({"cookie": session.session_key, "conversation": Conversation.objects.create(owner=user).pk})
+print(json.dumps(out))
+"""
+
+
+def run_in_tree(tree: Tree, env: dict[str, str], argv: list[str]) -> str:
+    """Run ``PYTHON argv`` in ``tree``'s folder; its stdout, or a clear stop naming the tree."""
+    done = subprocess.run([PYTHON, *argv], cwd=tree.root, env=env, capture_output=True, text=True)
+    if done.returncode:
+        raise SystemExit(
+            f"{tree.label}: {' '.join(argv[:2])} failed ({done.returncode}):\n{done.stderr[-3000:]}"
+        )
+    return done.stdout
+
+
+def tree_accounts(tree: Tree, env: dict[str, str], count: int) -> list[dict[str, Any]]:
+    """``manage.py migrate`` and ``count`` logged-in users, each with a conversation, by ``tree``'s code."""
+    run_in_tree(tree, env, ["manage.py", "migrate", "--noinput", "-v0"])
+    return json.loads(run_in_tree(tree, env, ["-c", _TREE_ACCOUNTS, str(count)]))
+
+
+def export_tree(ref: str, into: Path) -> Tree:
+    """``ref`` of this repository exported into ``into`` (``git archive``), with this checkout's .venv."""
+    commit = subprocess.run(
+        ["git", "-C", str(ROOT), "rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}"],
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
+    if not commit:
+        raise SystemExit(f"--against {ref}: not a commit of {ROOT}")
+    archive = subprocess.Popen(["git", "-C", str(ROOT), "archive", commit], stdout=subprocess.PIPE)
+    assert archive.stdout is not None
+    extracted = subprocess.run(["tar", "-x", "-C", str(into)], stdin=archive.stdout)
+    archive.stdout.close()
+    if archive.wait() or extracted.returncode:
+        raise SystemExit(f"--against {ref}: git archive {commit} | tar -x -C {into} failed")
+    # The same interpreter and packages on both sides: what differs is the tree's own code.
+    (into / ".venv").symlink_to((ROOT / ".venv").resolve())
+    serve = into / "scripts" / "serve"
+    label = f"{ref} ({commit[:9]})" if not commit.startswith(ref) else commit[:9]
+    return Tree(label, into, serve if serve.exists() else THIS_TREE.serve)
+
+
+def wait_for_page(port: int, process: subprocess.Popen[bytes], timeout: float = 120.0) -> None:
+    """Return once ``GET /login/`` on ``port`` answers 200 (a clear stop if Daphne dies or errs)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        if process.poll() is not None:
+            raise SystemExit(f"Daphne on port {port} exited ({process.returncode}) before serving /login/")
+        connection = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+        try:
+            connection.request("GET", "/login/")
+            status = connection.getresponse().status
+        except OSError:
+            status = 0  # not listening yet
+        finally:
+            connection.close()
+        if status == 200:
+            return
+        if status:
+            raise SystemExit(f"Daphne on port {port}: GET /login/ answered {status}, not 200")
+        if time.monotonic() > deadline:
+            raise SystemExit(f"Daphne on port {port} served no page within {timeout:.0f} s")
+        time.sleep(0.02)
+
+
+def rss_mb(pids: list[int]) -> float | None:
+    """The resident memory of these processes together, in MB (Linux only)."""
+    total = 0
+    try:
+        for pid in pids:
+            with open(f"/proc/{pid}/status") as status:
+                line = next(line for line in status if line.startswith("VmRSS:"))
+            total += int(line.split()[1])  # kB
+    except (OSError, ValueError, StopIteration):
+        return None
+    return total / 1024
+
+
+def median_or_nan(samples: list[float]) -> float:
+    return statistics.median(samples) if samples else float("nan")
+
+
+def steal_percent(before: list[int] | None, after: list[int] | None) -> float | None:
+    if before is None or after is None:
+        return None
+    spent = [b - a for a, b in zip(before, after, strict=True)]
+    return 100 * spent[7] / (sum(spent) or 1)
+
+
+def run_once(options: argparse.Namespace, tree: Tree, *, tree_setup: bool) -> dict[str, Any]:
+    """One measured run served from ``tree``: fresh data directory and processes. Prints its figures.
+
+    ``tree_setup``: migrate and create the users with the tree's own code (what --against does on
+    both sides); otherwise the tests' migrated template and accounts of this tree.
+    Returns the run's figures (``FIGURES`` keys and more), NaN or None where nothing was measured.
+    """
     scaled = options.web > 1 or options.hub == "worker"
     final_text = MARKDOWN_TEXT if options.answer == "markdown" else FINAL_TEXT
 
     data = Path(tempfile.mkdtemp(prefix="boocode-bench-"))
     (data / "mcp.json").write_text(
-        # The echo says when the call arrived (BOOCODE_ECHO_STAMPS): the tool step below.
+        # The echo says when the call arrived (BOOCODE_ECHO_STAMPS): the tool step below. This
+        # tree's toolbox on both sides of --against: its answers are part of the figures.
         json.dumps(
             {
                 "mcpServers": {
@@ -499,15 +620,19 @@ def main() -> None:
     if options.database_url:
         fresh_database(options.database_url)
         env["BOOCODE_DATABASE_URL"] = options.database_url
-    accounts = create_accounts(env, options.sessions + 1)
-    worker = start_hub_worker(env) if options.hub == "worker" else None
+    if tree_setup:
+        accounts = tree_accounts(tree, env, options.sessions + 1)
+    else:
+        accounts = create_accounts(env, options.sessions + 1)
+    worker = start_hub_worker(env, tree.root) if options.hub == "worker" else None
     ports = [port] + [free_port() for _ in range(options.web - 1)]
     # Daphne's stderr goes to files: a pipe read only at the end would stop it at 64 KB of log.
     logs = [tempfile.TemporaryFile() for _ in ports]
+    launched = time.perf_counter()
     webs = [
         subprocess.Popen(
-            [str(ROOT / "scripts" / "serve")],  # as deployments serve it
-            cwd=ROOT,
+            [str(tree.serve)],  # as deployments serve it
+            cwd=tree.root,
             env={**env, "HOST": "127.0.0.1", "PORT": str(web_port), "PYTHON": PYTHON},
             stdout=subprocess.DEVNULL,
             stderr=log,
@@ -518,7 +643,8 @@ def main() -> None:
     stderr = b""
     try:
         for web_port, daphne in zip(ports, webs, strict=True):
-            wait_for_port(web_port, daphne)
+            wait_for_page(web_port, daphne)
+        first_page = time.perf_counter() - launched  # the slowest of them, with --web N
         cpu_before = cpu_times()
         server_cpu: list[float | None] = []  # the Daphnes' CPU time when the measured sessions start
 
@@ -527,6 +653,7 @@ def main() -> None:
 
         results, elapsed = asyncio.run(load(ports, accounts, options.turns, options.think, mark))
         server_cpu.append(process_cpu_seconds([web.pid for web in webs]))
+        rss = rss_mb([web.pid for web in webs])
         cpu_after = cpu_times()
     finally:
         for daphne, log in zip(webs, logs, strict=True):
@@ -589,6 +716,7 @@ def main() -> None:
     print(f"tool step (the model's last byte to the MCP server receiving the call): {p50_p95(tool_step_ms)}")
     print(f"machine CPU during the run: {cpu_share(cpu_before, cpu_after)}")
     started_cpu, ended_cpu = [*server_cpu, None, None][:2]
+    per_turn = float("nan")
     if started_cpu is not None and ended_cpu is not None and results.turns:
         spent = ended_cpu - started_cpu
         per_turn = spent * 1000 / results.turns
@@ -598,6 +726,8 @@ def main() -> None:
             f"{spent * 1000 / streamed_kb:.1f} ms per streamed KB ({options.answer} answer of "
             f"{len(final_text):,} characters, chunks {options.chunk_delay * 1000:g} ms apart)"
         )
+    print(f"Daphne start to first page (launch to GET /login/ answering 200): {first_page:.2f} s")
+    print("server RSS after the run (the Daphne processes): " + ("n/a" if rss is None else f"{rss:.0f} MB"))
     print(f"errors: {len(results.errors)}" + (f" (first: {results.errors[0]})" if results.errors else ""))
     print(
         f"refused (turn_in_progress, sent again): {results.refused}; "
@@ -606,6 +736,110 @@ def main() -> None:
     print(f"persisted: {expected - missing}/{expected} turns complete in the database; lost: {missing}")
     if stderr and b"Traceback" in stderr:
         print("daphne logged tracebacks:\n" + stderr.decode(errors="replace")[-3000:])
+    return {
+        "turns": results.turns,
+        "elapsed_s": elapsed,
+        "turns_per_s": results.turns / elapsed,
+        "latency_p50_ms": median_or_nan(latency_ms),
+        "latency_p95_ms": percentile(latency_ms, 0.95),
+        "added_p50_ms": median_or_nan(added_ms),
+        "added_p95_ms": percentile(added_ms, 0.95),
+        "before_p50_ms": median_or_nan(before_ms),
+        "relay_p50_ms": median_or_nan(relay_ms),
+        "tool_step_p50_ms": median_or_nan(tool_step_ms),
+        "cpu_per_turn_ms": per_turn,
+        "rss_mb": rss if rss is not None else float("nan"),
+        "first_page_s": first_page,
+        "errors": len(results.errors),
+        "refused": results.refused,
+        "expected_turns": expected,
+        "lost_turns": missing,
+        "steal_percent": steal_percent(cpu_before, cpu_after),
+    }
+
+
+def parse_options(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sessions", type=int, default=50)
+    parser.add_argument("--turns", type=int, default=5, help="turns per session")
+    parser.add_argument(
+        "--llm-delay", type=float, default=0.05, help="the scripted model's first-token delay (s)"
+    )
+    parser.add_argument(
+        "--think",
+        type=float,
+        default=0.0,
+        help="mean pause before each turn (s); 0 = back to back (saturation)",
+    )
+    parser.add_argument(
+        "--answer", choices=("plain", "markdown"), default="plain", help="the final answer's text"
+    )
+    parser.add_argument(
+        "--chunk-delay", type=float, default=0.0, help="seconds between the final answer's chunks"
+    )
+    parser.add_argument("--web", type=int, default=1, help="Daphne web processes (more than 1 needs Redis)")
+    parser.add_argument("--hub", choices=("inprocess", "worker"), default="inprocess")
+    parser.add_argument("--redis", default="redis://127.0.0.1:6379/13", help="with --web > 1 or --hub worker")
+    parser.add_argument("--database-url", default="", help="PostgreSQL (dropped and created afresh)")
+    parser.add_argument(
+        "--against",
+        metavar="REF",
+        default="",
+        help="a git ref: alternate runs of this tree and that tree's server side, then print ratios",
+    )
+    parser.add_argument("--pairs", type=int, default=4, help="with --against: pairs of runs (ABBA order)")
+    parser.add_argument("--json", metavar="FILE", default="", help="the figures (and ratios) as JSON")
+    options = parser.parse_args(argv)
+    if options.pairs < 1:
+        parser.error("--pairs must be at least 1")
+    return options
+
+
+def compare(options: argparse.Namespace) -> dict[str, Any]:
+    """--against: ``options.pairs`` pairs of runs, this tree and the exported one in ABBA order."""
+    folder = Path(tempfile.mkdtemp(prefix="boocode-bench-against-"))
+    try:
+        that = export_tree(options.against, folder)
+        sides = {"this": THIS_TREE, "that": that}
+        print(f"this tree: {ROOT}; that tree: {that.label}, exported to {folder}")
+        if that.serve == THIS_TREE.serve:
+            print(f"  {that.label} has no scripts/serve: its Daphne runs with this tree's (same options)")
+        runs: list[dict[str, Any]] = []
+        order = pair_order(options.pairs)
+        for index, (pair, side) in enumerate(order, 1):
+            tree = sides[side]
+            print(f"\n=== run {index} of {len(order)}: pair {pair + 1}, {tree.label} ===", flush=True)
+            figures = run_once(options, tree, tree_setup=True)
+            runs.append({"pair": pair, "side": side, "tree": tree.label, "figures": figures})
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+    table = ratio_table(runs, options.pairs)
+    print(f"\n=== this tree ÷ {that.label}, per pair (run order ABBA) ===")
+    print(format_ratio_table(table, options.pairs))
+    return {"this": str(ROOT), "that": that.label, "runs": runs, "ratios": table}
+
+
+def json_safe(value: Any) -> Any:
+    """``value`` with NaN as null (JSON has no NaN)."""
+    if isinstance(value, float) and value != value:
+        return None
+    if isinstance(value, dict):
+        return {key: json_safe(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [json_safe(item) for item in value]
+    return value
+
+
+def main() -> None:
+    options = parse_options()
+    if options.against:
+        report: dict[str, Any] = compare(options)
+    else:
+        figures = run_once(options, THIS_TREE, tree_setup=False)
+        report = {"this": str(ROOT), "runs": [{"side": "this", "figures": figures}]}
+    if options.json:
+        report["options"] = vars(options)
+        Path(options.json).write_text(json.dumps(json_safe(report), indent=2) + "\n")
 
 
 if __name__ == "__main__":
