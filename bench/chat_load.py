@@ -17,6 +17,11 @@ long Daphne took from its launch to the first page (``GET /login/`` answering 20
         [--answer plain|markdown] [--chunk-delay 0] [--web N] [--hub inprocess|worker]
         [--redis URL] [--database-url URL] [--against REF [--pairs 4]] [--json FILE]
 
+The scripted model states a window of ``--window`` tokens (131072 by default) in ``/v1/models``
+as vLLM does, so the toolbox's definitions fit and the tools are offered whole; ``--window 0``
+states none, BooCode assumes its default window and, the definitions not fitting its share,
+defers them behind tool search (which loads its embedding model in Daphne).
+
 ``--answer markdown`` makes the final answer 1.6 KB of Markdown (a heading, emphasis, a list, a
 table and a highlighted fence) instead of three plain sentences, and ``--chunk-delay`` spaces
 its 8-character chunks (seconds), so that it streams over many frames as a model's would: the
@@ -170,7 +175,9 @@ async def open_socket(port: int, cookie: str, conversation: int) -> Client:
     return protocol
 
 
-def serve_model(delay: float, conn: Connection, final: str = FINAL_TEXT, chunk_delay: float = 0.0) -> None:
+def serve_model(
+    delay: float, conn: Connection, final: str = FINAL_TEXT, chunk_delay: float = 0.0, window: int = 0
+) -> None:
     """The scripted model, in a process of its own so that the clients do not slow it down.
 
     Sends its base URL, serves until told to stop, then sends when each turn's first request
@@ -197,6 +204,8 @@ def serve_model(delay: float, conn: Connection, final: str = FINAL_TEXT, chunk_d
 
     llm = ScriptedLLM(
         models=("bench-model",),
+        # As vLLM states it in /v1/models (0: says nothing, and BooCode assumes its default window).
+        model_fields={"max_model_len": window} if window else None,
         responder=lambda body: responder(body, delay, final, chunk_delay),
         on_request=on_request,
         on_first_chunk=lambda body: stamp(first_chunk_at, body),
@@ -594,7 +603,9 @@ def run_once(options: argparse.Namespace, tree: Tree, *, tree_setup: bool) -> di
     # the clients, and the time it waited for it would count as delay added by the server.
     model_conn, child_conn = multiprocessing.Pipe()
     model = multiprocessing.get_context("fork").Process(
-        target=serve_model, args=(options.llm_delay, child_conn, final_text, options.chunk_delay), daemon=True
+        target=serve_model,
+        args=(options.llm_delay, child_conn, final_text, options.chunk_delay, options.window),
+        daemon=True,
     )
     model.start()
     base_url = model_conn.recv()
@@ -764,6 +775,12 @@ def parse_options(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--turns", type=int, default=5, help="turns per session")
     parser.add_argument(
         "--llm-delay", type=float, default=0.05, help="the scripted model's first-token delay (s)"
+    )
+    parser.add_argument(
+        "--window",
+        type=int,
+        default=131072,
+        help="the window the scripted model states in /v1/models, as vLLM does (0: none)",
     )
     parser.add_argument(
         "--think",

@@ -56,16 +56,68 @@ def session_tag(session_key: str | None) -> str:
 def session_is_current(session_key: str | None, user_id: int) -> bool:
     """Whether ``session_key`` still logs ``user_id`` in, exactly as an HTTP request would.
 
-    Django's own check: the session exists and has not expired, names this user, the user
-    exists and is active, and the session's auth hash matches the current password. One
-    session read and one user read.
+    Django's own check (:func:`_django_says`): the session exists and has not expired, names
+    this user, the user exists and is active, and the session's auth hash matches the current
+    password. Its session decoding and hash are most of a chat turn's admission, and a socket
+    asks it before every frame; so, with the database session engine, one query reads what that
+    verdict depends on (the session's stored data and expiry, the user's password and
+    ``is_active``) and Django's check runs again only when any of it changed since its last
+    verdict for this session and user. A session gone or expired is refused by that query.
     """
     if not session_key:
         return False
+    mark = _fingerprint(session_key, user_id)
+    if mark is False:
+        return False
+    key = (session_key, user_id)
+    if mark is not None and (known := _verdicts.get(key)) is not None and known[0] == mark:
+        return known[1]
+    verdict = _django_says(session_key, user_id)
+    if mark is not None:
+        if len(_verdicts) >= MAX_VERDICTS:
+            _verdicts.pop(next(iter(_verdicts)))  # the oldest
+        _verdicts[key] = (mark, verdict)
+    return verdict
+
+
+def _django_says(session_key: str, user_id: int) -> bool:
     request = HttpRequest()
     request.session = import_module(settings.SESSION_ENGINE).SessionStore(session_key)
     user = auth.get_user(request)
     return bool(user.is_authenticated and user.pk == user_id)
+
+
+MAX_VERDICTS = 10_000  # (session, user) verdicts kept with what they were decided on
+_verdicts: dict[tuple[str, int], tuple[tuple[Any, ...], bool]] = {}
+DB_SESSIONS = "django.contrib.sessions.backends.db"
+
+
+def _fingerprint(session_key: str, user_id: int) -> tuple[Any, ...] | bool | None:
+    """What Django's verdict depends on, in one query: ``False`` when the session is gone or
+    expired, ``None`` when sessions are not kept in the database (no shortcut then)."""
+    if settings.SESSION_ENGINE != DB_SESSIONS:
+        return None
+    from django.contrib.sessions.models import Session
+    from django.db import connection
+    from django.utils import timezone
+
+    user_model = auth.get_user_model()
+    quote = connection.ops.quote_name
+    users = quote(user_model._meta.db_table)
+    password = quote(user_model._meta.get_field("password").column)
+    fields = {field.name: field for field in user_model._meta.concrete_fields}
+    active = f"u.{quote(fields['is_active'].column)}" if "is_active" in fields else "1"
+    statement = (
+        f"SELECT s.{quote('session_data')}, s.{quote('expire_date')}, u.{password}, {active} "
+        f"FROM {quote(Session._meta.db_table)} s "
+        f"LEFT JOIN {users} u ON u.{quote(user_model._meta.pk.column)} = %s "
+        f"WHERE s.{quote('session_key')} = %s AND s.{quote('expire_date')} > %s"
+    )
+    now = connection.ops.adapt_datetimefield_value(timezone.now())
+    with connection.cursor() as cursor:
+        cursor.execute(statement, [user_id, session_key, now])
+        row = cursor.fetchone()
+    return False if row is None else tuple(row)
 
 
 def _send(user_id: int, message: dict[str, Any]) -> None:

@@ -145,6 +145,7 @@ class DeferredTools:
 
     def warm(self) -> None:
         """Start building the search's index now (embedding new tools takes a while), in the background."""
+        warmer.searched = True
         self.warming = asyncio.ensure_future(_index(self.tools))
         self.warming.add_done_callback(lambda task: task.cancelled() or task.exception())
 
@@ -237,11 +238,18 @@ class Warmer:
     person's own servers and an agent's choice are indexed by the turn that needs them
     (:meth:`DeferredTools.warm`); what is built here is what makes those quick: the embeddings
     of every tool, kept on disk.
+
+    Only where it saves time: while the shared tools are few and small enough that no agent
+    defers them whatever its window (:func:`search_on` without a window's share), nothing is
+    built here until a turn of this process has deferred tools (embedding a few tools takes
+    well under a second), so a process whose agents never search does not load the embedding
+    model (about 150 MB) at all.
     """
 
     def __init__(self) -> None:
         self.running: asyncio.Task[None] | None = None
         self.again = False
+        self.searched = False  # a turn of this process deferred its tools
 
     def changed(self) -> None:
         """A server changed (called by the hub in its loop): index its tools soon."""
@@ -256,6 +264,8 @@ class Warmer:
         while True:
             self.again = False
             tools = [tool for tool in available_tools() if tool.source != NATIVE_SOURCE]
+            if not (self.searched or search_on("auto", tools)):
+                return
             try:
                 await _index(tools)
             except Exception:  # indexing is a speed-up: a failure leaves it to the next search

@@ -39,11 +39,21 @@ from collections.abc import Iterable, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
 
-from boocode.tools import embedding
+if TYPE_CHECKING:
+    from boocode.tools import embedding
+
+
+def _embedding() -> Any:
+    """:mod:`boocode.tools.embedding`, imported with the first index built, not at start-up:
+    it imports numpy and the model's packages (about 20 MB and 0.1 s), which a process whose
+    agents never search does without."""
+    from boocode.tools import embedding
+
+    return embedding
 
 logger = logging.getLogger(__name__)
 
@@ -245,12 +255,12 @@ class Embeddings:
 
     @staticmethod
     def path() -> Path:
-        return Path(settings.DATA_DIR) / "cache" / f"tool-embeddings-{embedding.MODEL_SHA256[:12]}.npz"
+        return Path(settings.DATA_DIR) / "cache" / f"tool-embeddings-{_embedding().MODEL_SHA256[:12]}.npz"
 
     def _read_disk(self) -> None:
         self._read = True
         try:
-            with embedding.np.load(self.path()) as stored:
+            with _embedding().np.load(self.path()) as stored:
                 for key, vector in zip(stored["keys"].tolist(), stored["vectors"], strict=True):
                     self._vectors[str(key)] = vector
         except (OSError, ValueError, KeyError):  # none yet, or unreadable: embedded again
@@ -260,10 +270,10 @@ class Embeddings:
         path = self.path()
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
-            keys = embedding.np.array(list(self._vectors), dtype="U64")
-            vectors = embedding.np.stack(list(self._vectors.values()))
+            keys = _embedding().np.array(list(self._vectors), dtype="U64")
+            vectors = _embedding().np.stack(list(self._vectors.values()))
             partial = path.with_suffix(".partial.npz")
-            embedding.np.savez(partial, keys=keys, vectors=vectors)
+            _embedding().np.savez(partial, keys=keys, vectors=vectors)
             partial.replace(path)
         except OSError as exc:
             logger.warning("tool embeddings not kept on disk: %s", exc)
@@ -288,7 +298,7 @@ class Embeddings:
             rows = [self._vectors.get(key) for key in keys]
         if any(row is None for row in rows):  # (evicted meanwhile: more texts than the cache holds)
             return encoder.encode(list(texts))
-        return embedding.np.stack(rows) if rows else embedding.np.zeros((0, embedding.DIMENSIONS))
+        return _embedding().np.stack(rows) if rows else _embedding().np.zeros((0, _embedding().DIMENSIONS))
 
 
 EMBEDDINGS = Embeddings()
@@ -418,7 +428,7 @@ def index_for(candidates: Sequence[Candidate]) -> Index:
     if not mine:
         return building.result()
     try:
-        built = Index(list(candidates), embedding.encoder())
+        built = Index(list(candidates), _embedding().encoder())
     except BaseException as exc:
         building.set_exception(exc)
         raise

@@ -188,16 +188,32 @@ _read: dict[int, tuple[float, list[ServerConfig]]] = {}
 READ_MAX_AGE = 2.0  # seconds a read of a person's servers serves their next turns (this process)
 
 
-async def read(user_id: int) -> list[ServerConfig]:
-    """:func:`configs_for` off the event loop, read again at most every :data:`READ_MAX_AGE` s
-    (at once after this process added or removed one of the person's servers)."""
+def _fresh(user_id: int) -> list[ServerConfig] | None:
     found = _read.get(user_id)
     if found is not None and time.monotonic() - found[0] <= READ_MAX_AGE:
         return found[1]
+    return None
+
+
+def read_now(user_id: int) -> list[ServerConfig]:
+    """:func:`configs_for`, read again at most every :data:`READ_MAX_AGE` s (at once after this
+    process added or removed one of the person's servers); sync ORM, for a read already off the
+    loop (the chat turn's one read before the model request)."""
+    found = _fresh(user_id)
+    if found is not None:
+        return found
     read_at = time.monotonic()
-    configs = await database_sync_to_async(configs_for)(user_id)
+    configs = configs_for(user_id)
     _read[user_id] = (read_at, configs)
     return configs
+
+
+async def read(user_id: int) -> list[ServerConfig]:
+    """:func:`read_now` off the event loop (no hop when the last read is fresh)."""
+    found = _fresh(user_id)
+    if found is not None:
+        return found
+    return await database_sync_to_async(read_now)(user_id)
 
 
 def listing(user_id: int, state_of: Callable[[str], tuple[str, str, int] | None]) -> list[dict[str, Any]]:

@@ -163,6 +163,14 @@ async def _in_worker(hub: Any, step: str, wait: float, **args: Any) -> tuple[Out
     return Outcome(**done["outcome"]), done["back"] or "/"
 
 
+def read_person(user_id: int) -> None:
+    """Read ``user_id``'s groups and own servers now unless read recently (sync ORM): a caller
+    already off the event loop (the chat turn's one read) does it there, and the
+    :func:`open_sessions` that follows finds both read, with no hop of its own."""
+    people.load(user_id)
+    personal.read_now(user_id)
+
+
 async def _read_person(hub: HubApi, user_id: int) -> list[ServerConfig]:
     """Read ``user_id``'s groups (which servers are theirs to use) and own servers for ``hub``;
     their own servers' configurations."""

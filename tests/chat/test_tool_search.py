@@ -345,7 +345,17 @@ async def test_the_servers_tools_are_indexed_when_they_change_not_at_the_first_s
     settings.DATA_DIR = tmp_path
     monkeypatch.setattr(ranking, "EMBEDDINGS", ranking.Embeddings())  # (nothing embedded yet)
     monkeypatch.setattr(ranking, "_indexes", ranking.OrderedDict())
+    monkeypatch.setattr(warmer, "searched", False)
+    # The toolbox's tools are few and small: no agent defers them whatever its window, so
+    # nothing is embedded (nor the model loaded) until a turn of this process has deferred.
     warmer.changed()  # (what the hub calls after a change)
+    assert warmer.running is not None
+    await warmer.running
+    assert not ranking.Embeddings.path().exists()
+    # Past the settings' limits (any agent with toolSearch: auto defers them), or once a turn
+    # has searched, a change embeds them at once.
+    settings.TOOL_SEARCH_TOOLS = 1
+    warmer.changed()
     assert warmer.running is not None
     await warmer.running
     assert ranking.Embeddings.path().exists()

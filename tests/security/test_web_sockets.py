@@ -139,6 +139,41 @@ async def test_an_expired_session_closes_a_silent_socket(monkeypatch: pytest.Mon
     assert await close_code(tab.ws) == 4401
 
 
+def test_a_session_verdict_is_reused_only_while_what_it_rests_on_is_unchanged(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from django.contrib.auth.hashers import make_password
+
+    from boocode.security import sessions
+
+    users = get_user_model().objects
+    carol, dave = users.create_user("carol", password="pw-1-carol"), users.create_user("dave")
+    client = Client()
+    client.force_login(carol)
+    key = client.session.session_key
+    asked = []
+    django_says = sessions._django_says
+    monkeypatch.setattr(sessions, "_django_says", lambda *args: asked.append(args) or django_says(*args))
+
+    assert sessions.session_is_current(key, carol.pk) and len(asked) == 1
+    assert sessions.session_is_current(key, carol.pk) and len(asked) == 1  # nothing changed: reused
+    assert not sessions.session_is_current(key, dave.pk)  # another person: Django's own check
+    # Each change made behind Django's back (no signal) is seen by the next check.
+    users.filter(pk=carol.pk).update(password=make_password("pw-2-carol"))
+    assert not sessions.session_is_current(key, carol.pk)
+    carol.refresh_from_db()
+    client.force_login(carol)  # a new session, with the new password's hash
+    key = client.session.session_key
+    assert sessions.session_is_current(key, carol.pk)
+    users.filter(pk=carol.pk).update(is_active=False)
+    assert not sessions.session_is_current(key, carol.pk)
+    users.filter(pk=carol.pk).update(is_active=True)
+    assert sessions.session_is_current(key, carol.pk)
+    Session.objects.filter(pk=key).update(expire_date=timezone.now() - timedelta(seconds=1))
+    asked.clear()
+    assert not sessions.session_is_current(key, carol.pk) and asked == []  # expired: refused by the read
+
+
 async def test_no_turn_starts_once_the_session_is_gone(llm: ScriptedLLM) -> None:
     cookie = await login("alice")
     conversation = await conversation_of("alice")
