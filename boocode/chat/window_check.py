@@ -68,7 +68,8 @@ async def agent_window_problems() -> list[tuple[str, str]]:
         problem = windows.window_problem(llm.model or "(no model set)", window, prompt, tools, agent.name)
         if problem:
             problems.append((agent.name, problem))
-    logger.info("context windows weighed for %d agents: %d too small", len(agents), len(problems))
+    plural = "" if len(agents) == 1 else "s"
+    logger.info("context windows weighed for %d agent%s: %d too small", len(agents), plural, len(problems))
     return problems
 
 

@@ -368,7 +368,7 @@ def test_the_worker_weighs_the_agents_windows_once_its_servers_have_started(depl
     # (tests/chat/test_window_startup.py has the warnings themselves, from a real Daphne).
     def weighed() -> re.Match[str] | None:
         log = deployment.worker_log.read_text()
-        return re.search(r"context windows weighed for (\d+) agents: (\d+) too small", log)
+        return re.search(r"context windows weighed for (\d+) agents?: (\d+) too small", log)
 
     wait_for(weighed, 60, "the hub worker did not weigh the agents' context windows")
     found = weighed()
