@@ -51,10 +51,9 @@ from boocode.chat.models import (
     ToolCall,
     ToolCallAudit,
 )
+from boocode.chat.turn import fixed_tokens
 from boocode.chat.windows import configured_window, window_problem
-from boocode.tools.deferred import estimated_tokens
 from boocode.tools.registry import Tool, agent_tools, available_tools
-from boocode.tools.token_estimate import estimate
 from mcpclient.admin.access import groups_summary, server_groups, who_can_use
 from mcpclient.models import McpServer
 from mcpclient.runtime import get_hub
@@ -474,10 +473,8 @@ class AgentAdmin(admin.ModelAdmin):
     def window_display(self, agent: Agent) -> str:
         """The model's window as BooCode knows it (docs/models.md), and why it is too small if it is."""
         window = configured_window(agent, "")
-        tools = estimated_tokens(self._tools(agent)) if agent.tool_search != "always" else 0
-        problem = window_problem(
-            agent.model or settings.LLM_MODEL, window, estimate(agent.prompt), tools, agent.name
-        )
+        prompt, tools = fixed_tokens(agent, window)  # as the turn counts them
+        problem = window_problem(agent.model or settings.LLM_MODEL, window, prompt, tools, agent.name)
         return f"{window.describe()}. {problem}" if problem else window.describe()
 
     @admin.display(description="tools now")

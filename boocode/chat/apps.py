@@ -28,3 +28,10 @@ class ChatConfig(AppConfig):
         from mcpclient.runtime import on_tools_changed
 
         on_tools_changed(warmer.changed)
+
+        # Once the MCP servers' tools are known, an agent whose model's window cannot hold them
+        # (and the system prompt) is named in the log with what to change.
+        from boocode.chat.window_check import warn_small_windows
+        from mcpclient.runtime import on_hub_started
+
+        on_hub_started(warn_small_windows)

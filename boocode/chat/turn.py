@@ -345,6 +345,16 @@ def _context(
     )
 
 
+def fixed_tokens(agent: Agent, window: windows.Window, user_id: int | None = None) -> tuple[int, int]:
+    """The estimated tokens of ``agent``'s system prompt and of the tool definitions its first
+    request offers with ``window`` (the deferred set when its tools are deferred): what
+    :func:`boocode.chat.windows.window_problem` weighs, counted as the turn counts them."""
+    history = [{"role": "system", "content": agent.prompt}] if agent.prompt.strip() else []
+    context = _context(agent, history, user_id, "", window)
+    prompt = context.counter.of(history[0]) if history else 0
+    return prompt, context.counter.of_tools(context.offered())
+
+
 def _refit(context: TurnContext, refusal: LLMError) -> str:
     """After the server refused a request as too long: its figures are believed (the window it
     states, the prompt tokens it counted), the window shrinks to them (or by a quarter when it

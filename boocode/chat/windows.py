@@ -92,14 +92,16 @@ def answer_tokens(window: Window) -> int:
 
 def window_problem(model: str, window: Window, prompt_tokens: int, tools_tokens: int, agent: str) -> str:
     """Why ``window`` cannot hold the agent's system prompt and tools with room to talk, or ``""``."""
-    needed = prompt_tokens + tools_tokens + answer_tokens(window) + MIN_HISTORY_TOKENS
+    answer = answer_tokens(window)
+    needed = prompt_tokens + tools_tokens + answer + MIN_HISTORY_TOKENS
     if needed <= window.tokens:
         return ""
     return (
         f'Model "{model}" has a context window of {window.describe()}, which cannot hold agent '
         f'"{agent}"\'s system prompt (about {prompt_tokens:,} tokens) and tool definitions (about '
-        f"{tools_tokens:,} tokens) with room for the conversation and the answer (about {needed:,} "
-        "tokens in all). Give the agent fewer tools (tools: in AGENTS.md) or toolSearch: always, a "
-        "shorter prompt, or a model with a larger window (the agent's context: key or "
-        "BOOCODE_LLM_CONTEXT_TOKENS, if the server's window is larger than BooCode assumes)."
+        f"{tools_tokens:,} tokens) with the {answer:,} tokens kept for the answer and "
+        f"{MIN_HISTORY_TOKENS:,} for the conversation (about {needed:,} tokens in all). Give the "
+        "agent fewer tools (tools: in AGENTS.md) or toolSearch: always, a shorter prompt, or a "
+        "model with a larger window (the agent's context: key or BOOCODE_LLM_CONTEXT_TOKENS, if "
+        "the server's window is larger than BooCode assumes)."
     )

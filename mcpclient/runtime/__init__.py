@@ -13,7 +13,9 @@ first request or websocket starts it). Every :func:`ensure_hub` stats mcp.json; 
 is read at most once per ``max_age`` (:data:`TURN_CHECK_INTERVAL` for a turn), and a change made
 elsewhere is applied to the running hub. With ``BOOCODE_HUB=worker`` a web process gets a
 :class:`~mcpclient.worker.client.RemoteHub`, the same :class:`~mcpclient.engine.api.HubApi`.
-Under Daphne the hub stops before the reactor does, so no stdio child outlives the server.
+Under Daphne the hub stops before the reactor does, so no stdio child outlives the server. Once
+a hub held here has started its servers, the hooks given to :func:`on_hub_started` run in tasks of
+their own (the chat weighs its agents' windows against their tools then).
 """
 
 from __future__ import annotations
@@ -157,6 +159,31 @@ def _tools_changed_listener(snapshot: ServerSnapshot) -> None:
             callback()
         except Exception:  # a hook's bug must not break the hub
             logger.exception("a tools-changed hook failed")
+
+
+# Called once this process's own hub has started its servers (Daphne's, or the hub worker's):
+# the chat weighs its agents' models' windows against their tools then (boocode.chat.window_check).
+_hub_started: list[Callable[[], Awaitable[object]]] = []
+_start_hooks: set[asyncio.Future[object]] = set()  # running, kept until they end
+
+
+def on_hub_started(callback: Callable[[], Awaitable[object]]) -> None:
+    """Run ``callback()`` in a task of its own each time this process starts its hub, once its
+    servers have started (ready or failed); nothing waits for it, and its errors are logged."""
+    _hub_started.append(callback)
+
+
+def _run_start_hooks() -> None:
+    for callback in list(_hub_started):
+        task = asyncio.ensure_future(callback())
+        _start_hooks.add(task)
+        task.add_done_callback(_start_hook_done)
+
+
+def _start_hook_done(task: asyncio.Future[object]) -> None:
+    _start_hooks.discard(task)
+    if not task.cancelled() and task.exception() is not None:
+        logger.error("a hub start-up hook failed", exc_info=task.exception())
 
 
 _id_tokens: Callable[[int], str | None] | None = None
@@ -313,6 +340,7 @@ async def ensure_hub(*, max_age: float = 0.0) -> HubApi:
             _hub, _hub_loop, _seen_version = hub, loop, version
             _install_shutdown_trigger(hub)
             await hub.start(configs or [])
+            _run_start_hooks()
             return hub
         if max_age > 0 and _recently_checked(max_age):
             return _hub  # checked by the caller that held the lock before us

@@ -13,12 +13,14 @@ from typing import Any
 
 import pytest
 from asgiref.sync import sync_to_async
+from django.contrib.auth import get_user_model
 
-from boocode.chat import exports
+from boocode.chat import daily_usage, exports
 from boocode.chat import titles as turns
-from boocode.chat.models import Conversation, Message
+from boocode.chat.models import Conversation, DailyUsage, Message
+from boocode.chat.windows import Window, answer_tokens
 from tests.support.accounts import client_of, conversation_of, login
-from tests.support.llm import ScriptedLLM, Text
+from tests.support.llm import MODEL, Error, ScriptedLLM, Text
 from tests.support.tabs import Tab, finished
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("no_periodic_checks")]
@@ -125,3 +127,82 @@ async def test_title_tokens_count_even_when_the_title_is_not_used(
     stored = await Conversation.objects.aget(pk=other)
     assert (stored.title_prompt_tokens, stored.title_completion_tokens) == (0, 0)
     await tab.close()
+
+
+@sync_to_async
+def _conversation(first: str, answer: str, spent: tuple[int, int] = (0, 0)) -> tuple[int, int]:
+    """Alice's conversation with its first message and answer (and her tokens of the day so far)."""
+    user, _ = get_user_model().objects.get_or_create(username="alice")
+    conversation = Conversation.objects.create(owner=user, title=turns.auto_title(first))
+    Message.objects.create(conversation=conversation, role=Message.Role.USER, content=first)
+    Message.objects.create(conversation=conversation, role=Message.Role.ASSISTANT, content=answer)
+    if any(spent):
+        daily_usage.record(user.pk, prompt_tokens=spent[0], completion_tokens=spent[1])
+    return conversation.pk, user.pk
+
+
+@sync_to_async
+def _usage_of(user_id: int) -> tuple[int, int, int]:
+    row = DailyUsage.objects.get(user_id=user_id)
+    return row.prompt_tokens, row.completion_tokens, row.reserved_tokens
+
+
+async def test_a_huge_first_message_gets_a_title_request_within_the_window_counted_for_its_owner(
+    llm: ScriptedLLM, settings: Any
+) -> None:
+    llm.window = settings.LLM_CONTEXT_TOKENS = 8192  # the model refuses a request past it
+    settings.DAILY_TOKEN_BUDGET = 100_000  # held first, released by the write that counts it
+    first = "Why does the payment service fail? Its log:\n" + "ERROR payments: timeout 4242\n" * 20_000
+    answer = "The payment service times out talking to the bank. " * 400
+    conversation, alice = await _conversation(first, answer)
+    llm.script(Text("Payment service timeouts", usage=(900, 4)))
+    frames: list[dict[str, Any]] = []
+
+    async def emit(frame: dict[str, Any]) -> None:
+        frames.append(frame)
+
+    await turns.title_from_model(conversation, MODEL, emit)
+
+    [request] = llm.requests
+    assert llm.refusals == 0
+    # By the model's own count, the request leaves the answer's room in the window.
+    assert llm.prompt_counts[0] + answer_tokens(Window(8192, "")) <= 8192
+    [instruction, question, reply] = request["messages"]
+    assert instruction["content"] == turns.TITLE_PROMPT
+    assert first.startswith(question["content"]) and 1000 < len(question["content"]) < len(first) // 20
+    assert answer.startswith(reply["content"]) and len(reply["content"]) < len(answer)
+    stored = await Conversation.objects.aget(pk=conversation)
+    assert stored.title == "Payment service timeouts"
+    assert frames[-1]["conversation"]["title"] == "Payment service timeouts"
+    # The title's tokens are in her usage of the day, and its hold is given back.
+    assert await _usage_of(alice) == (900, 4, 0)
+
+
+async def test_no_title_is_asked_once_the_daily_budget_is_spent(llm: ScriptedLLM, settings: Any) -> None:
+    settings.DAILY_TOKEN_BUDGET = 50
+    conversation, alice = await _conversation("Plan my week", "Sure.", spent=(45, 10))
+    llm.script(Text("Weekly plan", usage=(30, 2)))
+
+    async def emit(frame: dict[str, Any]) -> None:
+        raise AssertionError(f"nothing to announce: {frame}")
+
+    await turns.title_from_model(conversation, MODEL, emit)
+
+    assert llm.requests == []
+    assert (await Conversation.objects.aget(pk=conversation)).title == "Plan my week"
+    assert await _usage_of(alice) == (45, 10, 0)
+
+
+async def test_a_failed_title_request_gives_its_hold_back(llm: ScriptedLLM, settings: Any) -> None:
+    settings.DAILY_TOKEN_BUDGET = 10_000
+    conversation, alice = await _conversation("Plan my week", "Sure.", spent=(5, 1))
+    llm.script(Error(400, "the model refused it"))
+
+    async def emit(frame: dict[str, Any]) -> None:
+        raise AssertionError(f"nothing to announce: {frame}")
+
+    await turns.title_from_model(conversation, MODEL, emit)
+
+    assert len(llm.requests) == 1
+    assert (await Conversation.objects.aget(pk=conversation)).title == "Plan my week"
+    assert await _usage_of(alice) == (5, 1, 0)

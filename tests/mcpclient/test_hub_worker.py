@@ -363,6 +363,18 @@ def test_each_web_process_and_the_worker_report_their_own_figures(deployment: De
     asyncio.run(run())
 
 
+def test_the_worker_weighs_the_agents_windows_once_its_servers_have_started(deployment: Deployment) -> None:
+    # The web processes hold no hub: the worker, whose servers' tools are known, weighs them
+    # (tests/chat/test_window_startup.py has the warnings themselves, from a real Daphne).
+    def weighed() -> re.Match[str] | None:
+        log = deployment.worker_log.read_text()
+        return re.search(r"context windows weighed for (\d+) agents?: (\d+) too small", log)
+
+    wait_for(weighed, 60, "the hub worker did not weigh the agents' context windows")
+    found = weighed()
+    assert found is not None and int(found.group(1)) >= 1 and found.group(2) == "0"  # a window of 1,000,000
+
+
 def test_a_message_the_worker_cannot_handle_is_logged_and_calls_go_on(deployment: Deployment) -> None:
     from redis.asyncio import Redis
 
