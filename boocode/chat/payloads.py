@@ -20,9 +20,9 @@ from typing import Any
 
 from django.conf import settings
 from django.core import signing
-from django.db.models import Count, Q, Sum
+from django.db.models import Count, Exists, OuterRef, Q, Subquery, Sum
 
-from agents.models import Agent
+from agents.roster import get_agent, list_agents
 from boocode.chat import attachments
 from boocode.chat.compaction import summary_payload
 from boocode.chat.models import ContextSummary, Conversation, Message, ToolCall
@@ -180,6 +180,30 @@ def whole_call(conversation_id: int, call_id: int) -> dict[str, Any] | None:
     return None if call is None else tool_call_payload(call, conversation_id)
 
 
+_COMPLETE = Q(role=Message.Role.ASSISTANT, status=Message.Status.COMPLETE)
+_WITHOUT_USAGE = _COMPLETE & Q(prompt_tokens__isnull=True, completion_tokens__isnull=True)
+
+
+def _spent() -> dict[str, Any]:
+    """The aggregates of :func:`conversation_usage`, over a conversation's assistant messages."""
+    return {
+        "spent_prompt": Sum("prompt_tokens"),
+        "spent_completion": Sum("completion_tokens"),
+        "answers": Count("id", filter=_COMPLETE),
+        "without": Count("id", filter=_WITHOUT_USAGE),
+    }
+
+
+def _usage(row: dict[str, Any], titles: tuple[int | None, int | None]) -> dict[str, int]:
+    title_prompt, title_completion = titles
+    return {
+        "prompt_tokens": (row["spent_prompt"] or 0) + (title_prompt or 0),
+        "completion_tokens": (row["spent_completion"] or 0) + (title_completion or 0),
+        "answers": row["answers"] or 0,
+        "answers_without_usage": row["without"] or 0,
+    }
+
+
 def conversation_usage(conversation_id: int, titles: tuple[int, int] | None = None) -> dict[str, int]:
     """Tokens the conversation's answers and title requests used, and how many answers came without usage.
 
@@ -187,70 +211,75 @@ def conversation_usage(conversation_id: int, titles: tuple[int, int] | None = No
     model completed; stopped and failed ones are not counted as answers. Title requests
     (BOOCODE_TITLE_FROM_MODEL) are no answers: their tokens are kept on the conversation.
     """
-    complete = Q(role=Message.Role.ASSISTANT, status=Message.Status.COMPLETE)
     spent = Message.objects.filter(conversation_id=conversation_id, role=Message.Role.ASSISTANT)
-    totals = spent.aggregate(
-        prompt=Sum("prompt_tokens"),
-        completion=Sum("completion_tokens"),
-        answers=Count("id", filter=complete),
-        without=Count("id", filter=complete & Q(prompt_tokens__isnull=True, completion_tokens__isnull=True)),
-    )
+    totals = spent.aggregate(**_spent())
     if titles is None:  # (the conversation's row was not read already)
         titles = Conversation.objects.filter(pk=conversation_id).values_list(
             "title_prompt_tokens", "title_completion_tokens"
-        ).first()
-    title_prompt, title_completion = titles or (0, 0)
-    return {
-        "prompt_tokens": (totals["prompt"] or 0) + title_prompt,
-        "completion_tokens": (totals["completion"] or 0) + title_completion,
-        "answers": totals["answers"],
-        "answers_without_usage": totals["without"],
-    }
+        ).first() or (0, 0)
+    return _usage(totals, titles)
 
 
 def conversation_info(conversation: Conversation | int) -> dict[str, Any]:
-    """The ``conversation`` object of docs/protocol.md: id, title, model, usage, context, summaries."""
-    if not isinstance(conversation, Conversation):
-        conversation = Conversation.objects.only(
-            "id", "title", "model", "agent_name", "title_prompt_tokens", "title_completion_tokens"
-        ).get(pk=conversation)
-    titles = (conversation.title_prompt_tokens or 0, conversation.title_completion_tokens or 0)
+    """The ``conversation`` object of docs/protocol.md: id, title, model, usage, context, summaries.
+
+    Sent at the end of every turn, so read in one query (the conversation with its usage and its
+    last answer's tokens as subqueries); the agent comes from the roster's cached rows, and the
+    summaries are read only for a conversation that has some.
+    """
+    pk = conversation.pk if isinstance(conversation, Conversation) else conversation
+    answers = Message.objects.filter(conversation_id=OuterRef("pk"), role=Message.Role.ASSISTANT).order_by()
+    spent = {
+        name: Subquery(answers.values("conversation_id").annotate(value=expression).values("value"))
+        for name, expression in _spent().items()
+    }
+    last = answers.filter(superseded_at__isnull=True, prompt_tokens__isnull=False).order_by("-id")
+    row = (
+        Conversation.objects.filter(pk=pk)
+        .annotate(
+            **spent,
+            last_prompt=Subquery(last.values("prompt_tokens")[:1]),
+            last_completion=Subquery(last.values("completion_tokens")[:1]),
+            summarised=Exists(ContextSummary.objects.filter(conversation_id=OuterRef("pk"))),
+        )
+        .values(
+            "title",
+            "model",
+            "agent_name",
+            "title_prompt_tokens",
+            "title_completion_tokens",
+            "last_prompt",
+            "last_completion",
+            "summarised",
+            *spent,
+        )
+        .get()
+    )
+    summaries: list[dict[str, Any]] = []
+    if row["summarised"]:
+        newest = ContextSummary.objects.filter(conversation_id=pk).order_by("-id")[:MAX_SUMMARIES]
+        summaries = [summary_payload(summary) for summary in newest][::-1]
+    last = (row["last_prompt"], row["last_completion"]) if row["last_prompt"] is not None else None
     return {
-        "id": conversation.pk,
-        "title": conversation.title,
-        "model": conversation.model,
-        "usage": conversation_usage(conversation.pk, titles),
-        "context": context_use(conversation),
-        "summaries": [
-            summary_payload(row)
-            for row in ContextSummary.objects.filter(conversation_id=conversation.pk).order_by("-id")[
-                :MAX_SUMMARIES
-            ]
-        ][::-1],
+        "id": pk,
+        "title": row["title"],
+        "model": row["model"],
+        "usage": _usage(row, (row["title_prompt_tokens"], row["title_completion_tokens"])),
+        "context": context_use(row["agent_name"], row["model"], last),
+        "summaries": summaries,
     }
 
 
 MAX_SUMMARIES = 20  # the newest, for the page's dividers
 
 
-def context_use(conversation: Conversation) -> dict[str, Any]:
+def context_use(agent_name: str, model: str, last: tuple[int, int | None] | None) -> dict[str, Any]:
     """How full the model's window was at the last answer: the tokens its server counted for it
-    (prompt and answer; ``None`` before any), the window and where it came from, and the share
-    past which the earlier turns are summarised (docs/models.md)."""
-    rows = Agent.objects.filter(name=conversation.agent_name) if conversation.agent_name else Agent.objects
-    agent = rows.only("name", "model", "context_tokens").first()
-    window = configured_window(agent, conversation.model)
-    last = (
-        Message.objects.filter(
-            conversation_id=conversation.pk,
-            role=Message.Role.ASSISTANT,
-            superseded_at__isnull=True,
-            prompt_tokens__isnull=False,
-        )
-        .order_by("-id")
-        .values_list("prompt_tokens", "completion_tokens")
-        .first()
-    )
+    (``last``: its prompt and answer; ``None`` before any), the window and where it came from, and
+    the share past which the earlier turns are summarised (docs/models.md). The agent is the
+    roster's (cached rows); a conversation without an agent's name has the default one's."""
+    agent = get_agent(agent_name) if agent_name else next(iter(list_agents()), None)
+    window = configured_window(agent, model)
     return {
         "used": (last[0] + (last[1] or 0)) if last else None,
         "window": window.tokens,
