@@ -59,7 +59,7 @@ def agents_info(user_id: int | None = None) -> list[dict[str, Any]]:
         people.load(user_id)  # the groups that decide the agents and the servers they see
     names = {tool.prefixed_name: tool for tool in hub_tools(user_id)}
     tools = available_tools(user_id)
-    shared = shared_processes()
+    shared = shared_processes(user_id)
     result = []
     for position, agent in enumerate(agents_for(user_id)):
         entries = []
@@ -89,14 +89,15 @@ def agents_info(user_id: int | None = None) -> list[dict[str, Any]]:
     return result
 
 
-def shared_processes() -> set[str]:
-    """The stdio servers that run one process for everybody (not ``"scope": "perUser"``)."""
+def shared_processes(user_id: int | None = None) -> set[str]:
+    """The stdio servers that run one process for everybody (not ``"scope": "perUser"``), as
+    ``user_id`` means their names (their own server under a hidden server's name is not one)."""
     hub = get_hub()
     if hub is None:
         return set()
     found = set()
     for snapshot in hub.snapshots():
-        config = hub.config(snapshot.name)
+        config = hub.config(snapshot.name, user_id)
         if config is not None and config.transport == STDIO and not per_user(config):
             found.add(snapshot.name)
     return found

@@ -151,7 +151,7 @@ async def load(user_id: int | None, arguments: dict[str, Any]) -> ToolResult:
     server, wanted = str(arguments["server"]), str(arguments["skill"])
     path = str(arguments.get("file") or "")
     hub = await ensure_hub(max_age=TURN_CHECK_INTERVAL)
-    config = hub.config(server)
+    config = hub.config(server, user_id)
     timeout = config.timeout if config is not None else DEFAULT_TIMEOUT_MS / 1000
     try:
         async with asyncio.timeout(3 * timeout + GRACE):

@@ -327,6 +327,17 @@ def per_user(config: ServerConfig) -> bool:
     )
 
 
+OWN_SESSION_SUFFIX = "@own"
+
+
+def session_name(config: ServerConfig) -> str:
+    """The name a person's session with ``config`` is kept under in the hub: the server's name, or
+    for a server of a person's own (``owner_id`` set) ``<name>@own``. A server's name has no "@"
+    (:data:`SERVER_NAME_RE`), so a person's own server never shares a session key with a shared
+    server of the same name that is hidden from them (docs/security.md, *Servers of one's own*)."""
+    return config.name if config.owner_id is None else config.name + OWN_SESSION_SUFFIX
+
+
 def opens_by_itself(config: ServerConfig) -> bool:
     """True for a "perUser" server whose sessions open for each person without a Connect: a stdio
     server run once per person, or an ``identity_assertion`` server (their SSO ID token, SEP-990)."""

@@ -175,17 +175,23 @@ def client_metadata_document() -> dict[str, Any]:
 # --- storage -------------------------------------------------------------------------------
 
 
-def credential_name(server: str, user_id: int | None) -> str:
-    """The secret store name of a credential: the server's, or one person's for that server."""
-    return server if user_id is None else f"{server}@user:{user_id}"
+def credential_name(server: str, user_id: int | None, *, own: bool = False) -> str:
+    """The secret store name of a credential: the server's, one person's for a shared "perUser"
+    server (``name@user:<id>``), or one person's for a server of their own (``own``:
+    ``name@own:<id>``). A server's name has no "@", so the three never meet: a person's own server
+    never reads the tokens of a shared server of the same name hidden from them."""
+    if user_id is None:
+        return server
+    return f"{server}@{'own' if own else 'user'}:{user_id}"
 
 
-def signed_in_servers(user_id: int | None) -> set[str]:
-    """The servers with a stored credential of ``user_id`` (``None``: the shared ones). Sync ORM."""
+def signed_in_servers(user_id: int | None, *, own: bool = False) -> set[str]:
+    """The servers with a stored credential of ``user_id`` (``None``: the shared ones; ``own``:
+    of the person's own servers). Sync ORM."""
     names = secret_store.secret_names(SECRET_KIND)
     if user_id is None:
-        return {name for name in names if "@user:" not in name}
-    suffix = f"@user:{user_id}"
+        return {name for name in names if "@" not in name}
+    suffix = credential_name("", user_id, own=own)
     return {name.removesuffix(suffix) for name in names if name.endswith(suffix)}
 
 
@@ -204,9 +210,12 @@ class CredentialStore:
         user_id: int | None,
         url: str,
         preregistered: OAuthClientInformationFull | None = None,
+        *,
+        own: bool = False,
     ) -> None:
         self.server = server
         self.user_id = user_id
+        self.own = own  # a server of the person's own (its record: credential_name's own form)
         self.url = url
         self.preregistered = preregistered
         self._record: dict[str, Any] | None = None
@@ -214,7 +223,7 @@ class CredentialStore:
     @property
     def name(self) -> str:
         """The record's name in the secret store."""
-        return credential_name(self.server, self.user_id)
+        return credential_name(self.server, self.user_id, own=self.own)
 
     async def _load(self) -> dict[str, Any]:
         if self._record is None:

@@ -964,6 +964,7 @@ class ServerConnection:
             credential_owner,
             resolved.url or "",
             preregistered_client(oauth, resolved.oauth_secrets.client_secret),
+            own=self.config.owner_id is not None,
         )
         consent = self.consent or NoConsent(
             "connect your account from the chat (Connect beside the server's name)"

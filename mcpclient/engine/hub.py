@@ -4,7 +4,9 @@ Invariants. :meth:`Hub.apply` reconciles under one lock: new or changed enabled 
 the rest stop; servers connect concurrently and ``start`` returns when each has settled (ready
 or failed). The catalog of prefixed names is rebuilt from every connection in configuration
 order, so a name never changes while its server stays. ``perUser`` servers get one session per
-(server, person), opened on first need and closed after ``OAUTH_IDLE_SECONDS`` idle;
+(server, person), opened on first need and closed after ``OAUTH_IDLE_SECONDS`` idle; a person's own
+server's session is keyed apart (``name@own``: :func:`~mcpclient.config.model.session_name`), so
+one under the name of a shared server hidden from them never meets that server's session;
 :meth:`Hub.session_for` is the one answer to "which session serves this person". Listeners
 receive a :class:`~mcpclient.core.state.ServerSnapshot` on every change; the hub knows nothing of
 Django's models. Cancelling a caller of :meth:`Hub.call_tool` abandons the request and the SDK
@@ -28,6 +30,7 @@ from mcpclient.config.model import (
     per_user,
     per_user_process,
     same_session,
+    session_name,
 )
 from mcpclient.config.resolve import InputLookup
 from mcpclient.core import pinning
@@ -46,7 +49,7 @@ from mcpclient.engine.healing import Healer, HealPolicy
 from mcpclient.engine.resources import Completions, ReadResult
 from mcpclient.engine.resources import refresh_now as resources_refresh_now
 from mcpclient.engine.server_logs import EntryListener
-from mcpclient.engine.serving import allowed, hidden_from, ready_servers, session_for
+from mcpclient.engine.serving import allowed, hidden_from, pick, ready_servers, session_for, takes_name
 from mcpclient.engine.skills import Skill, SkillText
 
 logger = logging.getLogger("mcpclient.hub")
@@ -141,11 +144,13 @@ class Hub:
     # call to drain (a drain would hold back the very reply that sends the person to sign in).
     _signins: set[asyncio.Task[Any]] = field(default_factory=set)
     _lock: asyncio.Lock = field(default_factory=asyncio.Lock)
-    # "perUser" servers: one session per (server, person), opened when that person needs it.
+    # "perUser" servers: one session per (server, person), opened when that person needs it; a
+    # person's own server's under (session_name(config), person), never a shared server's key.
     _user_connections: dict[tuple[str, int], ServerConnection] = field(default_factory=dict)
     _user_views: dict[int, tuple[int, frozenset[str], Catalog]] = field(default_factory=dict)
     # People's own servers (mcpclient.runtime.personal), by person and name: each opened as that
-    # person's session; a shared server of the same name wins.
+    # person's session; a shared server of the same name that the person may use wins (one hidden
+    # from them leaves them the name: mcpclient.engine.serving.pick).
     _personal: dict[int, dict[str, ServerConfig]] = field(default_factory=dict)
     _reaper: asyncio.Task[None] | None = None
     # Who signs in when a server asks and no person was asked to (None: nobody, the server
@@ -208,9 +213,14 @@ class Hub:
             stale_users = [
                 key
                 for key, conn in self._user_connections.items()
-                if (key[0] in wanted) is (conn.config.owner_id is not None)  # (a person's own: shadowed)
-                or (key[0] in wanted and not wanted[key[0]].enabled)
-                or (key[0] in wanted and not same_session(wanted[key[0]], conn.config))
+                if (
+                    # A person's own: shadowed by a shared server of its name that they may use.
+                    takes_name(self, wanted.get(conn.name), key[1])
+                    if conn.config.owner_id is not None
+                    else key[0] not in wanted
+                    or not wanted[key[0]].enabled
+                    or not same_session(wanted[key[0]], conn.config)
+                )
             ]
             for key, conn in [*self._connections.items(), *self._user_connections.items()]:
                 name = key if isinstance(key, str) else key[0]
@@ -329,7 +339,7 @@ class Hub:
         consent = BrowserConsent(server=name, user_id=user_id, owner_id=user_id if per_user(config) else None)
         async with self._lock:
             if per_user(config):
-                await self._stop_user((name, user_id))
+                await self._stop_user((session_name(config), user_id))
                 connection = self._new_user_connection(config, user_id, consent)
             else:
                 await self._stop_one(name)
@@ -354,7 +364,8 @@ class Hub:
                 config = self.config(name, user_id)
                 if config is None or not config.enabled or not per_user(config):
                     continue
-                current = self._user_connections.get((name, user_id))
+                key = (session_name(config), user_id)
+                current = self._user_connections.get(key)
                 if current is not None and (
                     current.running or current.status in (Status.AUTH_REQUIRED, Status.READY)
                 ):
@@ -368,7 +379,7 @@ class Hub:
                             "for you until others' processes close after their idle time."
                         )
                         continue
-                await self._stop_user((name, user_id))
+                await self._stop_user(key)
                 starts.append(self._new_user_connection(config, user_id, None).start())
         await asyncio.gather(*starts)
         return refused
@@ -383,16 +394,23 @@ class Hub:
                     await self._start_one(config)
                 self._rebuild()
             else:
-                await self._stop_user((name, user_id))
+                await self._stop_user(self._user_key(name, user_id))
 
     async def set_personal(self, user_id: int, configs: Iterable[ServerConfig]) -> None:
         """``user_id``'s own servers are ``configs`` (mcpclient.runtime.personal) from now on: the
-        sessions of servers removed or changed close (each opens again at the person's next need)."""
+        sessions of servers removed or changed close (each opens again at the person's next need).
+
+        One under the name of a shared server the person may use is left out (a shared server
+        hidden from them leaves them its name: :func:`~mcpclient.engine.serving.pick`)."""
         async with self._lock:
-            wanted = {config.name: config for config in configs if config.name not in self._configs}
+            wanted = {
+                config.name: config
+                for config in configs
+                if not takes_name(self, self._configs.get(config.name), user_id)
+            }
             current = self._personal.get(user_id, {})
-            stale = [name for name, config in current.items() if wanted.get(name) != config]
-            await asyncio.gather(*(self._stop_user((name, user_id)) for name in stale))
+            stale = [config for name, config in current.items() if wanted.get(name) != config]
+            await asyncio.gather(*(self._stop_user((session_name(config), user_id)) for config in stale))
             if wanted:
                 self._personal[user_id] = wanted
             else:
@@ -405,8 +423,14 @@ class Hub:
         return list(self._personal.get(user_id, {}).values())
 
     def user_connection(self, name: str, user_id: int) -> ServerConnection | None:
-        """``user_id``'s session with the "perUser" server ``name``, if one was opened."""
-        return self._user_connections.get((name, user_id))
+        """``user_id``'s session with the "perUser" server ``name`` (their own server of that name
+        when the shared one is hidden from them), if one was opened."""
+        return self._user_connections.get(self._user_key(name, user_id))
+
+    def _user_key(self, name: str, user_id: int) -> tuple[str, int]:
+        """Where ``user_id``'s session with what ``name`` means to them is kept."""
+        config = self.config(name, user_id)
+        return (session_name(config) if config is not None else name, user_id)
 
     def per_user_servers(self) -> list[ServerConfig]:
         """The enabled "perUser" servers, in config order."""
@@ -487,8 +511,9 @@ class Hub:
             person_name=self.person_name,
             person_id_token=self.person_id_token,
         )
-        connection.logs.level = self.log_levels.get(config.name, "")  # its messages stay in memory
-        self._user_connections[(config.name, user_id)] = connection
+        # Its messages stay in memory; the level set for a shared server is not a person's own server's.
+        connection.logs.level = self.log_levels.get(config.name, "") if config.owner_id is None else ""
+        self._user_connections[(session_name(config), user_id)] = connection
         if self._reaper is None or self._reaper.done():
             self._reaper = asyncio.create_task(self._close_idle_sessions(), name="mcp-idle-sessions")
         return connection
@@ -501,10 +526,10 @@ class Hub:
 
     def _on_user_change(self, connection: ServerConnection) -> None:
         # A person's session is nobody else's business: no listener hears of it.
-        if (
-            connection.owner_id is not None
-            and self._user_connections.get((connection.name, connection.owner_id)) is connection
-        ):
+        owner = connection.owner_id
+        if owner is None:
+            return
+        if self._user_connections.get((session_name(connection.config), owner)) is connection:
             self.generation += 1
 
     async def _close_idle_sessions(self) -> None:
@@ -643,14 +668,20 @@ class Hub:
             return cached[2]
         if own:
             connections = dict(self._connections)
-            connections.update(
-                {name: conn for (name, owner), conn in self._user_connections.items() if owner == user_id}
-            )
+            mine = [conn for (_, owner), conn in self._user_connections.items() if owner == user_id]
+            connections.update({conn.name: conn for conn in mine if conn.config.owner_id is None})
+            # Their own servers last: one under the name of a shared server hidden from them takes
+            # that name's place (it is theirs; the hidden one they cannot know of).
+            theirs = [conn for conn in mine if conn.config.owner_id is not None]
+            own_names = {
+                conn.name for conn in theirs if not takes_name(self, self._configs.get(conn.name), user_id)
+            }
+            connections.update({conn.name: conn for conn in theirs if conn.name in own_names})
             _, catalog = _catalog(self._order, connections)
         else:
-            catalog = self._catalog
-        if hidden:
-            catalog = Catalog.of([tool for tool in catalog.every if tool.server not in hidden])
+            catalog, own_names = self._catalog, set()
+        if hidden - own_names:
+            catalog = Catalog.of([tool for tool in catalog.every if tool.server not in hidden - own_names])
         self._user_views = {uid: view for uid, view in self._user_views.items() if view[0] == self.generation}
         self._user_views[user_id] = (self.generation, hidden, catalog)
         return catalog
@@ -672,10 +703,11 @@ class Hub:
         return self._connections.get(name)
 
     def config(self, name: str, user_id: int | None = None) -> ServerConfig | None:
-        """The configuration of server ``name``: mcp.json's, else ``user_id``'s own server's."""
+        """The configuration of server ``name``: mcp.json's, else ``user_id``'s own server's (also in
+        place of a shared server hidden from them: :func:`~mcpclient.engine.serving.pick`)."""
         found = self._configs.get(name)
-        if found is None and user_id is not None:
-            found = self._personal.get(user_id, {}).get(name)
+        if user_id is not None:
+            found = pick(self, found, self._personal.get(user_id, {}).get(name), user_id)
         return found
 
     def snapshots(self) -> list[ServerSnapshot]:
@@ -710,9 +742,9 @@ class Hub:
         if target is None:
             return self._unknown_tool(prefixed_name, user_id)
         server, tool = target
-        connection = self._connections.get(server)
-        if connection is None and user_id is not None:
-            connection = self._user_connections.get((server, user_id))
+        # The one answer to which session serves them (their own server, when the name is a
+        # hidden shared server's too, never the shared session).
+        connection = self.session_for(server, user_id)
         if connection is None:
             return ToolResult.error(f'MCP server "{server}" unreachable: it is not connected')
         return await connection.call_tool(tool, arguments or {})

@@ -2,9 +2,12 @@
 
 A "perUser" server is served by that person's own session only (none without a person); every
 other enabled server by its shared session; a server with ``groups`` by none for a person outside
-them (:mod:`mcpclient.core.access`). :class:`Session` and :class:`Sessions` are what the
-prompt, resource and skill code needs of a session and of a hub, so that code works the same on
-:class:`~mcpclient.engine.hub.Hub` and on :class:`~mcpclient.worker.client.RemoteHub`.
+them (:mod:`mcpclient.core.access`). A person's own server may have the name of a shared server
+hidden from them: for them the name means their own server (:func:`pick`), whose session the hub
+keeps apart from the shared server's (:func:`~mcpclient.config.model.session_name`).
+:class:`Session` and :class:`Sessions` are what the prompt, resource and skill code needs of a
+session and of a hub, so that code works the same on :class:`~mcpclient.engine.hub.Hub` and on
+:class:`~mcpclient.worker.client.RemoteHub`.
 """
 
 from __future__ import annotations
@@ -51,6 +54,24 @@ class Sessions[S: Session](Protocol):
     def groups_of(self, user_id: int) -> Collection[str] | None: ...
 
 
+def pick(
+    hub: Sessions[Any], shared: ServerConfig | None, own: ServerConfig | None, user_id: int | None
+) -> ServerConfig | None:
+    """Which of a shared server and a person's own server of the same name ``user_id`` means by it:
+    the shared one when they may use it, else their own (a shared server hidden from them by its
+    ``groups`` is one they cannot know exists, so the name is free for them), else the shared one
+    (which :func:`config_for` then refuses them)."""
+    if own is not None and (shared is None or not allowed(hub, shared, user_id)):
+        return own
+    return shared
+
+
+def takes_name(hub: Sessions[Any], shared: ServerConfig | None, user_id: int) -> bool:
+    """Whether the shared server ``shared`` keeps its name from ``user_id``'s own servers: it does
+    when they may use it (a hidden one does not: see :func:`pick`)."""
+    return shared is not None and allowed(hub, shared, user_id)
+
+
 def config_for(hub: Sessions[Any], server: str, user_id: int | None) -> ServerConfig | None:
     """The configuration of ``server`` when it is enabled and ``user_id`` may use it, else None
     (to a person outside its groups, a server is one that does not exist)."""
@@ -83,7 +104,7 @@ def ready_servers[S: Session](hub: Sessions[S], user_id: int | None) -> list[tup
 def server_names[S: Session](hub: Sessions[S], user_id: int | None) -> list[str]:
     """Every server's name in configuration order, then ``user_id``'s own servers' names."""
     names = [snapshot.name for snapshot in hub.snapshots()]
-    if user_id is not None:
+    if user_id is not None:  # (an own server under a hidden server's name: served at that name)
         names += [config.name for config in hub.personal_servers(user_id) if config.name not in names]
     return names
 

@@ -16,8 +16,16 @@ Operators decide (docs/teams.md, *Servers of one's own*): ``BOOCODE_PERSONAL_SER
 removes the feature (rows are kept, nothing connects), ``BOOCODE_PERSONAL_SERVER_DOMAINS``
 lists the hosts allowed (``*.name`` for a domain's hosts; networks for addresses), and
 ``BOOCODE_PERSONAL_SERVERS_MAX`` bounds the servers per person. A row that the current settings
-no longer allow, or whose name a shared server now has, stays listed for its person, with the
-reason, and is not connected.
+no longer allow, or whose name a shared server they may use now has, stays listed for its person,
+with the reason, and is not connected.
+
+Names. A shared server the person may use keeps its name from their own servers; one hidden from
+them by its ``groups`` does not (they cannot tell it exists, so the name is as free as any). An own
+server never shares a key with a shared server of its name: its session in the hub is kept under
+``name@own`` (:func:`~mcpclient.config.model.session_name`), its OAuth tokens under
+``name@own:<id>`` (:func:`~mcpclient.engine.authorization.credential_name`; a shared "perUser"
+server's are ``name@user:<id>``), and for the person the name means their own server
+(:func:`~mcpclient.engine.serving.pick`).
 """
 
 from __future__ import annotations
@@ -41,6 +49,7 @@ from mcpclient.config.model import SERVER_NAME_RE, ConfigError, ServerConfig
 from mcpclient.core.egress import EgressAllow, normalize_host
 from mcpclient.engine import authorization
 from mcpclient.models import McpServer, PersonalServer
+from mcpclient.runtime import people
 from mcpclient.secrets import store as secret_store
 
 __all__ = [
@@ -135,22 +144,25 @@ def _config(row: PersonalServer) -> ServerConfig:
     return dataclasses.replace(config, owner_id=row.owner_id)
 
 
-def _shared_names() -> set[str]:
-    """Every shared server's name, those of servers hidden from the person by their ``groups`` too.
+def _shared_names(user_id: int) -> set[str]:
+    """The names of the shared servers ``user_id`` may use (those without ``groups``, and those of
+    a group they are in), which their own servers may not take.
 
-    A person's own server may not take one of them, and the words that say so are the same
-    whether the person may use that server or not (:func:`name_taken`): nothing here tells them
-    a server they may not use exists. Taking the name for them alone (the hidden server is not
-    theirs) would reveal nothing either, but a server's name keys a person's session with it and
-    their OAuth tokens for it (``name@user:<id>``): an own server under the name of a hidden
-    per-person server would be handed that server's session and tokens.
+    A shared server hidden from them by its ``groups`` leaves them its name: refusing it would tell
+    them the server exists. Nothing of the two mixes (the module docstring, *Names*).
     """
-    return set(McpServer.objects.values_list("name", flat=True))
+    groups = people.load(user_id)
+    taken = set()
+    for name, entry in McpServer.objects.values_list("name", "config"):
+        wanted = entry.get("groups") if isinstance(entry, dict) else None
+        if not wanted or (isinstance(wanted, list) and any(group in groups for group in wanted)):
+            taken.add(name)
+    return taken
 
 
 def name_taken(name: str, *, now: bool = False) -> str:
-    """Why ``name`` cannot be a server of one's own: the same words for any shared server's name,
-    one the person may use or one hidden from them (``now``: said of a server added before)."""
+    """Why ``name`` cannot be a server of one's own: it is the name of a shared server the person
+    may use (``now``: said of a server added before, e.g. before they joined its group)."""
     if now:
         return f'The name "{name}" is taken on this BooCode now: rename your server to use it.'
     return f'The name "{name}" is taken on this BooCode: pick another.'
@@ -172,7 +184,7 @@ def configs_for(user_id: int) -> list[ServerConfig]:
     rows = list(PersonalServer.objects.filter(owner_id=user_id).order_by("name"))
     if not rows:
         return []  # (most people: no second query on their turn's path)
-    shared = _shared_names()
+    shared = _shared_names(user_id)
     found = []
     for row in rows:
         if _refusal(row, shared):
@@ -219,8 +231,8 @@ async def read(user_id: int) -> list[ServerConfig]:
 def listing(user_id: int, state_of: Callable[[str], tuple[str, str, int] | None]) -> list[dict[str, Any]]:
     """The person's servers for the page: name, URL, how it signs in, writes, and its state from
     ``state_of`` (the hub's (status, reason, tool count) of their session) or why it is not connected."""
-    shared = _shared_names()
-    connected = authorization.signed_in_servers(user_id)
+    shared = _shared_names(user_id)
+    connected = authorization.signed_in_servers(user_id, own=True)
     found = []
     for row in PersonalServer.objects.filter(owner_id=user_id).order_by("name"):
         refusal = _refusal(row, shared)
@@ -291,7 +303,7 @@ def add(user_id: int, draft: Draft) -> PersonalServer:
             )
     else:
         header_name = ""
-    if name in _shared_names():
+    if name in _shared_names(user_id):
         raise PersonalServerError(name_taken(name), "name")
     row = PersonalServer(
         owner_id=user_id,
@@ -340,7 +352,9 @@ def _forget_secrets(sender: object, instance: PersonalServer, **kwargs: object) 
     """A server of one's own is deleted (removed, by the admin, or with its person's account):
     its header's value and its OAuth tokens go with it."""
     secret_store.delete_secret(HEADERS_KIND, str(instance.pk))
-    secret_store.delete_secret(authorization.SECRET_KIND, f"{instance.name}@user:{instance.owner_id}")
+    secret_store.delete_secret(
+        authorization.SECRET_KIND, authorization.credential_name(instance.name, instance.owner_id, own=True)
+    )
     _read.pop(instance.owner_id, None)
 
 

@@ -143,7 +143,7 @@ async def disconnect(name: str, user_id: int, *, staff: bool) -> Outcome:
     connection = hub.user_connection(name, user_id) if owner is not None else hub.connection(name)
     if connection is not None and connection.auth is not None:
         url = connection.auth.store.url
-    store = authorization.CredentialStore(name, owner, url)
+    store = authorization.CredentialStore(name, owner, url, own=config.owner_id is not None)
     done = await authorization.revoke(store)
     await hub.close_user_session(name, owner)
     return Outcome(message=f'MCP server "{name}" disconnected: {done}.', ok=True)
@@ -187,16 +187,21 @@ async def open_sessions(hub: HubApi, user_id: int | None) -> list[str]:
     """
     if user_id is None:
         return []
-    mine = await _read_person(hub, user_id)
+    await _read_person(hub, user_id)
     servers = [config for config in hub.per_user_servers() if allowed(hub, config, user_id)]
-    servers += [config for config in mine if hub.config(config.name) is None]
+    servers += hub.personal_servers(user_id)  # (none under the name of a shared server they may use)
     if not servers:
         return []
     names = [config.name for config in servers if opens_by_itself(config)]
     if len(names) < len(servers):  # servers they sign in to: only those they connected
-        connected = await database_sync_to_async(authorization.signed_in_servers)(user_id)
-        names += [config.name for config in servers if config.name in connected]
+        connected = await database_sync_to_async(_signed_in)(user_id)
+        names += [config.name for config in servers if config.name in connected[config.owner_id is not None]]
     return await hub.open_user_sessions(user_id, names)
+
+
+def _signed_in(user_id: int) -> tuple[set[str], set[str]]:
+    """The shared "perUser" servers and the own servers ``user_id`` holds tokens for. Sync ORM."""
+    return authorization.signed_in_servers(user_id), authorization.signed_in_servers(user_id, own=True)
 
 
 async def person_hub(user_id: int | None, *, max_age: float = 0.0, wait: float = 0.0) -> Hub:

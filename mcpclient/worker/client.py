@@ -42,7 +42,7 @@ from mcpclient.engine.elicitation import Answer, Link, current_asker, current_bu
 from mcpclient.engine.progress import tool_call
 from mcpclient.engine.prompts import Catalog as PromptCatalog
 from mcpclient.engine.resources import Completions, ReadResult, ResourceCatalog, ResourceError
-from mcpclient.engine.serving import hidden_from, session_for
+from mcpclient.engine.serving import hidden_from, pick, session_for, takes_name
 from mcpclient.engine.skills import Skill, SkillCatalog, SkillError, SkillText
 from mcpclient.telemetry import tracing
 from mcpclient.telemetry.metrics import tool_step_so_far
@@ -393,15 +393,21 @@ class RemoteHub:
         servers whose ``groups`` they are not in)."""
         if user_id is None:
             return self._tools, self._by_use
-        every, split = self._tools, self._by_use
+        every, split, own = self._tools, self._by_use, frozenset[str]()
         cached = self._user_tools.get(user_id)
         if cached is not None and cached[0] == self.boot and cached[1] == self.version:
-            every, split = cached[2], cached[3]
-        hidden = self._hidden_from(user_id)
+            # The worker's view of them: their own server under the name of a shared server hidden
+            # from them is theirs to see (the shared tools alone hold only the hidden one's).
+            every, split, own = cached[2], cached[3], self._own_names(user_id)
+        hidden = self._hidden_from(user_id) - own
         if hidden:
             every = [tool for tool in every if tool.server not in hidden]
             split = _split(every)
         return every, split
+
+    def _own_names(self, user_id: int) -> frozenset[str]:
+        """The names of ``user_id``'s own servers, as last set (:meth:`set_personal`)."""
+        return frozenset(self._personal.get(user_id, {}))
 
     def _hidden_from(self, user_id: int) -> frozenset[str]:
         """The servers with ``groups`` that ``user_id`` is in none of (mcpclient.core.access)."""
@@ -417,10 +423,11 @@ class RemoteHub:
 
     def config(self, name: str, user_id: int | None = None) -> ServerConfig | None:
         """A server's configuration (from the database, as of the worker's McpState version), else
-        ``user_id``'s own server's (as this process last read them; the worker reads them itself)."""
+        ``user_id``'s own server's (as this process last read them; the worker reads them itself),
+        also in place of a shared server hidden from them (:func:`~mcpclient.engine.serving.pick`)."""
         found = self._configs.get(name)
-        if found is None and user_id is not None:
-            found = self._personal.get(user_id, {}).get(name)
+        if user_id is not None:
+            found = pick(self, found, self._personal.get(user_id, {}).get(name), user_id)
         return found
 
     def personal_servers(self, user_id: int) -> list[ServerConfig]:
@@ -430,7 +437,11 @@ class RemoteHub:
     async def set_personal(self, user_id: int, configs: Iterable[ServerConfig]) -> None:
         """Keep ``user_id``'s own servers for the lookups here; the worker reads them from the
         database itself when it opens the person's sessions (``open_user``)."""
-        wanted = {config.name: config for config in configs if config.name not in self._configs}
+        wanted = {
+            config.name: config
+            for config in configs
+            if not takes_name(self, self._configs.get(config.name), user_id)
+        }
         if wanted:
             self._personal[user_id] = wanted
         else:
@@ -633,9 +644,13 @@ class RemoteHub:
         call_id = uuid.uuid4().hex
         loop = asyncio.get_running_loop()
         asker = current_asker()
-        known = next((tool for tool in self._tools if tool.prefixed_name == prefixed_name), None)
-        if known is not None and user_id is not None and known.server in self._hidden_from(user_id):
-            return unknown_tool(prefixed_name)
+        # The person's own tools first: one of their servers may have a hidden server's name.
+        known = next((tool for tool in self._mine(user_id)[0] if tool.prefixed_name == prefixed_name), None)
+        if known is None:
+            known = next((tool for tool in self._tools if tool.prefixed_name == prefixed_name), None)
+            hidden = frozenset() if user_id is None else self._hidden_from(user_id) - self._own_names(user_id)
+            if known is not None and known.server in hidden:
+                return unknown_tool(prefixed_name)
         # Progress names the server's own tool name, as the in-process hub's does.
         with (
             tool_call(tool=known.name if known is not None else prefixed_name) as on_progress,

@@ -346,19 +346,36 @@ async def test_a_hidden_server_answers_as_one_that_does_not_exist_on_every_path(
     sent = [message["content"] for message in last if message["role"] == "tool"]
     assert len(sent) == 2 and _as_ghost(sent[0]) == sent[1]
 
-    # A server of his own: a hidden server's name is refused in the words that refuse the name
-    # of a server he may use (it is taken on this BooCode), never as the name of a server there.
+    # A server of his own: a hidden server's name is his to take, as a name nothing has (refusing it
+    # would tell him the server exists); the name of a server he may use is refused.
     for name, entry in (("team", toolbox_entry(groups=["eng"])), ("open", toolbox_entry())):
         await McpServer.objects.aget_or_create(name=name, defaults={"config": entry})  # as mcp.json's sync
     bob = await sync_to_async(lambda: get_user_model().objects.get(username="bob").pk)()
     draft = personal.Draft("team", "https://mcp.example.com/mcp", "http", "none", "", "", False)
-    refusals = {}
-    for name in ("team", "open"):
-        with pytest.raises(personal.PersonalServerError) as refused:
-            await sync_to_async(personal.add)(bob, dataclasses.replace(draft, name=name))
-        refusals[name] = (str(refused.value).replace(name, "X"), refused.value.field)
-    taken = ('The name "X" is taken on this BooCode: pick another.', "name")
-    assert refusals["team"] == refusals["open"] == taken
+    added = {}
+    for name in ("team", "ghost"):
+        row = await sync_to_async(personal.add)(bob, dataclasses.replace(draft, name=name))
+        added[name] = (row.name, row.owner_id)
+    assert added == {"team": ("team", bob), "ghost": ("ghost", bob)}
+    with pytest.raises(personal.PersonalServerError) as refused:
+        await sync_to_async(personal.add)(bob, dataclasses.replace(draft, name="open"))
+    assert (str(refused.value), refused.value.field) == (
+        'The name "open" is taken on this BooCode: pick another.',
+        "name",
+    )
+    # Once he may use "team" (he joined eng), his own server of that name is refused, now.
+    listed = await sync_to_async(personal.listing)(bob, lambda name: None)
+    assert [(server["name"], server["status"]) for server in listed] == [
+        ("ghost", "not_connected"),
+        ("team", "not_connected"),
+    ]
+    await _join("bob", "eng")
+    listed = await sync_to_async(personal.listing)(bob, lambda name: None)
+    assert [(server["name"], server["status"], server["reason"]) for server in listed] == [
+        ("ghost", "not_connected", ""),
+        ("team", "refused", 'The name "team" is taken on this BooCode now: rename your server to use it.'),
+    ]
+    assert [config.name for config in await sync_to_async(personal.configs_for)(bob)] == ["ghost"]
 
 
 @pytest.mark.django_db(transaction=True)

@@ -8,12 +8,15 @@ database. Alice adds a server; it is hers alone on every path, under the rules o
 
 from __future__ import annotations
 
+import html
+import re
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import pytest
 from asgiref.sync import sync_to_async
 from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Group
 from django.test import AsyncClient, Client
 from django.urls import reverse
 
@@ -262,6 +265,80 @@ async def test_writes_wait_for_the_person_and_a_private_address_is_refused_by_th
     assert not any(OWN_SERVER_REFUSED in line for line in logged)
 
 
+def _added(page: str) -> str:
+    """What the page said of the server just added (the name left out)."""
+    said = re.search(r'Your server "[^"]+" was added\.[^<]*', html.unescape(page))
+    assert said is not None, page
+    return re.sub(r'"[^"]+"', '"X"', said.group(0))
+
+
+@sync_to_async
+def _join(username: str, group: str) -> None:
+    get_user_model().objects.get(username=username).groups.add(Group.objects.get_or_create(name=group)[0])
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.processes
+async def test_a_hidden_servers_name_is_free_for_ones_own_server_and_the_two_never_meet(
+    llm: ScriptedLLM, own_hub: Hub, http_toolbox: Callable[..., HttpServer]
+) -> None:
+    """``team`` is shared with ``eng`` (Alice); Bob, outside it, adds a server of his own named
+    ``team``: the name is his as any free name is, his ``team_*`` calls reach his server with his
+    header, Alice's reach the shared one, and once Bob joins ``eng`` the name is the shared
+    server's again for him too."""
+    shared, own = http_toolbox("--feature", "meta"), http_toolbox("--feature", "meta")
+    entry = {"type": "http", "url": shared.url, "groups": ["eng"]}
+    await McpServer.objects.acreate(name="team", config=entry)  # (as mcp.json's sync would)
+    await own_hub.apply([*[c for c in (own_hub.config("shared"),) if c], make_config("team", entry)])
+    bob = await client_of("bob")
+    await login("alice")
+    await _join("alice", "eng")
+    ids = {"alice": await _id("alice"), "bob": await _id("bob")}
+
+    # Accepted in the words of any free name.
+    signed = {"sign_in": "header", "header_name": "Authorization", "header_value": TOKEN}
+    said = {}
+    for name in ("team", "spare"):
+        added = await bob.post("/servers/add/", form(name=name, url=own.url, **signed), follow=True)
+        said[name] = _added(added.content.decode())
+    assert said["team"] == said["spare"]
+    listed = {s["name"]: s for s in (await bob.get("/api/servers/")).json()["servers"]}
+    assert listed["team"]["status"] == listed["spare"]["status"] == "ready", listed
+    removed = await bob.post(f"/servers/{listed['spare']['id']}/remove/", {"next": "/"})
+    assert removed.status_code == 302  # (fewer tools: the model is offered them all, not a search)
+
+    # His calls of team_* reach his server (signed in with his header); Alice's the shared one.
+    ask = [Call("team_request_header", {"name": "Authorization"})]
+    tools, results = await offered(llm, await new_conversation("bob"), await login("bob"), ask)
+    assert "team_request_header" in tools and results[0]["output"] == TOKEN, results
+    tools, results = await offered(llm, await new_conversation("alice"), await login("alice"), ask)
+    assert "team_request_header" in tools and results[0]["output"] == "", results
+    header = {"name": "Authorization"}
+    assert (await own_hub.call_tool("team_request_header", header, user_id=ids["bob"])).output == TOKEN
+    assert (await own_hub.call_tool("team_request_header", header, user_id=ids["alice"])).output == ""
+    # One "team" each in the status line: his own, and her shared one.
+    for who, own_flag in (("bob", True), ("alice", False)):
+        teams = [s for s in status_payload(ids[who])["servers"] if s["name"] == "team"]
+        assert [(s["status"], s.get("own", False)) for s in teams] == [("ready", own_flag)], (who, teams)
+    # His session is his own server's, kept apart from the shared server's name.
+    session = own_hub.user_connection("team", ids["bob"])
+    assert session is not None and session.config.owner_id == ids["bob"] and session.config.url == own.url
+    assert own_hub.user_connection("team", ids["alice"]) is None
+    assert own_hub.session_for("team", ids["alice"]) is own_hub.connection("team")
+
+    # Bob joins eng: "team" is the shared server's for him now, his own is refused in its words.
+    await _join("bob", "eng")
+    tools, results = await offered(llm, await new_conversation("bob"), await login("bob"), ask)
+    assert results[0]["output"] == "", results
+    [state] = [s for s in (await bob.get("/api/servers/")).json()["servers"] if s["name"] == "team"]
+    assert (state["status"], state["reason"]) == (
+        "refused",
+        'The name "team" is taken on this BooCode now: rename your server to use it.',
+    )
+    teams = [s for s in status_payload(ids["bob"])["servers"] if s["name"] == "team"]
+    assert [s.get("own", False) for s in teams] == [False]
+
+
 @sync_to_async
 def _id(username: str) -> int:
     return int(get_user_model().objects.get(username=username).pk)
@@ -289,6 +366,6 @@ def test_a_deleted_account_takes_its_servers_secrets_with_it() -> None:
     alice = get_user_model().objects.create_user("alice")
     signed = form(sign_in="header", header_name="X-Api-Key", header_value=TOKEN)
     personal.add(alice.pk, personal_draft(signed))
-    secret_store.put_secret("oauth", f"mine@user:{alice.pk}", "{}")  # (as a sign-in would store it)
+    secret_store.put_secret("oauth", f"mine@own:{alice.pk}", "{}")  # (as a sign-in would store it)
     alice.delete()
     assert not PersonalServer.objects.exists() and not StoredSecret.objects.exists()

@@ -801,6 +801,24 @@ def test_a_servers_groups_decide_in_each_web_process_and_again_in_the_worker(dep
     assert asyncio.run(straight_to_the_worker(inside_id)).startswith('Unknown tool "team_echo"')
 
 
+async def _add_own_server(port: int, account: dict[str, Any], name: str, url: str, key: str) -> None:
+    """``account`` adds a server of their own on the web process at ``port`` (signed in with ``key``)."""
+    async with signed_in(account) as session:
+        base = f"http://127.0.0.1:{port}"
+        async with session.get(f"{base}/") as page:
+            assert page.status == 200
+        token = session.cookie_jar.filter_cookies(URL(f"{base}/"))["csrftoken"].value
+        fields = {"name": name, "url": url, "transport": "http", "sign_in": "header",
+                  "header_name": "X-Api-Key", "header_value": key, "next": "/"}
+        async with session.post(
+            f"{base}/servers/add/",
+            data={**fields, "csrfmiddlewaretoken": token},
+            headers={"Referer": f"{base}/"},
+            allow_redirects=False,
+        ) as added:
+            assert added.status == 302, await added.text()
+
+
 def test_a_persons_own_server_is_added_on_one_web_process_and_used_through_the_worker_from_the_other(
     deployment: Deployment,
 ) -> None:
@@ -809,31 +827,25 @@ def test_a_persons_own_server_is_added_on_one_web_process_and_used_through_the_w
     server = HttpServer([PYTHON, str(TOOLBOX), "--http", str(port), "--feature", "meta"], port, "/mcp")
     owner, other = deployment.accounts[2], deployment.accounts[0]
 
-    async def add() -> None:
-        async with signed_in(owner) as session:
-            base = f"http://127.0.0.1:{port_a}"
-            async with session.get(f"{base}/") as page:
-                assert page.status == 200
-            token = session.cookie_jar.filter_cookies(URL(f"{base}/"))["csrftoken"].value
-            fields = {"name": "own", "url": server.url, "transport": "http", "sign_in": "header",
-                      "header_name": "X-Api-Key", "header_value": "key-of-live2", "next": "/"}
-            async with session.post(
-                f"{base}/servers/add/",
-                data={**fields, "csrfmiddlewaretoken": token},
-                headers={"Referer": f"{base}/"},
-                allow_redirects=False,
-            ) as added:
-                assert added.status == 302, await added.text()
-
     def turn(port: int, account: dict[str, Any]) -> tuple[dict[str, Any], set[str]]:
         return _turn_offering(deployment, port, account, 'tool own_request_header {"name": "X-Api-Key"}')
 
     try:
-        asyncio.run(add())
+        asyncio.run(_add_own_server(port_a, owner, "own", server.url, "key-of-live2"))
         call, offered = turn(port_b, owner)
         assert call["output"] == "key-of-live2" and "own_request_header" in offered
         call, offered = turn(port_a, other)
         assert call["is_error"] and not any(name.startswith("own_") for name in offered)
+
+        # Under the name of "team", a shared server hidden from its person (it is for eng): the name
+        # is theirs, and the worker serves them their own server under it, never the hidden one.
+        asyncio.run(_add_own_server(port_a, owner, "team", server.url, "key-of-their-team"))
+        asked = 'tool team_request_header {"name": "X-Api-Key"}'
+        # (on the process it was added on: B reads the person's servers again within 2 s of its last read)
+        call, _ = _turn_offering(deployment, port_a, owner, asked)
+        assert call["output"] == "key-of-their-team", call
+        call, _ = _turn_offering(deployment, port_a, other, asked)
+        assert call["is_error"] and "key-of-their-team" not in call["output"]
     finally:
         server.stop()
 

@@ -19,19 +19,23 @@ from urllib.parse import parse_qs, urlsplit
 
 import httpx2
 import pytest
+from asgiref.sync import sync_to_async
 from cryptography.fernet import Fernet
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Group
 
 from boocode.tools import registry
 from boocode.tools.deferred import DeferredTools
 from mcpclient import runtime
 from mcpclient.config.entries import parse_server
+from mcpclient.core.egress import EgressAllow
 from mcpclient.core.redaction import MASK
 from mcpclient.core.state import Status
 from mcpclient.engine import authorization
 from mcpclient.engine.authorization import HeadlessConsent
 from mcpclient.engine.hub import Hub
-from mcpclient.models import StoredSecret
-from mcpclient.runtime import signin
+from mcpclient.models import McpServer, StoredSecret
+from mcpclient.runtime import people, personal, signin
 from tests.support.oauth import OAuthServer
 from tests.support.processes import ROOT
 
@@ -331,3 +335,85 @@ def test_client_metadata_document(client: Any, settings: Any) -> None:
     assert authorization.client_metadata_url() == document["client_id"]
     settings.PUBLIC_URL = "http://127.0.0.1:8000"
     assert authorization.client_metadata_url() is None  # CIMD needs https
+
+
+async def _sign_in(hub: Hub, name: str, user_id: int) -> Any:
+    """``user_id`` connects ``name`` as they mean it, in a browser (its redirect followed here)."""
+    connection, consent = await hub.authorize(name, user_id=user_id)
+    url = await asyncio.wait_for(consent.url, 10)
+    async with httpx2.AsyncClient() as http:
+        response = await http.get(url, follow_redirects=False)
+    query = {k: v[0] for k, v in parse_qs(urlsplit(response.headers["location"]).query).items()}
+    authorization.complete(query["state"], user_id, query)
+    await asyncio.wait_for(connection.wait_settled(), 10)
+    assert connection.status is Status.READY, connection.last_error
+    return connection
+
+
+async def test_ones_own_server_under_a_hidden_per_person_servers_name_never_meets_its_sessions_or_tokens(
+    oauth_server: Callable[..., OAuthServer], settings: Any
+) -> None:
+    """``team`` signs each person in to their own account and is for ``eng`` (Alice); Bob, outside
+    it, adds a server of his own named ``team`` that signs in with OAuth too. Each signs in to the
+    ``team`` they mean: Bob's tokens and session are his own server's (``team@own:<id>``), never
+    the shared server's (``team@user:<id>``), and his calls reach his server; when Bob joins eng,
+    ``team`` is the shared server again for him, and nothing of his own server's sign-in opens it."""
+    settings.EGRESS_ALLOW = EgressAllow.parse("127.0.0.1")  # (a person's server's host is checked)
+    shared, own = oauth_server(), oauth_server()
+    shared.control("next-user", {"user": "alice-at-team"})
+    own.control("next-user", {"user": "bob-at-his-own"})
+    entry = {"type": "http", "url": shared.url, "oauth": {"mode": "perUser"}, "groups": ["eng"]}
+    await McpServer.objects.acreate(name="team", config=entry)  # (as mcp.json's sync would)
+    alice, bob = [(await get_user_model().objects.acreate(username=name)).pk for name in ("alice", "bob")]
+    await _join(alice, "eng")
+    people.forget()
+    personal._read.clear()
+    hub = Hub(base_dir=ROOT, person_groups=people.groups_of)
+    try:
+        for who in (alice, bob):
+            await people.refresh(who)
+        await hub.start([parse_server("team", entry)])
+        draft = personal.Draft("team", own.url, "http", "oauth", "", "", False)
+        await sync_to_async(personal.add)(bob, draft)  # the name is free for him: team is hidden
+        await hub.set_personal(bob, await sync_to_async(personal.configs_for)(bob))
+
+        alices = await _sign_in(hub, "team", alice)
+        bobs = await _sign_in(hub, "team", bob)
+        assert (alices.config.url, alices.config.owner_id) == (shared.url, None)
+        assert (bobs.config.url, bobs.config.owner_id) == (own.url, bob)
+        assert hub.user_connection("team", bob) is bobs and hub.user_connection("team", alice) is alices
+        whoami = {who: await hub.call_tool("team_whoami", {}, user_id=who) for who in (alice, bob)}
+        assert json.loads(whoami[alice].output)["user"] == "alice-at-team"
+        assert json.loads(whoami[bob].output)["user"] == "bob-at-his-own"
+        assert len(_token_requests(shared, "authorization_code")) == 1
+        assert len(_token_requests(own, "authorization_code")) == 1
+        stored = await sync_to_async(lambda: sorted(StoredSecret.objects.values_list("name", flat=True)))()
+        assert stored == [f"team@own:{bob}", f"team@user:{alice}"]  # none of the shared server's for Bob
+        assert await sync_to_async(authorization.signed_in_servers)(bob) == set()
+        assert await sync_to_async(authorization.signed_in_servers)(bob, own=True) == {"team"}
+        # The administrator closing the shared server's sessions leaves his own server's alone.
+        await hub.reconnect("team")
+        assert hub.user_connection("team", alice) is None and hub.user_connection("team", bob) is bobs
+
+        # Bob joins eng: "team" is the shared server for him now. His own server's session goes at
+        # the hub's next look at his servers, and the shared one opens for him only with a sign-in
+        # of his own to it: his own server's tokens are not the shared server's.
+        await _join(bob, "eng")
+        await signin.open_sessions(hub, bob)  # (his groups and servers read again, as before a turn)
+        assert hub.personal_servers(bob) == [] and not bobs.running
+        assert hub.user_connection("team", bob) is None  # (not signed in to the shared one)
+        await hub.open_user_sessions(bob, ["team"])
+        theirs = hub.user_connection("team", bob)
+        assert theirs is not None and theirs.config.url == shared.url
+        assert theirs.status is Status.AUTH_REQUIRED, theirs.status
+        refused = await hub.call_tool("team_whoami", {}, user_id=bob)
+        assert refused.is_error and "bob-at-his-own" not in refused.output
+        assert len(_token_requests(shared, "authorization_code")) == 1
+    finally:
+        people.forget()
+        await hub.stop()
+
+
+@sync_to_async
+def _join(user_id: int, group: str) -> None:
+    get_user_model().objects.get(pk=user_id).groups.add(Group.objects.get_or_create(name=group)[0])
