@@ -2,9 +2,10 @@
 
 :func:`boocode.chat.calls.execute` is the one path of every call (the model's, the tool console's
 and a view's), so it opens an :class:`AuditRecord` for the call (:func:`auditing`); the approval
-gate notes its decision on it (:func:`note_approval`); when the call ends, :func:`write` stores
-the row in a task of its own, so the audit never delays a result and a stopped turn's call is
-recorded as "cancelled". Who, which conversation and agent, which server and tool (with its
+gate notes its decision on it (:func:`note_approval`); when the call ends, :func:`write` queues
+the row for the process's audit writer (a task of its own, which writes the rows of the calls
+that ended meanwhile in one transaction), so the audit never delays a result and a stopped
+turn's call is recorded as "cancelled". Who, which conversation and agent, which server and tool (with its
 accepted definition's digest), when, the arguments with secrets masked (:func:`kept_arguments`),
 the argument and result sizes, the outcome and the time taken. The same write counts the call
 in the person's usage of the day (:mod:`boocode.chat.daily_usage`), unless it was refused.
@@ -80,6 +81,9 @@ class AuditRecord:
 
 _current: contextvars.ContextVar[AuditRecord | None] = contextvars.ContextVar("boocode_audit", default=None)
 _writes: set[asyncio.Task[None]] = set()
+_pending: list[tuple[dict[str, Any], dt.datetime]] = []  # rows waiting for the writer (write order)
+_flusher: asyncio.Task[None] | None = None
+MAX_BATCH = 500  # rows a transaction writes at most
 _pruned_at = 0.0
 
 
@@ -134,7 +138,8 @@ def write(
     began: dt.datetime,
     seconds: float,
 ) -> None:
-    """Store the row of one finished call in a task of its own (never awaited by the call)."""
+    """Store the row of one finished call: queued for the process's audit writer (never awaited
+    by the call), which writes the rows that ended meanwhile in one transaction."""
     fields = {
         "user_id": record.user_id,
         "conversation_id": record.conversation_id,
@@ -153,31 +158,51 @@ def write(
         "approval": record.approval[:10],
         "decided_by_id": record.decided_by,
     }
-    task = asyncio.ensure_future(database_sync_to_async(_store, thread_sensitive=False)(fields, began))
-    _writes.add(task)
-    task.add_done_callback(_written)
+    _pending.append((fields, began))
+    if _flusher is None or _flusher.done() or _flusher.get_loop() is not asyncio.get_running_loop():
+        _start_flusher()
 
 
-def _written(task: asyncio.Task[None]) -> None:
-    _writes.discard(task)
-    if not task.cancelled() and task.exception() is not None:
-        logger.error("a tool call's audit row could not be written", exc_info=task.exception())
+def _start_flusher() -> None:
+    global _flusher
+    _flusher = asyncio.ensure_future(_flush())
+    _writes.add(_flusher)
+    _flusher.add_done_callback(_writes.discard)
 
 
-def _store(fields: dict[str, Any], began: dt.datetime) -> None:
+async def _flush() -> None:
+    """Write what is pending, in batches: the rows of the calls that ended while a batch was
+    being written go together in the next one (one transaction each), so the audit costs a
+    busy server one write now and then, not one per call beside the turns' own writes."""
+    store = database_sync_to_async(_store, thread_sensitive=False)
+    while _pending:
+        batch = _pending[:MAX_BATCH]
+        del _pending[: len(batch)]
+        try:
+            await store(batch)
+        except Exception:
+            logger.exception("%d audit row(s) of tool calls could not be written", len(batch))
+
+
+def _store(batch: list[tuple[dict[str, Any], dt.datetime]]) -> None:
     global _pruned_at
     from django.contrib.auth import get_user_model
 
-    user_id = fields["user_id"]
-    username = ""
-    if user_id is not None:
-        username = (
-            get_user_model().objects.filter(pk=user_id).values_list("username", flat=True).first() or ""
-        )
+    people = {fields["user_id"] for fields, _ in batch if fields["user_id"] is not None}
+    users = get_user_model().objects.filter(pk__in=people)
+    names = dict(users.values_list("pk", "username")) if people else {}
+    calls: dict[tuple[int, dt.date], tuple[dt.datetime, int]] = {}  # (person, day) -> (a time of it, calls)
+    for fields, began in batch:
+        if fields["user_id"] is not None and fields["outcome"] != ToolCallAudit.Outcome.REFUSED:
+            key = (fields["user_id"], daily_usage.day_of(began))
+            calls[key] = (began, calls.get(key, (began, 0))[1] + 1)
     with transaction.atomic():
-        ToolCallAudit.objects.create(username=username, created_at=began, **fields)
-        if user_id is not None and fields["outcome"] != ToolCallAudit.Outcome.REFUSED:
-            daily_usage.record(user_id, at=began, tool_calls=1)  # the person's day (not pruned with rows)
+        ToolCallAudit.objects.bulk_create(
+            ToolCallAudit(username=names.get(fields["user_id"], ""), created_at=began, **fields)
+            for fields, began in batch
+        )
+        for (user_id, _), (began, count) in calls.items():
+            daily_usage.record(user_id, at=began, tool_calls=count)  # the person's day (not pruned with rows)
     if time.monotonic() - _pruned_at > PRUNE_EVERY:
         _pruned_at = time.monotonic()
         prune()
@@ -190,6 +215,8 @@ async def drain() -> None:
     there: it is dropped, not waited for (waiting would spin on it).
     """
     loop = asyncio.get_running_loop()
+    if _pending and (_flusher is None or _flusher.done() or _flusher.get_loop() is not loop):
+        _start_flusher()  # rows left by a writer of a loop that is gone
     while True:
         for task in [task for task in _writes if task.done() or task.get_loop() is not loop]:
             _writes.discard(task)

@@ -298,3 +298,43 @@ async def test_allow_vouches_for_a_tool_that_declares_nothing_on_the_record(
     )()
     assert approval.decision == "allowed" and '"approve: allow" matches "gl_create_*"' in approval.reason
     set_hub(None)
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_calls_that_end_together_are_audited_in_order_and_counted_once_each() -> None:
+    import datetime as dt
+
+    from django.utils import timezone
+
+    from boocode.chat.models import DailyUsage
+    from mcpclient.core.results import ToolResult
+
+    users = get_user_model().objects
+    alice, bob = await users.acreate_user("alice"), await users.acreate_user("bob")
+    began = timezone.now()
+    # 120 calls end at once (no await between them): the writer takes them in batches.
+    for number in range(120):
+        person = alice if number % 3 else bob
+        record = audit.AuditRecord(user_id=person.pk, conversation_id=None, agent="A", origin="model")
+        audit.write(
+            record,
+            server="tb",
+            tool="echo",
+            name="tb_echo",
+            digest="d",
+            arguments=json.dumps({"n": number}),
+            result=ToolResult(output=f"call {number}"),
+            refused=number % 10 == 0,
+            began=began + dt.timedelta(microseconds=number),
+            seconds=0.01,
+        )
+    await audit.drain()
+    rows = [row async for row in ToolCallAudit.objects.order_by("id")]
+    assert [json.loads(row.arguments)["n"] for row in rows] == list(range(120))
+    assert {row.username for row in rows if row.user_id == bob.pk} == {"bob"}
+    counted = {row.user_id: row.tool_calls async for row in DailyUsage.objects.all()}
+    expected = {alice.pk: 0, bob.pk: 0}
+    for number in range(120):
+        if number % 10:  # refused calls are not the person's usage
+            expected[alice.pk if number % 3 else bob.pk] += 1
+    assert counted == expected
