@@ -15,12 +15,14 @@ Objects are built whole; :mod:`boocode.chat.sizes` bounds them where they go int
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable
 from typing import Any
 
 from django.conf import settings
 from django.core import signing
-from django.db.models import Count, Exists, OuterRef, Q, Subquery, Sum
+from django.db import connection
+from django.db.models import Count, Q, Sum
 
 from agents.roster import get_agent, list_agents
 from boocode.chat import attachments
@@ -223,38 +225,18 @@ def conversation_usage(conversation_id: int, titles: tuple[int, int] | None = No
 def conversation_info(conversation: Conversation | int) -> dict[str, Any]:
     """The ``conversation`` object of docs/protocol.md: id, title, model, usage, context, summaries.
 
-    Sent at the end of every turn, so read in one query (the conversation with its usage and its
-    last answer's tokens as subqueries); the agent comes from the roster's cached rows, and the
-    summaries are read only for a conversation that has some.
+    Sent at the end of every turn, so read in one statement (:func:`_info_statement`); the agent
+    comes from the roster's cached rows, and the summaries are read only for a conversation that
+    has some. ``Conversation.DoesNotExist`` if it is gone.
     """
     pk = conversation.pk if isinstance(conversation, Conversation) else conversation
-    answers = Message.objects.filter(conversation_id=OuterRef("pk"), role=Message.Role.ASSISTANT).order_by()
-    spent = {
-        name: Subquery(answers.values("conversation_id").annotate(value=expression).values("value"))
-        for name, expression in _spent().items()
-    }
-    last = answers.filter(superseded_at__isnull=True, prompt_tokens__isnull=False).order_by("-id")
-    row = (
-        Conversation.objects.filter(pk=pk)
-        .annotate(
-            **spent,
-            last_prompt=Subquery(last.values("prompt_tokens")[:1]),
-            last_completion=Subquery(last.values("completion_tokens")[:1]),
-            summarised=Exists(ContextSummary.objects.filter(conversation_id=OuterRef("pk"))),
-        )
-        .values(
-            "title",
-            "model",
-            "agent_name",
-            "title_prompt_tokens",
-            "title_completion_tokens",
-            "last_prompt",
-            "last_completion",
-            "summarised",
-            *spent,
-        )
-        .get()
-    )
+    assistant, complete = Message.Role.ASSISTANT, Message.Status.COMPLETE
+    with connection.cursor() as cursor:
+        cursor.execute(_info_statement(), [complete, complete, pk, assistant, pk, assistant, pk])
+        found = cursor.fetchone()
+    if found is None:
+        raise Conversation.DoesNotExist(f"conversation {pk} does not exist")
+    row = dict(zip(_INFO_COLUMNS, found, strict=True))
     summaries: list[dict[str, Any]] = []
     if row["summarised"]:
         newest = ContextSummary.objects.filter(conversation_id=pk).order_by("-id")[:MAX_SUMMARIES]
@@ -271,6 +253,48 @@ def conversation_info(conversation: Conversation | int) -> dict[str, Any]:
 
 
 MAX_SUMMARIES = 20  # the newest, for the page's dividers
+_INFO_COLUMNS = (
+    "title",
+    "model",
+    "agent_name",
+    "title_prompt_tokens",
+    "title_completion_tokens",
+    "spent_prompt",
+    "spent_completion",
+    "answers",
+    "without",
+    "last_prompt",
+    "last_completion",
+    "summarised",
+)
+
+
+@functools.cache
+def _info_statement() -> str:
+    """The conversation's row, its answers' totals (:func:`conversation_usage`), the last counted
+    answer's tokens (:func:`context_use`) and whether it has summaries: one plain statement, as
+    the ORM's subqueries cost more to build than to run."""
+    quote = connection.ops.quote_name
+    conversations, messages = quote(Conversation._meta.db_table), quote(Message._meta.db_table)
+    summaries = quote(ContextSummary._meta.db_table)
+    status, role, owner = quote("status"), quote("role"), quote("conversation_id")
+    prompt, completion = quote("prompt_tokens"), quote("completion_tokens")
+    done = f"{status} = %s"
+    return (
+        f"SELECT c.{quote('title')}, c.{quote('model')}, c.{quote('agent_name')}, "
+        f"c.{quote('title_prompt_tokens')}, c.{quote('title_completion_tokens')}, "
+        "s.p, s.c, s.a, s.w, l.p, l.c, "
+        f"EXISTS (SELECT 1 FROM {summaries} x WHERE x.{owner} = c.{quote('id')}) "
+        f"FROM {conversations} c "
+        f"CROSS JOIN (SELECT SUM({prompt}) AS p, SUM({completion}) AS c, "
+        f"SUM(CASE WHEN {done} THEN 1 ELSE 0 END) AS a, "
+        f"SUM(CASE WHEN {done} AND {prompt} IS NULL AND {completion} IS NULL THEN 1 ELSE 0 END) AS w "
+        f"FROM {messages} WHERE {owner} = %s AND {role} = %s) s "
+        f"LEFT JOIN (SELECT {prompt} AS p, {completion} AS c FROM {messages} "
+        f"WHERE {owner} = %s AND {role} = %s AND {quote('superseded_at')} IS NULL AND {prompt} IS NOT NULL "
+        f"ORDER BY {quote('id')} DESC LIMIT 1) l ON 1 = 1 "
+        f"WHERE c.{quote('id')} = %s"
+    )
 
 
 def context_use(agent_name: str, model: str, last: tuple[int, int | None] | None) -> dict[str, Any]:

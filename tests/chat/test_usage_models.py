@@ -28,6 +28,7 @@ pytestmark = [
     pytest.mark.django_db(transaction=True),
     pytest.mark.usefixtures("no_periodic_checks"),
     pytest.mark.processes,
+    pytest.mark.postgres,  # the conversation frame's statement is plain SQL
 ]
 
 
