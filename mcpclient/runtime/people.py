@@ -62,7 +62,9 @@ async def refresh(user_id: int | None, *, max_age: float = MAX_AGE) -> None:
     found = _read.get(user_id)
     if found is not None and time.monotonic() - found[0] <= max_age:
         return
-    await database_sync_to_async(load)(user_id, max_age=max_age)
+    # A read: on the loop's worker threads, not queued behind the turns' writes on the database
+    # thread (a tool call that waited for an approval refreshes here, just before it goes out).
+    await database_sync_to_async(load, thread_sensitive=False)(user_id, max_age=max_age)
 
 
 def forget(user_id: int | None = None) -> None:

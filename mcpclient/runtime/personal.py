@@ -225,7 +225,7 @@ async def read(user_id: int) -> list[ServerConfig]:
     found = _fresh(user_id)
     if found is not None:
         return found
-    return await database_sync_to_async(read_now)(user_id)
+    return await database_sync_to_async(read_now, thread_sensitive=False)(user_id)  # a read (people.refresh)
 
 
 def listing(user_id: int, state_of: Callable[[str], tuple[str, str, int] | None]) -> list[dict[str, Any]]:
