@@ -154,6 +154,12 @@ class ServerStream:
     def __init__(self) -> None:
         self.expected = False
         self.answered = anyio.Event()
+        self._hooks: list[Any] | None = None  # the client's response hooks, this one among them
+
+    def attach(self, client: httpx2.AsyncClient) -> None:
+        """Listen to ``client``'s answers until :meth:`settled` (then every answer is spared the hook)."""
+        self._hooks = client.event_hooks["response"]
+        self._hooks.append(self)
 
     async def __call__(self, response: httpx2.Response) -> None:
         """Note a session id on a POST's answer, and the GET's answer (the hook's signature)."""
@@ -164,12 +170,18 @@ class ServerStream:
             self.expected = True
 
     async def settled(self, timeout: float) -> bool:
-        """Wait up to ``timeout`` s for the stream's answer when one is expected; False if none came."""
-        if not self.expected or self.answered.is_set():
-            return True
-        with anyio.move_on_after(timeout):
-            await self.answered.wait()
-        return self.answered.is_set()
+        """Wait up to ``timeout`` s for the stream's answer when one is expected; False if none came.
+
+        The hook leaves the client's hooks then: nothing later needs it."""
+        try:
+            if not self.expected or self.answered.is_set():
+                return True
+            with anyio.move_on_after(timeout):
+                await self.answered.wait()
+            return self.answered.is_set()
+        finally:
+            if self._hooks is not None and self in self._hooks:
+                self._hooks.remove(self)
 
 
 class DeliveryGuard(httpx2.AsyncBaseTransport):
@@ -343,9 +355,10 @@ async def open_streams(
     else:
         # The server is reached as declared (its own host and port); any other host is checked.
         client = http_client(resolved.headers or None, auth, _declared(resolved))
-        for hook in (answer, server_stream):
-            if hook is not None:
-                client.event_hooks["response"].append(hook)
+        if answer is not None:
+            client.event_hooks["response"].append(answer)
+        if server_stream is not None:
+            server_stream.attach(client)
         async with (
             client,
             streamable_http_client(
