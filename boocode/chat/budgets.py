@@ -30,6 +30,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import functools
+import json
 from dataclasses import dataclass
 
 from django.conf import settings
@@ -41,6 +42,7 @@ from django.utils import timezone
 from boocode.chat import daily_usage
 from boocode.chat.daily_usage import COUNTS, day_of, next_midnight
 from boocode.chat.models import Conversation, DailyUsage, TokenBudget
+from mcpclient.models import PersonalServer
 
 # A group's 0 (no limit) read as the largest budget there is, so that MAX() picks it.
 UNLIMITED = 2**62
@@ -88,13 +90,43 @@ def _statement() -> str:
         f"(SELECT b.tokens_per_day FROM {budget} b WHERE b.user_id = c.owner_id), "
         f"(SELECT MAX(CASE WHEN b.tokens_per_day = 0 THEN {UNLIMITED} ELSE b.tokens_per_day END) "
         f"FROM {budget} b JOIN {quote(memberships.db_table)} m ON m.{quote(member_group)} = b.group_id "
-        f"WHERE m.{quote(member)} = c.owner_id) "
+        f"WHERE m.{quote(member)} = c.owner_id), "
+        # The owner's groups and whether they have servers of their own (the turn's one read:
+        # mcpclient.runtime.signin.remember_person), with no query of their own.
+        f"(SELECT {_json_names('g.' + quote('name'))} FROM {quote(Group._meta.db_table)} g "
+        f"JOIN {quote(memberships.db_table)} m ON m.{quote(member_group)} = g.id "
+        f"WHERE m.{quote(member)} = c.owner_id), "
+        f"EXISTS (SELECT 1 FROM {quote(PersonalServer._meta.db_table)} p "
+        f"WHERE p.{quote(PersonalServer._meta.get_field('owner').column)} = c.owner_id) "
         f"FROM {conversation} c WHERE c.id = %s"
     )
 
 
+def _json_names(column: str) -> str:
+    """The SQL aggregating ``column`` into a JSON array (``NULL`` for no rows) on this database."""
+    if connection.vendor == "postgresql":
+        return f"json_agg({column})"
+    return f"json_group_array({column})"  # SQLite (its JSON functions are built in)
+
+
+@dataclass(frozen=True)
+class Owner:
+    """Of the turn's read: the conversation's owner's groups, and whether they have own servers."""
+
+    groups: frozenset[str]
+    own_servers: bool
+
+
 def conversation_standing(conversation_id: int, now: dt.datetime | None = None) -> tuple[str, str, Standing]:
-    """``(agent name, model, standing of the owner)``: the turn's read of its conversation.
+    """``(agent name, model, standing of the owner)``: :func:`conversation_read` without the owner."""
+    agent_name, model, standing, _ = conversation_read(conversation_id, now)
+    return agent_name, model, standing
+
+
+def conversation_read(
+    conversation_id: int, now: dt.datetime | None = None
+) -> tuple[str, str, Standing, Owner]:
+    """``(agent name, model, standing of the owner, the owner)``: the turn's read of its conversation.
 
     ``Conversation.DoesNotExist`` if it is gone. When the budget is a group's and it is spent,
     a second query names the group (only then).
@@ -105,7 +137,10 @@ def conversation_standing(conversation_id: int, now: dt.datetime | None = None) 
         row = cursor.fetchone()
     if row is None:
         raise Conversation.DoesNotExist(f"conversation {conversation_id} does not exist")
-    agent_name, model, owner, spent, own, groups = row
+    agent_name, model, owner, spent, own, groups, names, own_servers = row
+    if isinstance(names, str):  # SQLite gives the JSON text; PostgreSQL's driver parses it
+        names = json.loads(names)
+    person = Owner(frozenset(name for name in names or () if name is not None), bool(own_servers))
     if own is not None:
         standing = Standing(owner, spent or 0, own, "own")
     elif groups is not None:
@@ -114,7 +149,7 @@ def conversation_standing(conversation_id: int, now: dt.datetime | None = None) 
         standing = Standing(owner, spent or 0, int(settings.DAILY_TOKEN_BUDGET), "setting")
     if standing.exhausted and standing.source == "group":
         standing = dataclasses.replace(standing, group=_group_of(owner, standing.budget))
-    return agent_name, model, standing
+    return agent_name, model, standing, person
 
 
 def _group_of(user_id: int, tokens: int) -> str:

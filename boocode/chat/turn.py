@@ -115,7 +115,7 @@ from boocode.tools.registry import (
 )
 from mcpclient.core.results import ToolResult
 from mcpclient.runtime import WorkerUnavailable
-from mcpclient.runtime.signin import read_person
+from mcpclient.runtime.signin import remember_person
 from mcpclient.telemetry import tracing
 
 logger = logging.getLogger(__name__)
@@ -229,15 +229,17 @@ class TurnContext:
 
 def _read_for_model(conversation_id: int, text: str | None) -> Read:
     """The read before the model request: the agent, the conversation's model, the messages and
-    the owner's daily token budget (read with the conversation's choices: no query of its own),
-    and the owner's groups and own servers unless read within their cache's age.
+    the owner's daily token budget, groups and whether they have own servers (read with the
+    conversation's choices: no query of their own); their own servers when they have some.
 
     Re-reads AGENTS.md if it changed. The history ends with ``text``, the message that is
     stored while the request goes out (``None``: the history already ends with it).
     """
     refresh_agents_if_changed()
-    agent_name, model, standing = budgets.conversation_standing(conversation_id)
-    read_person(standing.user_id)  # groups and own servers: prepare_hub then reads nothing
+    read_at = time.monotonic()
+    agent_name, model, standing, owner = budgets.conversation_read(conversation_id)
+    # The owner's groups and own servers, as this read found them: prepare_hub reads nothing.
+    remember_person(standing.user_id, owner.groups, owner.own_servers, read_at)
     agent = agent_choice.resolve_agent(agent_name, standing.user_id)
     # Long results are read as their beginning and end: what the window lets a request carry
     # (5 characters a token: letters' rate, more than most text has).

@@ -20,7 +20,7 @@ from collections.abc import Collection
 
 from channels.db import database_sync_to_async
 
-__all__ = ["MAX_AGE", "forget", "groups_of", "load", "refresh"]
+__all__ = ["MAX_AGE", "forget", "groups_of", "load", "refresh", "remember"]
 
 MAX_AGE = 2.0  # seconds a read serves before a person's next use reads again
 FORGET_AFTER = 300.0  # seconds after which a read is no longer trusted at all
@@ -47,12 +47,18 @@ def load(user_id: int, *, max_age: float = MAX_AGE) -> frozenset[str]:
         return found[1]
     read_at = time.monotonic()
     names = frozenset(Group.objects.filter(user__pk=user_id).values_list("name", flat=True))
+    remember(user_id, names, read_at)
+    return names
+
+
+def remember(user_id: int, names: frozenset[str], read_at: float) -> None:
+    """Keep ``names``, ``user_id``'s groups as a read begun at ``read_at`` (``time.monotonic()``)
+    found them: a caller that read them with its own query (the chat turn's one read) says so."""
     with _lock:
         current = _read.get(user_id)
         # A forget() since the read began drops it: the read may predate the change.
         if (current is None or current[0] < read_at) and _forgot_at < read_at:
             _read[user_id] = (read_at, names)
-    return names
 
 
 async def refresh(user_id: int | None, *, max_age: float = MAX_AGE) -> None:

@@ -207,6 +207,14 @@ def _fresh(user_id: int) -> list[ServerConfig] | None:
     return None
 
 
+def remember_none(user_id: int, read_at: float) -> None:
+    """``user_id`` has no servers of their own, as a read begun at ``read_at`` found (the chat
+    turn's one read asks with its own statement): their next use reads nothing."""
+    found = _read.get(user_id)
+    if found is None or found[0] < read_at:
+        _read[user_id] = (read_at, [])
+
+
 def read_now(user_id: int) -> list[ServerConfig]:
     """:func:`configs_for`, read again at most every :data:`READ_MAX_AGE` s (at once after this
     process added or removed one of the person's servers); sync ORM, for a read already off the

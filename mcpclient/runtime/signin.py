@@ -163,12 +163,16 @@ async def _in_worker(hub: Any, step: str, wait: float, **args: Any) -> tuple[Out
     return Outcome(**done["outcome"]), done["back"] or "/"
 
 
-def read_person(user_id: int) -> None:
-    """Read ``user_id``'s groups and own servers now unless read recently (sync ORM): a caller
-    already off the event loop (the chat turn's one read) does it there, and the
-    :func:`open_sessions` that follows finds both read, with no hop of its own."""
-    people.load(user_id)
-    personal.read_now(user_id)
+def remember_person(user_id: int, groups: frozenset[str], own_servers: bool, read_at: float) -> None:
+    """What a caller already off the event loop read of ``user_id`` with its own statement (the
+    chat turn's one read: their groups, and whether they have servers of their own), kept, so
+    that the :func:`open_sessions` that follows reads nothing; their own servers are read here
+    (sync ORM) when they have some and the last read is older than its cache's age."""
+    people.remember(user_id, groups, read_at)
+    if own_servers:
+        personal.read_now(user_id)
+    else:
+        personal.remember_none(user_id, read_at)
 
 
 async def _read_person(hub: HubApi, user_id: int) -> list[ServerConfig]:

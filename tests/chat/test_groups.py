@@ -482,3 +482,33 @@ async def test_a_call_reads_the_persons_groups_again_once_the_last_read_is_old(
 def _leave_in_sql(user_id: int) -> None:
     with connection.cursor() as cursor:
         cursor.execute("DELETE FROM auth_user_groups WHERE user_id = %s", [user_id])
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.postgres
+def test_the_turns_read_brings_the_owners_groups_fresh_even_a_change_no_signal_told() -> None:
+    # Another process (or a hand-made row) changed the membership: no signal reached this one,
+    # and its own read of the person's groups is recent. The turn's one read finds it all the same.
+    from boocode.chat import turn
+    from boocode.chat.models import Conversation
+    from mcpclient.models import PersonalServer
+
+    bob = get_user_model().objects.create_user("bob")
+    conversation = Conversation.objects.create(owner=bob)
+    eng = Group.objects.create(name="eng")
+    people.load(bob.pk)
+    assert people.groups_of(bob.pk) == frozenset()
+    memberships = get_user_model().groups.through
+    with connection.cursor() as cursor:  # behind the ORM's back: no m2m_changed
+        cursor.execute(
+            f"INSERT INTO {memberships._meta.db_table} (user_id, group_id) VALUES (%s, %s)", [bob.pk, eng.pk]
+        )
+    assert people.load(bob.pk) == frozenset()  # the cache of the last read: still "no group"
+    turn._read_for_model(conversation.pk, "hello")
+    assert people.groups_of(bob.pk) == frozenset({"eng"})
+    # No server of his own: nothing to read before his turn; one added: read in the same read.
+    assert personal._read[bob.pk][1] == []
+    personal._read.pop(bob.pk)
+    PersonalServer.objects.create(owner=bob, name="mine", url="https://mcp.example.com/mcp")
+    turn._read_for_model(conversation.pk, "hello again")
+    assert [config.name for config in personal._read[bob.pk][1]] == ["mine"]
