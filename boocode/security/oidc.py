@@ -38,8 +38,6 @@ from authlib.common.urls import add_params_to_uri
 from authlib.integrations.base_client import MismatchingStateError
 from authlib.integrations.django_client import DjangoOAuth2App, OAuth, OAuthError
 from django.conf import settings
-from django.contrib.auth import get_user_model
-from django.db.models.signals import post_delete
 from django.http import HttpRequest, HttpResponse
 from django.urls import reverse
 from joserfc.errors import JoseError
@@ -314,17 +312,6 @@ def store_tokens(user_id: int, sign_in: SignIn) -> None:
 def forget_tokens(user_id: int) -> None:
     """Delete the person's stored tokens (at logout, or when their account goes)."""
     delete_secret(_KIND, _name(user_id))
-
-
-def _user_deleted(sender: Any, instance: Any, **kwargs: Any) -> None:
-    forget_tokens(instance.pk)  # in the deletion's transaction: both happen or neither
-
-
-def connect_receivers() -> None:
-    """Forget a deleted account's tokens (called once, from the app's ``ready()``)."""
-    post_delete.connect(
-        _user_deleted, sender=get_user_model(), dispatch_uid="boocode.security.oidc.user_deleted"
-    )
 
 
 def id_token_for(user_id: int, *, min_validity: float = 60.0) -> str | None:

@@ -32,7 +32,6 @@ from django.urls import reverse
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.cache import never_cache
 
-from boocode.security import oidc
 from boocode.security.sso_accounts import SignInRefused, account_for
 
 BACKEND = "boocode.security.signin.SignedInBackend"
@@ -124,6 +123,8 @@ def sso_login(request: HttpRequest) -> HttpResponse:
     """Send the person to the provider (``next``: where to land afterwards)."""
     if not settings.OIDC_ISSUER:
         raise Http404("single sign-on is not configured")
+    from boocode.security import oidc  # (with authlib: imported by the first sign-on, not at start)
+
     next_url = _safe_next(request, request.GET.get("next", ""))
     try:
         response = oidc.start(request)
@@ -138,6 +139,8 @@ def sso_callback(request: HttpRequest) -> HttpResponse:
     """Complete the sign-in the provider sent the person back from, and log them in."""
     if not settings.OIDC_ISSUER:
         raise Http404("single sign-on is not configured")
+    from boocode.security import oidc
+
     next_url = request.session.pop(_NEXT_KEY, "")
     try:
         signed_in = oidc.finish(request)
@@ -160,6 +163,8 @@ class LogoutView(auth_views.LogoutView):
         user_id = request.user.pk if request.user.is_authenticated else None
         provider_logout = None
         if user_id is not None and request.session.get(SSO_SESSION_KEY) and settings.OIDC_ISSUER:
+            from boocode.security import oidc
+
             provider_logout = oidc.end_session_url(user_id)
             oidc.forget_tokens(user_id)
         response = super().post(request, *args, **kwargs)

@@ -576,8 +576,13 @@ def test_config_errors_name_the_key(oauth: dict[str, Any], expected: str) -> Non
 
 def test_the_hub_reads_each_persons_id_token_where_their_sign_in_keeps_it() -> None:
     """The application tells the hub at start where a person's ID token is (boocode.security)."""
+    from unittest import mock
+
     from boocode.security import oidc
     from mcpclient import runtime
 
-    assert runtime._id_tokens is oidc.id_token_for
+    assert runtime._id_tokens is not None
+    with mock.patch.object(oidc, "id_token_for", return_value="the-token") as read:
+        assert runtime._id_tokens(7, min_validity=30.0) == "the-token"  # oidc's, imported at first use
+    read.assert_called_once_with(7, min_validity=30.0)
     assert runtime.new_hub(persist=False).person_id_token is not None
