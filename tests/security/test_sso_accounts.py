@@ -158,3 +158,19 @@ def test_with_passwords_off_the_password_pages_are_gone(settings: Any) -> None:
     assert "Sign in with Example ID" in page and 'name="password"' not in page
     settings.LOCAL_LOGIN = True
     assert 'id="password-link"' in client.get("/").content.decode()
+
+
+def test_a_deleted_accounts_sign_on_tokens_go_with_it() -> None:
+    # The receiver is connected at start without importing the single sign-on module (imported
+    # at its first use); the deletion still takes the person's stored tokens along.
+    from django.contrib.auth import get_user_model
+
+    from boocode.security import oidc
+    from mcpclient.secrets.store import get_secret
+
+    carol = get_user_model().objects.create_user("carol")
+    sign_in = oidc.SignIn("https://id.example", {"sub": "c-1"}, "id-token", 0, None)
+    oidc.store_tokens(carol.pk, sign_in)
+    assert get_secret("oidc", f"user:{carol.pk}") is not None
+    carol.delete()
+    assert get_secret("oidc", f"user:{carol.pk}") is None
