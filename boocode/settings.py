@@ -179,7 +179,7 @@ if _redis_url:
         "CONFIG": {
             "signing_key": layer_key(SECRET_KEY),
             # A pooled connection broken by a Redis restart is opened again and the command sent
-            # once more (as boocode.chat.locks.RECONNECT_ONCE does for the turn locks).
+            # once more (as boocode.chat.locks._reconnect_once does for the turn locks).
             "hosts": [
                 {
                     "address": _redis_url,

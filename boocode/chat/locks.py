@@ -32,11 +32,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
-import redis.asyncio as redis
 from channels.layers import get_channel_layer
 from django.conf import settings
-from redis.asyncio.retry import Retry
-from redis.backoff import NoBackoff
 
 logger = logging.getLogger(__name__)
 
@@ -80,9 +77,16 @@ for i, key in ipairs(KEYS) do
 end
 return kept
 """
-# A connection of the pool found broken (Redis restarted since it was opened) is opened again
-# and the command sent once more; a command never reached a broken connection's server.
-RECONNECT_ONCE = Retry(NoBackoff(), 1, supported_errors=(redis.ConnectionError,))
+
+def _reconnect_once() -> Any:
+    """A connection of the pool found broken (Redis restarted since it was opened) is opened
+    again and the command sent once more; a command never reached a broken connection's server.
+    (redis is imported here, by a process that uses it: about 80 ms of start-up otherwise.)"""
+    import redis.asyncio as redis
+    from redis.asyncio.retry import Retry
+    from redis.backoff import NoBackoff
+
+    return Retry(NoBackoff(), 1, supported_errors=(redis.ConnectionError,))
 
 
 @dataclass(frozen=True)
@@ -121,7 +125,9 @@ class SharedTurns:
     """The Redis side of the turn registry for one process (see the module docstring)."""
 
     def __init__(self, address: str, prefix: str, ttl: float, handler: Handler) -> None:
-        self._client = redis.Redis.from_url(address, retry=RECONNECT_ONCE)
+        import redis.asyncio as redis
+
+        self._client = redis.Redis.from_url(address, retry=_reconnect_once())
         self._prefix = prefix
         self.ttl = ttl
         self._ttl_ms = max(1, int(ttl * 1000))

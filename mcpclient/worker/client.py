@@ -30,7 +30,6 @@ from typing import TYPE_CHECKING, Any
 import mcp.types as types
 from channels.db import database_sync_to_async
 from django.conf import settings
-from redis.exceptions import RedisError
 
 from mcpclient.config.model import ServerConfig, per_user
 from mcpclient.core.approval import granted
@@ -247,6 +246,8 @@ class RemoteHub:
         """
         count = getattr(self.layer, "group_listeners", None)
         if count is not None:
+            from redis.exceptions import RedisError  # (Redis is there: the layer asks it)
+
             try:
                 listening: int | None = await count(self.channel)
             except (RedisError, OSError) as exc:
