@@ -303,16 +303,7 @@ class DailyUsageAdmin(admin.ModelAdmin):
     list_select_related = ("user",)
     show_facets = admin.ShowFacets.NEVER
     actions = ["export_csv"]
-    fields = (
-        "day",
-        "user",
-        "prompt_tokens",
-        "completion_tokens",
-        "total",
-        "answers",
-        "answers_without_usage",
-        "tool_calls",
-    )
+    fields = list_display
     readonly_fields = fields
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[DailyUsage]:

@@ -607,16 +607,8 @@ async def _parse_stream(
                 raise LLMError(
                     f"The model server sent a malformed stream ({exc}): {data[:200]!r}", kind="malformed"
                 ) from None
-    except ValueError as exc:  # from _lines: a line with no end in sight
-        raise LLMError(f"The model server sent a malformed stream ({exc}).", kind="malformed") from None
-    except aiohttp.ServerTimeoutError:
-        raise LLMError(
-            f"The model stopped sending for {llm.timeout:g} s (BOOCODE_LLM_TIMEOUT).", kind="timeout"
-        ) from None
-    except aiohttp.ClientError:
-        raise LLMError(
-            "The connection to the model server closed in the middle of the answer.", kind="disconnected"
-        ) from None
+    except (ValueError, aiohttp.ClientError) as exc:
+        raise _stream_failure(exc, llm) from None
     finally:
         await lines.aclose()
     if not done and finish_reason is None:
@@ -633,6 +625,20 @@ async def _parse_stream(
     )
 
 
+def _stream_failure(exc: ValueError | aiohttp.ClientError, llm: LLMSettings) -> LLMError:
+    """A stream that broke, as the person reads it: a line with no end in sight (``_lines``'s
+    ValueError), the model's silence past ``BOOCODE_LLM_TIMEOUT``, or the connection lost."""
+    if isinstance(exc, ValueError):
+        return LLMError(f"The model server sent a malformed stream ({exc}).", kind="malformed")
+    if isinstance(exc, aiohttp.ServerTimeoutError):
+        return LLMError(
+            f"The model stopped sending for {llm.timeout:g} s (BOOCODE_LLM_TIMEOUT).", kind="timeout"
+        )
+    return LLMError(
+        "The connection to the model server closed in the middle of the answer.", kind="disconnected"
+    )
+
+
 async def _native_stream(
     response: aiohttp.ClientResponse, llm: LLMSettings, first_token: Callable[[], None] | None
 ) -> AsyncIterator[TextDelta | ReasoningDelta | Completion]:
@@ -642,16 +648,8 @@ async def _native_stream(
         async with contextlib.aclosing(ollama.events(lines, first_token)) as events:
             async for event in events:
                 yield event
-    except ValueError as exc:  # from _lines: a line with no end in sight
-        raise LLMError(f"The model server sent a malformed stream ({exc}).", kind="malformed") from None
-    except aiohttp.ServerTimeoutError:
-        raise LLMError(
-            f"The model stopped sending for {llm.timeout:g} s (BOOCODE_LLM_TIMEOUT).", kind="timeout"
-        ) from None
-    except aiohttp.ClientError:
-        raise LLMError(
-            "The connection to the model server closed in the middle of the answer.", kind="disconnected"
-        ) from None
+    except (ValueError, aiohttp.ClientError) as exc:
+        raise _stream_failure(exc, llm) from None
     finally:
         await lines.aclose()
 

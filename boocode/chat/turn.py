@@ -392,27 +392,10 @@ def _fit(context: TurnContext, tools: list[dict[str, Any]] | None) -> Fitted:
     try:
         summary = context.summary.text if context.summary is not None else ""
         covered = context.summarised()
-        fitted = fit(
-            context.messages,
-            tools,
-            context.window,
-            calibrated,
-            context.counter,
-            keep=context.keep,
-            summary=summary,
-            summarised=covered,
-        )
-        reader = next((tool for tool in context.tools if tool.name == READ_RESULT), None)
-        if (
-            fitted.cut
-            and tools is not None
-            and reader is not None
-            and all(definition["function"]["name"] != READ_RESULT for definition in tools)
-        ):
-            with_reader = [*tools, reader.openai()]
-            fitted = fit(
+        def fitted_with(offered: list[dict[str, Any]] | None) -> Fitted:
+            return fit(
                 context.messages,
-                with_reader,
+                offered,
                 context.window,
                 calibrated,
                 context.counter,
@@ -420,6 +403,16 @@ def _fit(context: TurnContext, tools: list[dict[str, Any]] | None) -> Fitted:
                 summary=summary,
                 summarised=covered,
             )
+
+        fitted = fitted_with(tools)
+        reader = next((tool for tool in context.tools if tool.name == READ_RESULT), None)
+        if (
+            fitted.cut
+            and tools is not None
+            and reader is not None
+            and all(definition["function"]["name"] != READ_RESULT for definition in tools)
+        ):
+            fitted = fitted_with([*tools, reader.openai()])
     except TooLarge as exc:
         raise LLMError(str(exc), kind="too_large") from None
     context.fitted = fitted
