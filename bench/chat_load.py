@@ -98,6 +98,7 @@ txaio._explicit_framework = None
 txaio.use_asyncio()
 
 from autobahn.asyncio.websocket import WebSocketClientFactory, WebSocketClientProtocol  # noqa: E402
+from prometheus_client.parser import text_string_to_metric_families  # noqa: E402
 
 from bench.pairs import format_ratio_table, pair_order, ratio_table  # noqa: E402
 from tests.support.live import create_accounts  # noqa: E402
@@ -120,6 +121,7 @@ MARKDOWN_TEXT = (
     "for others.\n\nThat is all: **nothing failed**, and every message was stored.\n"
 ) * 2
 TURN_TIMEOUT = 120.0
+METRICS_TOKEN = f"bench-{random.getrandbits(64):016x}"  # the Daphnes' /metrics, read after the run
 REFUSED_ATTEMPTS = 3  # sends of one message refused with turn_in_progress before giving up
 
 
@@ -549,6 +551,46 @@ def wait_for_page(port: int, process: subprocess.Popen[bytes], timeout: float = 
         time.sleep(0.02)
 
 
+def scrape_tool_step(ports: list[int], token: str) -> list[tuple[float, float]]:
+    """The ``boocode_tool_step_seconds`` buckets (upper bound, count) summed over the Daphnes' ``/metrics``.
+
+    That histogram is the server's own part of the tool step: from the turn reading the model
+    stream's end to the call handed to the MCP session. An empty list when no Daphne has it (a tree
+    from before the metric).
+    """
+    buckets: dict[float, float] = {}
+    for port in ports:
+        connection = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+        try:
+            connection.request("GET", "/metrics", headers={"Authorization": f"Bearer {token}"})
+            response = connection.getresponse()
+            body = response.read().decode(errors="replace") if response.status == 200 else ""
+        except OSError:
+            body = ""
+        finally:
+            connection.close()
+        for family in text_string_to_metric_families(body):
+            for sample in family.samples:
+                if sample.name == "boocode_tool_step_seconds_bucket":
+                    bound = float(sample.labels["le"])
+                    buckets[bound] = buckets.get(bound, 0.0) + sample.value
+    return sorted(buckets.items())
+
+
+def histogram_median_ms(buckets: list[tuple[float, float]]) -> float:
+    """The median of a cumulative histogram, interpolated linearly inside its bucket (ms; NaN if empty)."""
+    total = buckets[-1][1] if buckets else 0.0
+    lower, below = 0.0, 0.0
+    for bound, count in buckets:
+        if total and count >= total / 2:
+            if bound == float("inf"):
+                return lower * 1000
+            share = (total / 2 - below) / (count - below) if count > below else 0.0
+            return (lower + (bound - lower) * share) * 1000
+        lower, below = bound, count
+    return float("nan")
+
+
 def rss_mb(pids: list[int]) -> float | None:
     """The resident memory of these processes together, in MB (Linux only)."""
     total = 0
@@ -623,6 +665,7 @@ def run_once(options: argparse.Namespace, tree: Tree, *, tree_setup: bool) -> di
         "BOOCODE_LOG_LEVEL": "WARNING",
         "BOOCODE_HUB": options.hub,
         "BOOCODE_HUB_CHANNEL": f"bench-hub-{os.getpid()}",
+        "BOOCODE_METRICS_TOKEN": METRICS_TOKEN,
     }
     env.pop("BOOCODE_DATABASE_URL", None)
     env.pop("BOOCODE_REDIS_URL", None)
@@ -665,6 +708,7 @@ def run_once(options: argparse.Namespace, tree: Tree, *, tree_setup: bool) -> di
         results, elapsed = asyncio.run(load(ports, accounts, options.turns, options.think, mark))
         server_cpu.append(process_cpu_seconds([web.pid for web in webs]))
         rss = rss_mb([web.pid for web in webs])
+        step_buckets = scrape_tool_step(ports, METRICS_TOKEN)
         cpu_after = cpu_times()
     finally:
         for daphne, log in zip(webs, logs, strict=True):
@@ -725,6 +769,17 @@ def run_once(options: argparse.Namespace, tree: Tree, *, tree_setup: bool) -> di
     print(f"  from the user's frame to the model's request: {p50_p95(before_ms)}")
     print(f"  from the model's first bytes to the text_delta at the client: {p50_p95(relay_ms)}")
     print(f"tool step (the model's last byte to the MCP server receiving the call): {p50_p95(tool_step_ms)}")
+    own_step_ms = histogram_median_ms(step_buckets)
+    within = next((count for bound, count in step_buckets if bound == 0.025), float("nan"))
+    calls = step_buckets[-1][1] if step_buckets else 0
+    print(
+        "  the server's own part (the stream's end read to the call handed to the MCP session, "
+        + (
+            f"boocode_tool_step_seconds): p50 ~{own_step_ms:.1f} ms, {within / calls:.0%} within 25 ms"
+            if calls
+            else "boocode_tool_step_seconds): n/a"
+        )
+    )
     print(f"machine CPU during the run: {cpu_share(cpu_before, cpu_after)}")
     started_cpu, ended_cpu = [*server_cpu, None, None][:2]
     per_turn = float("nan")
@@ -758,6 +813,7 @@ def run_once(options: argparse.Namespace, tree: Tree, *, tree_setup: bool) -> di
         "before_p50_ms": median_or_nan(before_ms),
         "relay_p50_ms": median_or_nan(relay_ms),
         "tool_step_p50_ms": median_or_nan(tool_step_ms),
+        "own_tool_step_p50_ms": own_step_ms,
         "cpu_per_turn_ms": per_turn,
         "rss_mb": rss if rss is not None else float("nan"),
         "first_page_s": first_page,

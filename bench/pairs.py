@@ -25,6 +25,7 @@ METRICS = (
     Metric("before_p50_ms", "  frame to the model's request p50"),
     Metric("relay_p50_ms", "  model's first bytes to text_delta p50"),
     Metric("tool_step_p50_ms", "tool step p50"),
+    Metric("own_tool_step_p50_ms", "  the server's own part p50"),
     Metric("cpu_per_turn_ms", "Daphne CPU per turn"),
     Metric("rss_mb", "Daphne RSS after the run"),
     Metric("first_page_s", "Daphne start to first page"),
