@@ -23,6 +23,7 @@ from boocode.chat.routing import websocket_urlpatterns  # noqa: E402
 from boocode.security.headers import StaticFilesHeaders  # noqa: E402
 from boocode.security.origins import WebsocketOriginCheck  # noqa: E402
 from mcpclient.runtime import start_hub_soon  # noqa: E402
+from mcpclient.runtime.heap import freeze_start_up  # noqa: E402
 from mcpclient.telemetry import tracing  # noqa: E402
 
 # Spans go out only with an OTLP endpoint in the environment (docs/operations.md, *Traces*).
@@ -51,3 +52,5 @@ application = StartHubOnFirstConnection(
         }
     )
 )
+# Everything above lives as long as the process: out of the collector's way (mcpclient/runtime/heap.py).
+freeze_start_up()

@@ -20,6 +20,7 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
 from mcpclient import runtime
+from mcpclient.runtime.heap import freeze_start_up
 from mcpclient.runtime.hub_worker import (
     HubConsumer,
     HubWorker,
@@ -69,6 +70,7 @@ class Command(BaseCommand):
             metrics_runner = await serve_metrics(
                 settings.HUB_WORKER_METRICS_HOST, settings.HUB_WORKER_METRICS_PORT, settings.METRICS_TOKEN
             )
+        freeze_start_up()  # the hub and its sessions are up: out of the collector's way (runtime/heap.py)
         self.stdout.write(f'hub worker listening on channel "{channel}"', ending="\n")
         self.stdout.flush()
         await broadcast_state(hub)  # web processes learn of this boot (calls to an earlier one fail)
