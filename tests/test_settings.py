@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import os
 import subprocess
+from pathlib import Path
 
 import pytest
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 
-from boocode.env import env_bool, env_float, env_int, env_list
+from boocode.env import env_bool, env_float, env_int, env_list, env_log_level, env_path, env_str, env_url
 from tests.support.processes import PYTHON, ROOT
 
 
@@ -25,6 +26,19 @@ def test_tests_use_their_own_data_dir():
 def test_env_bool(monkeypatch, value, expected):
     monkeypatch.setenv("BOOCODE_X", value)
     assert env_bool("BOOCODE_X") is expected
+
+
+def test_an_empty_value_is_the_default(monkeypatch):
+    # .env.example's empty lines (`BOOCODE_MCP_CONFIG=`): as if unset, whatever the kind
+    monkeypatch.setenv("BOOCODE_X", "  ")
+    assert env_bool("BOOCODE_X", True) is True
+    assert env_str("BOOCODE_X", "default") == "default"
+    assert env_str("BOOCODE_X", "groups", when_empty="") == ""  # a documented meaning of its own
+    assert env_list("BOOCODE_X", ["a", "b"]) == ["a", "b"]
+    assert env_int("BOOCODE_X", 7) == 7 and env_float("BOOCODE_X", 1.5) == 1.5
+    assert env_path("BOOCODE_X", Path("/srv/boo/mcp.json"), kind="file") == Path("/srv/boo/mcp.json")
+    assert env_log_level("BOOCODE_X") == "INFO"
+    assert env_url("BOOCODE_X", "http://127.0.0.1:8000") == "http://127.0.0.1:8000"
 
 
 def test_bad_values_name_the_variable(monkeypatch):
