@@ -4,8 +4,9 @@ Every helper raises ``ImproperlyConfigured`` naming the variable and what was ex
 so a typo in the environment stops the process at start-up instead of being guessed at.
 
 An empty value is the same as an unset one: the default. ``.env.example`` lists every variable,
-most of them empty, and a copy of it must start BooCode as the defaults do; the one variable
-whose empty value means something else says so (``env_str``'s ``when_empty``).
+most of them empty, and a copy of it must start BooCode as the defaults do. The few variables
+whose empty value means something else say so (``when_empty``): the groups claim (groups left
+alone) and the stdio commands (none: an empty value never widens what may run).
 """
 
 from __future__ import annotations
@@ -86,10 +87,16 @@ def env_float(name: str, default: float, *, minimum: float | None = None) -> flo
     return number
 
 
-def env_list(name: str, default: list[str]) -> list[str]:
-    """A comma-separated list; empty items are dropped; ``default`` if unset or empty."""
-    items = [item.strip() for item in os.environ.get(name, "").split(",") if item.strip()]
-    return items or list(default)
+def env_list(name: str, default: list[str], *, when_empty: list[str] | None = None) -> list[str]:
+    """A comma-separated list; empty items are dropped; ``default`` if unset or empty.
+
+    ``when_empty``: what a value set but without any item means when that is not the default.
+    """
+    value = os.environ.get(name)
+    items = [item.strip() for item in (value or "").split(",") if item.strip()]
+    if items:
+        return items
+    return list(default if value is None or when_empty is None else when_empty)
 
 
 def env_path(name: str, default: Path, *, kind: Literal["file", "folder"]) -> Path:

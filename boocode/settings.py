@@ -178,7 +178,16 @@ if _redis_url:
     # Pub/sub channels belong to the Redis server, not to one of its databases: the database's
     # number is part of every channel's name, so deployments on one server stay apart as they
     # do with keys (and a tab never hears another deployment's conversation of the same id).
-    _redis_db = urlsplit(_redis_url).path.strip("/") or "0"
+    _redis_parts = urlsplit(_redis_url)
+    _redis_db = _redis_parts.path.strip("/") or "0"
+    if _redis_parts.scheme not in ("redis", "rediss", "unix") or not (
+        _redis_parts.scheme == "unix" or (_redis_parts.hostname and _redis_db.isdigit())
+    ):
+        # (the value itself is not shown: it may hold a password)
+        raise ImproperlyConfigured(
+            "BOOCODE_REDIS_URL: expected redis://[:password@]host[:port][/db number] (rediss:// for TLS, "
+            "unix:///path for a socket)"
+        )
     from redis.asyncio.retry import Retry
     from redis.backoff import NoBackoff
     from redis.exceptions import ConnectionError as RedisConnectionError
@@ -359,7 +368,8 @@ MCP_CONFIG = env_path("BOOCODE_MCP_CONFIG", DATA_DIR / "mcp.json", kind="file")
 # the live files are the administrator's, untracked, so editing them never dirties the checkout.
 MCP_CONFIG_EXAMPLE = BASE_DIR / "data" / "mcp.example.json"
 AGENTS_FILE_EXAMPLE = BASE_DIR / "data" / "AGENTS.example.md"
-MCP_STDIO_COMMANDS = env_list("BOOCODE_MCP_STDIO_COMMANDS", ["npx", "uvx", "node", "docker"])
+# Empty: none (no stdio server may start); an empty value must never widen what may run.
+MCP_STDIO_COMMANDS = env_list("BOOCODE_MCP_STDIO_COMMANDS", ["npx", "uvx", "node", "docker"], when_empty=[])
 # stdio servers under bubblewrap (docs/security.md, *Sandboxed stdio servers*): "off" runs those
 # whose entry has a "sandbox" key sandboxed, "required" every stdio server (with the defaults
 # when its entry has none).

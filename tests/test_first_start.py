@@ -80,12 +80,15 @@ def test_a_copy_of_env_example_prepares_as_the_defaults_do(tmp_path: Path) -> No
             "BOOCODE_PUBLIC_URL='chat.example.org': expected an http(s) URL",
         ),
         ("BOOCODE_EMAIL_STARTTLS", "maybe", "BOOCODE_EMAIL_STARTTLS='maybe': expected one of"),
+        ("BOOCODE_REDIS_URL", "localhost:6379", "BOOCODE_REDIS_URL: expected redis://"),
+        ("BOOCODE_DATA_DIR", ".env", "BOOCODE_DATA_DIR={cwd}/.env: is a file; expected a folder"),
     ],
 )
 def test_a_bad_setting_in_the_file_is_named_in_one_line(
     tmp_path: Path, variable: str, value: str, message: str
 ) -> None:
-    (tmp_path / ".env").write_text(f"BOOCODE_DATA_DIR=data\n{variable}={value}\n")
+    data = "" if variable == "BOOCODE_DATA_DIR" else "BOOCODE_DATA_DIR=data\n"
+    (tmp_path / ".env").write_text(f"{data}{variable}={value}\n")
     env = {**without_settings(), "BOOCODE_ENV_FILE": str(tmp_path / ".env")}
     done = prepare(tmp_path, env)
     assert done.returncode == 1

@@ -35,7 +35,8 @@ def readable(wire: Message) -> str:
             lines += ["", f"[{part.get_content_type()}]"]
         if part.get_content_maintype() == "text" and not part.get_filename():
             payload = part.get_payload(decode=True)
-            text = (payload if isinstance(payload, bytes) else b"").decode(part.get_content_charset() or "utf-8", errors="replace")
+            raw = payload if isinstance(payload, bytes) else b""
+            text = raw.decode(part.get_content_charset() or "utf-8", errors="replace")
             lines += ["", text.rstrip("\n")]
         else:
             size = len(part.get_payload(decode=True) or b"")
