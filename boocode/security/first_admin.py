@@ -9,7 +9,9 @@ and how to give the account an email, which *Forgot your password?* needs.
 
 from __future__ import annotations
 
+import os
 import secrets
+import sys
 from dataclasses import dataclass
 
 from django.contrib.auth import get_user_model
@@ -49,11 +51,16 @@ def framed(lines: list[str]) -> str:
     return "\n".join([rule, *(f"| {line.ljust(width)} |" for line in lines), rule])
 
 
-def first_start_notice(admin: FirstAdmin, *, site: str = "", python: str = "python") -> str:
+def _python() -> str:
+    """This interpreter as a person would type it here (``.venv/bin/python`` in the checkout)."""
+    relative = os.path.relpath(sys.executable)
+    return sys.executable if relative.startswith("..") else relative
+
+
+def first_start_notice(admin: FirstAdmin, *, site: str = "") -> str:
     """What to tell the person starting BooCode for the first time about ``admin``, framed.
 
-    ``site``: where BooCode is served (``http://127.0.0.1:8000``), if known; ``python``: the
-    interpreter to name in the command that sets a new password.
+    ``site``: where BooCode is served (``http://127.0.0.1:8000``), if known.
     """
     name = admin.username
     login = f"Log in at {site}/" if site else "Log in"
@@ -68,7 +75,7 @@ def first_start_notice(admin: FirstAdmin, *, site: str = "", python: str = "pyth
             f"BooCode's first account: {name}",
             f"Password: {admin.password}   (shown only this once)",
             f"{login} and change it with the sidebar's Password link.",
-            f"Missed it? {python} manage.py changepassword {name}",
+            f"Missed it? {_python()} manage.py changepassword {name}",
         ]
     return framed(
         [

@@ -12,8 +12,6 @@ sooner.
 
 from __future__ import annotations
 
-import os
-import sys
 from typing import Any
 
 from django.conf import settings
@@ -31,12 +29,6 @@ def _pending_migrations() -> int:
     """How many migrations ``migrate`` would apply now."""
     executor = MigrationExecutor(connections[DEFAULT_DB_ALIAS])
     return len(executor.migration_plan(executor.loader.graph.leaf_nodes()))
-
-
-def _python() -> str:
-    """This interpreter as a person would type it here (``.venv/bin/python`` in the checkout)."""
-    relative = os.path.relpath(sys.executable)
-    return sys.executable if relative.startswith("..") else relative
 
 
 def _site(host: str, port: int) -> str:
@@ -79,4 +71,4 @@ class Command(BaseCommand):
         admin = create_first_admin(settings.ADMIN_PASSWORD)
         if admin is not None:
             site = _site(host, port) if port is not None else ""
-            self.stdout.write(first_start_notice(admin, site=site, python=_python()))
+            self.stdout.write(first_start_notice(admin, site=site))
