@@ -182,3 +182,15 @@ def test_without_the_semantic_extra_tool_search_says_so_without_a_warning(
     assert (
         record.getMessage() == "tool search is lexical only: numpy is not installed (make install-semantic)"
     )
+
+
+@pytest.mark.parametrize("variable", ["PORT", "BOOCODE_LISTEN_BACKLOG", "BOOCODE_WS_CONNECT_TIMEOUT"])
+def test_the_serve_script_names_a_setting_that_is_not_a_number(variable: str) -> None:
+    env = {**without_settings(), variable: "lots", "PYTHON": PYTHON}
+    done = subprocess.run(
+        [str(ROOT / "scripts" / "serve")], env=env, capture_output=True, text=True, timeout=60
+    )
+    assert (done.returncode, done.stderr) == (
+        2,
+        f"scripts/serve: {variable}='lots': expected a whole number\n",
+    )
