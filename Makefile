@@ -33,11 +33,12 @@ install: $(VENV)/.installed
 install-dev: $(VENV)/.installed-dev
 install-semantic: $(VENV)/.installed-semantic
 
-## Create the virtualenv, install, migrate, sync data/ files, then serve on $(HOST):$(PORT).
+## Create the virtualenv, install, check that $(HOST):$(PORT) is free, migrate, sync data/ files,
+## then serve there (`make run PORT=8001` for another port).
 run: install
-	$(PY) manage.py boocode_prepare
+	@$(PY) manage.py boocode_prepare --host $(HOST) --port $(PORT)
 	@echo "BooCode: http://$(HOST):$(PORT)/ (Ctrl-C stops)"
-	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" HOST=$(HOST) PORT=$(PORT) PYTHON=$(VENV)/bin/python exec scripts/serve
+	@PATH="$(CURDIR)/$(VENV)/bin:$$PATH" HOST=$(HOST) PORT=$(PORT) PYTHON=$(VENV)/bin/python exec scripts/serve
 
 # What the tests need beyond Python packages: the third-party MCP servers (npm, uvx), Chromium and
 # bubblewrap (sandboxed stdio servers).

@@ -2,6 +2,11 @@
 
 Every helper raises ``ImproperlyConfigured`` naming the variable and what was expected,
 so a typo in the environment stops the process at start-up instead of being guessed at.
+
+An empty value is the same as an unset one: the default. ``.env.example`` lists every variable,
+most of them empty, and a copy of it must start BooCode as the defaults do. The few variables
+whose empty value means something else say so (``when_empty``): the groups claim (groups left
+alone) and the stdio commands (none: an empty value never widens what may run).
 """
 
 from __future__ import annotations
@@ -9,6 +14,8 @@ from __future__ import annotations
 import ipaddress
 import math
 import os
+from pathlib import Path
+from typing import Literal
 from urllib.parse import urlsplit
 
 from django.core.exceptions import ImproperlyConfigured
@@ -16,19 +23,29 @@ from django.core.exceptions import ImproperlyConfigured
 from mcpclient.core.egress import EgressAllow
 
 _TRUE = {"1", "true", "yes", "on"}
-_FALSE = {"0", "false", "no", "off", ""}
+_FALSE = {"0", "false", "no", "off"}
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 
 
-def env_str(name: str, default: str = "") -> str:
-    """The variable's value with surrounding whitespace removed, or ``default`` if unset."""
+def env_str(name: str, default: str = "", *, when_empty: str | None = None) -> str:
+    """The variable's value with surrounding whitespace removed; ``default`` if unset or empty.
+
+    ``when_empty``: what an empty value means when that is not the default (a variable whose
+    documentation gives its empty value a meaning of its own).
+    """
     value = os.environ.get(name)
-    return default if value is None else value.strip()
+    if value is None:
+        return default
+    value = value.strip()
+    if not value:
+        return default if when_empty is None else when_empty
+    return value
 
 
 def env_bool(name: str, default: bool = False) -> bool:
-    """A boolean: 1/true/yes/on or 0/false/no/off (case-insensitive)."""
+    """A boolean: 1/true/yes/on or 0/false/no/off (case-insensitive); ``default`` if unset or empty."""
     value = os.environ.get(name)
-    if value is None:
+    if value is None or not value.strip():
         return default
     lowered = value.strip().lower()
     if lowered in _TRUE:
@@ -70,12 +87,52 @@ def env_float(name: str, default: float, *, minimum: float | None = None) -> flo
     return number
 
 
-def env_list(name: str, default: list[str]) -> list[str]:
-    """A comma-separated list; empty items are dropped."""
+def env_list(name: str, default: list[str], *, when_empty: list[str] | None = None) -> list[str]:
+    """A comma-separated list; empty items are dropped; ``default`` if unset or empty.
+
+    ``when_empty``: what a value set but without any item means when that is not the default.
+    """
     value = os.environ.get(name)
-    if value is None:
-        return list(default)
-    return [item.strip() for item in value.split(",") if item.strip()]
+    items = [item.strip() for item in (value or "").split(",") if item.strip()]
+    if items:
+        return items
+    return list(default if value is None or when_empty is None else when_empty)
+
+
+def env_path(name: str, default: Path, *, kind: Literal["file", "folder"]) -> Path:
+    """An absolute path (a relative one is taken from the working folder); ``default`` if unset or empty.
+
+    A path that exists must be a ``kind``: a file where a file is read, a folder where one is.
+    """
+    path = Path(env_str(name) or default).expanduser().resolve()
+    if kind == "file" and path.is_dir():
+        raise ImproperlyConfigured(f"{name}={path}: is a folder; expected a file's path (unset: {default})")
+    if kind == "folder" and path.exists() and not path.is_dir():
+        raise ImproperlyConfigured(f"{name}={path}: is a file; expected a folder (unset: {default})")
+    return path
+
+
+def env_log_level(name: str, default: str = "INFO") -> str:
+    """One of Python's log levels (case-insensitive), upper-cased; ``default`` if unset or empty."""
+    value = env_str(name, default).upper()
+    if value not in LOG_LEVELS:
+        raise ImproperlyConfigured(f"{name}={value!r}: expected one of {', '.join(LOG_LEVELS)}")
+    return value
+
+
+def env_url(name: str, default: str) -> str:
+    """An http(s) URL with a host, without a trailing slash; ``default`` if unset or empty."""
+    value = env_str(name, default)
+    parts = urlsplit(value)
+    try:
+        parts.port  # noqa: B018 - raises ValueError for a port that is not a number
+    except ValueError:
+        parts = parts._replace(netloc="")
+    if parts.scheme not in ("http", "https") or not parts.hostname or parts.query or parts.fragment:
+        raise ImproperlyConfigured(
+            f"{name}={value!r}: expected an http(s) URL without query, e.g. https://chat.example.org"
+        )
+    return value.rstrip("/")
 
 
 def _is_origin(value: str) -> bool:

@@ -26,8 +26,11 @@ from boocode.env import (
     env_int,
     env_issuer,
     env_list,
+    env_log_level,
     env_origins,
+    env_path,
     env_str,
+    env_url,
 )
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -38,8 +41,13 @@ _env_file = os.environ.get("BOOCODE_ENV_FILE", str(BASE_DIR / ".env")).strip()
 if _env_file:
     load_dotenv(_env_file, override=False, encoding="utf-8")
 
-DATA_DIR = Path(env_str("BOOCODE_DATA_DIR", str(BASE_DIR / "data"))).resolve()
-DATA_DIR.mkdir(parents=True, exist_ok=True)
+DATA_DIR = env_path("BOOCODE_DATA_DIR", BASE_DIR / "data", kind="folder")
+try:
+    DATA_DIR.mkdir(parents=True, exist_ok=True)
+except OSError as exc:
+    raise ImproperlyConfigured(
+        f"BOOCODE_DATA_DIR={DATA_DIR}: cannot create it: {exc.strerror or exc}"
+    ) from None
 
 DEBUG = env_bool("BOOCODE_DEBUG", False)
 
@@ -51,13 +59,19 @@ def _secret_key() -> str:
         return key
     path = DATA_DIR / "secret_key"
     try:
-        return path.read_text().strip()
-    except FileNotFoundError:
-        key = secrets.token_urlsafe(50)
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        with os.fdopen(fd, "w") as handle:
-            handle.write(key)
-        return key
+        try:
+            return path.read_text().strip()
+        except FileNotFoundError:
+            key = secrets.token_urlsafe(50)
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            with os.fdopen(fd, "w") as handle:
+                handle.write(key)
+            return key
+    except OSError as exc:
+        raise ImproperlyConfigured(
+            f"BOOCODE_SECRET_KEY is unset and {path} (in BOOCODE_DATA_DIR) cannot be read or created: "
+            f"{exc.strerror or exc}"
+        ) from None
 
 
 SECRET_KEY = _secret_key()
@@ -113,7 +127,8 @@ TEMPLATES = [
     },
 ]
 
-_database_url = env_str("BOOCODE_DATABASE_URL") or env_str("DATABASE_URL")
+_database_variable = "BOOCODE_DATABASE_URL" if env_str("BOOCODE_DATABASE_URL") else "DATABASE_URL"
+_database_url = env_str(_database_variable)
 if _database_url:
     try:
         DATABASES = {
@@ -122,7 +137,7 @@ if _database_url:
             )
         }
     except ValueError as exc:
-        raise ImproperlyConfigured(f"BOOCODE_DATABASE_URL: {exc}") from None
+        raise ImproperlyConfigured(f"{_database_variable}: {exc}") from None
 else:
     DATABASES = {
         "default": {
@@ -163,7 +178,16 @@ if _redis_url:
     # Pub/sub channels belong to the Redis server, not to one of its databases: the database's
     # number is part of every channel's name, so deployments on one server stay apart as they
     # do with keys (and a tab never hears another deployment's conversation of the same id).
-    _redis_db = urlsplit(_redis_url).path.strip("/") or "0"
+    _redis_parts = urlsplit(_redis_url)
+    _redis_db = _redis_parts.path.strip("/") or "0"
+    if _redis_parts.scheme not in ("redis", "rediss", "unix") or not (
+        _redis_parts.scheme == "unix" or (_redis_parts.hostname and _redis_db.isdigit())
+    ):
+        # (the value itself is not shown: it may hold a password)
+        raise ImproperlyConfigured(
+            "BOOCODE_REDIS_URL: expected redis://[:password@]host[:port][/db number] (rediss:// for TLS, "
+            "unix:///path for a socket)"
+        )
     from redis.asyncio.retry import Retry
     from redis.backoff import NoBackoff
     from redis.exceptions import ConnectionError as RedisConnectionError
@@ -212,23 +236,23 @@ AUTH_PASSWORD_VALIDATORS = [
 ]
 LOGIN_URL = "login"
 # Password reset links (templates/registration/) go out by email: SMTP when BOOCODE_EMAIL_HOST is
-# set, otherwise printed on the server's output, where an administrator can pass one on.
+# set, otherwise printed on the server's output, decoded (a link on one line), where an administrator
+# can pass one on.
 _email_host = env_str("BOOCODE_EMAIL_HOST")
+# Read whether or not a host is set: a malformed value stops start-up before it is needed.
+_smtp_options = {
+    "host": _email_host,
+    "port": env_int("BOOCODE_EMAIL_PORT", 587, minimum=1, maximum=65535),
+    "username": env_str("BOOCODE_EMAIL_USER"),
+    "password": env_str("BOOCODE_EMAIL_PASSWORD"),
+    "use_tls": env_bool("BOOCODE_EMAIL_STARTTLS", True),
+    "timeout": 20,
+}
 MAILERS = {
     "default": (
-        {
-            "BACKEND": "django.core.mail.backends.smtp.EmailBackend",
-            "OPTIONS": {
-                "host": _email_host,
-                "port": env_int("BOOCODE_EMAIL_PORT", 587, minimum=1, maximum=65535),
-                "username": env_str("BOOCODE_EMAIL_USER"),
-                "password": env_str("BOOCODE_EMAIL_PASSWORD"),
-                "use_tls": env_bool("BOOCODE_EMAIL_STARTTLS", True),
-                "timeout": 20,
-            },
-        }
+        {"BACKEND": "django.core.mail.backends.smtp.EmailBackend", "OPTIONS": _smtp_options}
         if _email_host
-        else {"BACKEND": "django.core.mail.backends.console.EmailBackend"}
+        else {"BACKEND": "boocode.security.console_mail.EmailBackend"}
     )
 }
 DEFAULT_FROM_EMAIL = env_str("BOOCODE_EMAIL_FROM", "BooCode <boocode@localhost>")
@@ -302,7 +326,7 @@ OIDC_CLIENT_ID = env_str("BOOCODE_OIDC_CLIENT_ID")
 OIDC_CLIENT_SECRET = env_str("BOOCODE_OIDC_CLIENT_SECRET")
 OIDC_SCOPES = env_str("BOOCODE_OIDC_SCOPES", "openid email profile").split()
 # The ID-token claim whose values are the person's groups (empty: groups are left alone).
-OIDC_GROUPS_CLAIM = env_str("BOOCODE_OIDC_GROUPS_CLAIM", "groups")
+OIDC_GROUPS_CLAIM = env_str("BOOCODE_OIDC_GROUPS_CLAIM", "groups", when_empty="")
 # The login page's button: "Sign in with <OIDC_NAME>".
 OIDC_NAME = env_str("BOOCODE_OIDC_NAME") or "single sign-on"
 # Which existing account a new identity joins: by verified email, by subject (the account named
@@ -339,12 +363,13 @@ if not LOCAL_LOGIN:
     ]
 
 # --- MCP -----------------------------------------------------------------------------------
-MCP_CONFIG = Path(env_str("BOOCODE_MCP_CONFIG", str(DATA_DIR / "mcp.json"))).resolve()
+MCP_CONFIG = env_path("BOOCODE_MCP_CONFIG", DATA_DIR / "mcp.json", kind="file")
 # What a first start copies to MCP_CONFIG and AGENTS_FILE when they do not exist (boocode_prepare):
 # the live files are the administrator's, untracked, so editing them never dirties the checkout.
 MCP_CONFIG_EXAMPLE = BASE_DIR / "data" / "mcp.example.json"
 AGENTS_FILE_EXAMPLE = BASE_DIR / "data" / "AGENTS.example.md"
-MCP_STDIO_COMMANDS = env_list("BOOCODE_MCP_STDIO_COMMANDS", ["npx", "uvx", "node", "docker"])
+# Empty: none (no stdio server may start); an empty value must never widen what may run.
+MCP_STDIO_COMMANDS = env_list("BOOCODE_MCP_STDIO_COMMANDS", ["npx", "uvx", "node", "docker"], when_empty=[])
 # stdio servers under bubblewrap (docs/security.md, *Sandboxed stdio servers*): "off" runs those
 # whose entry has a "sandbox" key sandboxed, "required" every stdio server (with the defaults
 # when its entry has none).
@@ -430,7 +455,7 @@ MCP_SANDBOX_HIDDEN = [
 # OAuth sign-in to remote servers (mcpclient/engine/authorization.py). PUBLIC_URL is where browsers and
 # authorization servers reach BooCode: the redirect URI (<PUBLIC_URL>/oauth/callback/) and, over
 # https, the Client ID Metadata Document (<PUBLIC_URL>/oauth/client-metadata.json) derive from it.
-PUBLIC_URL = env_str("BOOCODE_PUBLIC_URL", "http://127.0.0.1:8000").rstrip("/")
+PUBLIC_URL = env_url("BOOCODE_PUBLIC_URL", "http://127.0.0.1:8000")
 # Where the Client ID Metadata Document is published, when not at <PUBLIC_URL>/oauth/client-metadata.json
 # (e.g. a static HTTPS host serving a copy of that document).
 CLIENT_METADATA_URL = env_str("BOOCODE_CLIENT_METADATA_URL")
@@ -470,8 +495,8 @@ ELICITATION_TIMEOUT = env_float("BOOCODE_ELICITATION_TIMEOUT", 600.0, minimum=1.
 APPROVAL_TIMEOUT = env_float("BOOCODE_APPROVAL_TIMEOUT", 600.0, minimum=1.0)
 
 # --- Agents and native tools ----------------------------------------------------------------
-AGENTS_FILE = Path(env_str("BOOCODE_AGENTS_FILE", str(DATA_DIR / "AGENTS.md"))).resolve()
-WORKSPACE = Path(env_str("BOOCODE_WORKSPACE", str(DATA_DIR / "workspace"))).resolve()
+AGENTS_FILE = env_path("BOOCODE_AGENTS_FILE", DATA_DIR / "AGENTS.md", kind="file")
+WORKSPACE = env_path("BOOCODE_WORKSPACE", DATA_DIR / "workspace", kind="folder")
 TOOL_TIMEOUT = env_float("BOOCODE_TOOL_TIMEOUT", 30.0, minimum=1.0)  # seconds per native tool call
 WORKSPACE_DENY = env_list(
     "BOOCODE_WORKSPACE_DENY",
@@ -554,7 +579,7 @@ LOGGING = {
         }
     },
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
-    "root": {"handlers": ["console"], "level": env_str("BOOCODE_LOG_LEVEL", "INFO").upper()},
+    "root": {"handlers": ["console"], "level": env_log_level("BOOCODE_LOG_LEVEL")},
     "loggers": {
         "daphne": {"level": "WARNING"},
         "httpx2": {"level": "WARNING"},

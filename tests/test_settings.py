@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
+from pathlib import Path
 
 import pytest
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 
-from boocode.env import env_bool, env_float, env_int, env_list
+from boocode.env import env_bool, env_float, env_int, env_list, env_log_level, env_path, env_str, env_url
 from tests.support.processes import PYTHON, ROOT
 
 
@@ -25,6 +27,23 @@ def test_tests_use_their_own_data_dir():
 def test_env_bool(monkeypatch, value, expected):
     monkeypatch.setenv("BOOCODE_X", value)
     assert env_bool("BOOCODE_X") is expected
+
+
+def test_an_empty_value_is_the_default(monkeypatch):
+    # .env.example's empty lines (`BOOCODE_MCP_CONFIG=`): as if unset, whatever the kind
+    monkeypatch.setenv("BOOCODE_X", "  ")
+    assert env_bool("BOOCODE_X", True) is True
+    assert env_str("BOOCODE_X", "default") == "default"
+    assert env_str("BOOCODE_X", "groups", when_empty="") == ""  # a documented meaning of its own
+    assert env_list("BOOCODE_X", ["a", "b"]) == ["a", "b"]
+    assert env_list("BOOCODE_X", ["npx"], when_empty=[]) == []  # set empty: none, never the default
+    monkeypatch.delenv("BOOCODE_X")
+    assert env_list("BOOCODE_X", ["npx"], when_empty=[]) == ["npx"]  # unset: the default
+    monkeypatch.setenv("BOOCODE_X", "  ")
+    assert env_int("BOOCODE_X", 7) == 7 and env_float("BOOCODE_X", 1.5) == 1.5
+    assert env_path("BOOCODE_X", Path("/srv/boo/mcp.json"), kind="file") == Path("/srv/boo/mcp.json")
+    assert env_log_level("BOOCODE_X") == "INFO"
+    assert env_url("BOOCODE_X", "http://127.0.0.1:8000") == "http://127.0.0.1:8000"
 
 
 def test_bad_values_name_the_variable(monkeypatch):
@@ -106,6 +125,15 @@ def test_the_env_file_fills_in_what_the_environment_does_not_set(tmp_path):
     env["BOOCODE_ENV_FILE"] = str(ROOT / ".env.example")
     example = subprocess.run([PYTHON, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True)
     assert example.returncode == 0 and example.stdout.split()[-1] == "http://shell", example.stderr
+
+
+def test_every_variable_the_settings_read_is_in_env_example_and_the_docs():
+    read = set(re.findall(r'env_\w+\(\s*"(BOOCODE_\w+)"', (ROOT / "boocode" / "settings.py").read_text()))
+    read -= {"BOOCODE_TEST_DB_FILE", "BOOCODE_TEST_DB_NAME"}  # the tests' own
+    assert len(read) > 80
+    example = set(re.findall(r"^(BOOCODE_\w+)=", (ROOT / ".env.example").read_text(), re.MULTILINE))
+    documented = set(re.findall(r"`(BOOCODE_\w+)`", (ROOT / "docs" / "configuration.md").read_text()))
+    assert sorted(read - example) == [] and sorted(read - documented) == []
 
 
 def test_the_tests_read_no_env_file():

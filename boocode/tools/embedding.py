@@ -138,18 +138,22 @@ class ModelUnavailable(Exception):
     """The model cannot be used; ``str()`` says why (logged once, search goes on lexically)."""
 
 
+class NotInstalled(ModelUnavailable):
+    """The optional semantic extra is not installed: ``make run``'s own choice, not a fault."""
+
+
 def model_archive() -> Path:
     """The installed package's ``model.zip`` (:class:`ModelUnavailable` when it is not installed)."""
     spec = importlib.util.find_spec(MODEL_PACKAGE)
     if spec is None or spec.origin is None:
-        raise ModelUnavailable(f"the package {MODEL_PACKAGE} is not installed (make install-semantic)")
+        raise NotInstalled(f"the package {MODEL_PACKAGE} is not installed (make install-semantic)")
     return Path(spec.origin).parent / "model.zip"
 
 
 def load() -> Encoder:
     """Read and check the model's files, then build the encoder (:class:`ModelUnavailable` if not)."""
     if _MISSING:
-        raise ModelUnavailable(f"{_MISSING} is not installed (make install-semantic)")
+        raise NotInstalled(f"{_MISSING} is not installed (make install-semantic)")
     archive = model_archive()
     try:
         with zipfile.ZipFile(archive) as files:
@@ -174,6 +178,9 @@ _loading = threading.Lock()
 def _cached() -> Encoder | None:
     try:
         return load()
+    except NotInstalled as exc:  # as make run installs BooCode: said, not warned about
+        logger.info("tool search is lexical only: %s", exc)
+        return None
     except ModelUnavailable as exc:
         logger.warning("tool search is lexical only: %s", exc)
         return None

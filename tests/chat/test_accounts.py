@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import re
 import subprocess
+from io import StringIO
 
 import pytest
 from django.contrib.auth import get_user_model
@@ -27,6 +28,7 @@ def no_reset_counted() -> None:
     from django.core.cache import cache
 
     cache.clear()
+
 
 OLD, NEW = "an old sturdy passphrase", "a new sturdy passphrase"
 
@@ -123,11 +125,29 @@ def test_without_an_smtp_host_the_email_is_printed_for_the_administrator(tmp_pat
     env = {**os.environ, "BOOCODE_DATA_DIR": str(tmp_path), "DJANGO_SETTINGS_MODULE": "boocode.settings"}
     env.pop("BOOCODE_EMAIL_HOST", None)
     printed = subprocess.run([PYTHON, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True)
-    assert printed.stdout.startswith("console None\n"), printed.stderr
+    assert printed.stdout.startswith("console_mail None\n"), printed.stderr
     assert "To: alice@example.org" in printed.stdout and "the link is here" in printed.stdout
     env |= {"BOOCODE_EMAIL_HOST": "smtp.example.org", "BOOCODE_EMAIL_PORT": "2525"}
     smtp = subprocess.run([PYTHON, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True)
     assert smtp.stdout == "smtp 2525\n", smtp.stderr
+
+
+def test_a_printed_reset_email_has_its_link_whole_on_one_line(settings):
+    # What an administrator copies from the server's output, without an SMTP host.
+    printed = StringIO()
+    backend = "boocode.security.console_mail.EmailBackend"  # the one settings.py picks without a host
+    settings.MAILERS = {"default": {"BACKEND": backend, "OPTIONS": {"stream": printed}}}
+    settings.ALLOWED_HOSTS = [*settings.ALLOWED_HOSTS, "boocode.chat.example.org"]
+    person(email="alice@example.org")
+    anonymous = Client(HTTP_HOST="boocode.chat.example.org")
+    anonymous.post(reverse("password_reset"), {"email": "alice@example.org"})
+    output = printed.getvalue()
+    assert "Subject: Choose a new BooCode password" in output and "To: alice@example.org" in output
+    assert "Content-Transfer-Encoding" not in output and "=3D" not in output and "=\n" not in output
+    [link] = re.findall(r"^http://boocode\.chat\.example\.org(/password/reset/\S+/)$", output, re.MULTILINE)
+    assert len(f"http://boocode.chat.example.org{link}") > 76  # longer than a quoted-printable line
+    form = anonymous.get(link, follow=True)
+    assert form.status_code == 200 and 'name="new_password1"' in form.content.decode()
 
 
 def test_reset_requests_are_limited_per_client_and_per_address():
@@ -147,3 +167,23 @@ def test_reset_requests_are_limited_per_client_and_per_address():
     # Bob from elsewhere is not held back by either.
     Client(REMOTE_ADDR="198.51.100.10").post(reverse("password_reset"), {"email": "bob@example.org"})
     assert mail.outbox[-1].to == ["bob@example.org"]
+
+
+def test_a_printed_email_shows_each_part_decoded_and_names_attachments():
+    from django.core.mail import EmailMultiAlternatives
+
+    from boocode.security.console_mail import EmailBackend
+
+    link = "http://127.0.0.1:8000/password/reset/MQ/" + "ab12cd-" * 12 + "/"
+    message = EmailMultiAlternatives(
+        "Un mot de passe é", f"Ouvrez :\n\n{link}\n\né=x", None, ["a@example.org"]
+    )
+    message.attach_alternative(f"<p>{link}</p>", "text/html")
+    message.attach("notes.txt", "hello", "text/plain")
+    printed = StringIO()
+    EmailBackend(stream=printed).send_messages([message])
+    output = printed.getvalue()
+    assert "Subject: Un mot de passe é" in output and "To: a@example.org" in output
+    assert f"\n{link}\n" in output and f"<p>{link}</p>" in output and "\né=x\n" in output
+    assert "(attachment notes.txt, " in output and "hello" not in output
+    assert output.endswith("\n" + "-" * 79 + "\n")

@@ -21,7 +21,9 @@ def run() -> str:
 def test_generated_password_is_printed_once_and_works(settings: Any) -> None:
     settings.ADMIN_PASSWORD = ""
     output = run()
-    password = output.split("password: ", 1)[1].split()[0]
+    password = output.split("Password: ", 1)[1].split()[0]
+    assert "(shown only this once)" in output and "the sidebar's Password link" in output
+    assert "Give it one on its page in the admin: /admin/auth/user/" in output  # no email yet
     user = authenticate(username="admin", password=password)
     assert user is not None and user.is_superuser and user.is_staff
     assert run() == ""  # users exist: nothing printed, nothing changed
