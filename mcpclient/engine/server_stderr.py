@@ -46,9 +46,14 @@ def _content(line: str) -> str:
     return _LAUNCHER.sub("", line, count=1)
 
 
+# A launcher's warning or notice: not what failed ("npm warn exec The following package was not
+# found and will be installed" precedes every first start).
+_ASIDE = re.compile(r"^npm (?:warn|WARN|notice)\b")
+
+
 def _telling(line: str) -> bool:
     content = _content(line)
-    return bool(_TELLING.search(content)) and not _NOISE.match(content)
+    return bool(_TELLING.search(content)) and not _NOISE.match(content) and not _ASIDE.match(line)
 
 
 def _noise(line: str) -> bool:

@@ -435,6 +435,9 @@ def test_the_stderr_line_that_says_what_went_wrong_is_the_one_shown():
     ]
     assert telling_stderr(uv) == " | ".join(line.strip() for line in uv) and missing_package(uv)
     assert not missing_package(uvx)
+    # A launcher's warning is not what failed: the server's own last words are.
+    first_start = ["npm warn exec The following package was not found and will be installed: x@1.0.0", "bye"]
+    assert telling_stderr(first_start) == " | ".join(first_start)
     assert (
         telling_stderr(["starting", "", "listening on stdio", "bye"]) == "starting | listening on stdio | bye"
     )
