@@ -38,11 +38,12 @@ UNSET = toolbox_entry(env={"TOKEN": "${BOOCODE_TEST_SURELY_UNSET_VARIABLE}"})
 
 
 def manage(
-    data_dir: Path, *args: str, path: str = "", commands: str = ""
+    data_dir: Path, *args: str, path: str = "", commands: str = "", log_level: str = "CRITICAL"
 ) -> subprocess.CompletedProcess[str]:
     """``manage.py <args>`` in its own process, on ``data_dir`` (database, mcp.json, AGENTS.md).
 
-    ``path``: the process's PATH instead of this one's; ``commands``: BOOCODE_MCP_STDIO_COMMANDS.
+    ``path``: the process's PATH instead of this one's; ``commands``: BOOCODE_MCP_STDIO_COMMANDS;
+    ``log_level``: BOOCODE_LOG_LEVEL (log lines are on stderr from that level up).
     """
     env = {
         **os.environ,
@@ -50,7 +51,7 @@ def manage(
         "BOOCODE_DATA_DIR": str(data_dir),
         "BOOCODE_MCP_STDIO_COMMANDS": commands or ",".join(TEST_COMMANDS),
         # Log lines are not the command's report: keep stderr to what the command says itself.
-        "BOOCODE_LOG_LEVEL": "CRITICAL",
+        "BOOCODE_LOG_LEVEL": log_level,
     }
     env.pop("BOOCODE_DATABASE_URL", None)
     env.pop("BOOCODE_TEST_SURELY_UNSET_VARIABLE", None)
@@ -175,7 +176,7 @@ def test_mcp_discover_fails_when_any_enabled_server_failed(data_dir: Path) -> No
     done = manage(data_dir, "mcp_discover")
     assert done.returncode == 1
     lines = done.stdout.splitlines()
-    assert lines[:2] == ["mcp.json shape: mcpServers (mcpServers)", "tb: ready, 12 tools, 1 rejected"]
+    assert lines[:2] == ["mcp.json shape: mcpServers", "tb: ready, 12 tools, 1 rejected"]
     assert lines[2].startswith("dead: failed, 0 tools, 0 rejected (")
     assert len(lines) == 3  # "off" is disabled: not asked about
     assert 'server "bad": "type" must be' in done.stderr  # the invalid entry, on stderr
@@ -202,7 +203,7 @@ def test_mcp_discover_named_servers(data_dir: Path) -> None:
     write_servers(data_dir, {"tb": toolbox_entry(), "dead": DEAD, "off": toolbox_entry(enabled=False)})
     done = manage(data_dir, "mcp_discover", "tb")
     assert (done.returncode, done.stderr) == (0, "")
-    assert done.stdout == "mcp.json shape: mcpServers (mcpServers)\ntb: ready, 12 tools, 1 rejected\n"
+    assert done.stdout == "mcp.json shape: mcpServers\ntb: ready, 12 tools, 1 rejected\n"
 
     # An unknown and a disabled name are entry errors; the valid name is still discovered.
     done = manage(data_dir, "mcp_discover", "tb", "nope", "off", "--json")
@@ -216,6 +217,14 @@ def test_mcp_discover_named_servers(data_dir: Path) -> None:
     assert command_error(done) == "failed: nope, off"
 
 
+def test_mcp_discover_names_the_shape_once(data_dir: Path) -> None:
+    (data_dir / "mcp.json").write_text(json.dumps({"servers": {"tb": toolbox_entry()}}))
+    done = manage(data_dir, "mcp_discover")
+    assert (done.returncode, done.stderr) == (0, "")
+    assert done.stdout.splitlines()[0] == "mcp.json shape: VS Code (servers)"
+    assert json.loads(manage(data_dir, "mcp_discover", "--json").stdout)["shape"] == "VS Code (servers)"
+
+
 def test_mcp_discover_reports_an_unset_variable(data_dir: Path) -> None:
     write_servers(data_dir, {"secret": UNSET})
     done = manage(data_dir, "mcp_discover", "--json")
@@ -225,6 +234,66 @@ def test_mcp_discover_reports_an_unset_variable(data_dir: Path) -> None:
     assert '"BOOCODE_TEST_SURELY_UNSET_VARIABLE" is not set' in server["error"]
     assert 'MCP server "secret" failed: ' in done.stderr and "is not set" in done.stderr
     assert command_error(done) == "failed: secret"
+
+
+LAUNCHER_FAILURE = ROOT / "tests" / "servers" / "launcher_failure.py"
+# What the hub says of a package the launcher's registry does not have (mcpclient.engine.connection).
+NOT_FOUND = (
+    "its package was not found in the registry, so it is not retried until its entry in mcp.json "
+    "changes or an administrator reconnects it"
+)
+
+
+def test_mcp_discover_shows_the_line_that_says_which_package_is_missing(data_dir: Path) -> None:
+    missing = {"command": PYTHON, "args": [str(LAUNCHER_FAILURE), "npm-missing"]}
+    uv_missing = {"command": PYTHON, "args": [str(LAUNCHER_FAILURE), "uv-missing"]}
+    offline = {"command": PYTHON, "args": [str(LAUNCHER_FAILURE), "npm-offline"]}
+    write_servers(data_dir, {"typo": missing, "pytypo": uv_missing, "offline": offline})
+    done = manage(data_dir, "mcp_discover")
+    assert done.returncode == 1
+    said = {line.split('"')[1]: line for line in done.stderr.splitlines() if line.startswith("MCP server ")}
+    assert said["typo"] == (
+        f'MCP server "typo" failed: {NOT_FOUND} (stderr: npm error 404  The requested resource '
+        "'@boocode-test/no-such-server@*' could not be found or you do not have permission to access it.)"
+    )
+    assert said["pytypo"].startswith(f'MCP server "pytypo" failed: {NOT_FOUND} (stderr: error: No solution')
+    assert "boocode-test-no-such-server was not found in the package registry" in said["pytypo"]
+    # A registry that did not answer may answer later: that failure is not said to be for good.
+    assert said["offline"].startswith('MCP server "offline" failed: Connection closed (stderr: ')
+    assert "getaddrinfo EAI_AGAIN" in said["offline"] and "not retried" not in said["offline"]
+    assert (
+        "Note that" not in done.stderr and "tarball" not in done.stderr and "complete log" not in done.stderr
+    )
+    assert command_error(done) == "failed: typo, pytypo, offline"
+
+
+def test_mcp_discover_says_a_program_that_is_not_there_is_missing(data_dir: Path) -> None:
+    write_servers(data_dir, {"typo": {"command": "mcp-server-nope-typo"}, "bash": {"command": "bash"}})
+    done = manage(data_dir, "mcp_discover")
+    assert done.returncode == 1
+    said = [line for line in done.stderr.splitlines() if line.startswith("MCP server ")]
+    assert said == [
+        'MCP server "typo" failed: mcp.json: server "typo": command not found: mcp-server-nope-typo '
+        "(looked up on BooCode's PATH and its virtualenv)",
+        # A program that is there but not allowed: how to allow it.
+        'MCP server "bash" failed: mcp.json: server "bash": command "bash" is not allowed; add its name to '
+        "BOOCODE_MCP_STDIO_COMMANDS to allow it",
+    ]
+
+
+@pytest.mark.skipif(shutil.which("npx") is None, reason="npx is not installed")
+def test_mcp_discover_of_a_mistyped_npx_package_names_it(data_dir: Path) -> None:
+    # The real launcher asks the real registry (which this machine and CI reach) for a package
+    # nobody published.
+    package = "@boocode-test-missing/no-such-mcp-server"
+    write_servers(data_dir, {"typo": {"command": "npx", "args": ["-y", package]}})
+    done = manage(data_dir, "mcp_discover", "--json")
+    assert done.returncode == 1
+    [server] = json.loads(done.stdout)["servers"]
+    assert server["status"] == "failed"
+    assert server["error"].startswith(f"{NOT_FOUND} (stderr: npm error 404 "), server["error"]
+    assert f"'{package}@*'" in server["error"]
+    assert "Note that" not in server["error"] and "tarball" not in server["error"]
 
 
 def test_mcp_discover_json_on_an_unreadable_file_is_still_json(data_dir: Path) -> None:
@@ -243,6 +312,20 @@ def test_mcp_discover_without_servers_succeeds(data_dir: Path) -> None:
     done = manage(data_dir, "mcp_discover", "--json")
     assert (done.returncode, done.stderr) == (0, "")
     assert json.loads(done.stdout)["errors"] == []
+
+
+@pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is not installed (make test-deps)")
+def test_mcp_sync_logs_the_sandboxed_servers_by_name(data_dir: Path, tmp_path: Path) -> None:
+    write_servers(data_dir, {"fs": {"command": "npx", "sandbox": True}, "tb": toolbox_entry()})
+    done = manage(data_dir, "mcp_sync", log_level="INFO")
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.rstrip().endswith('mcpclient.runtime.sync: mcp.json: sandboxed stdio servers: "fs"')
+    # Without bubblewrap on BooCode's PATH, the same names with why they will not start.
+    bare = tmp_path / "bin-without-bwrap"
+    bare.mkdir()
+    done = manage(data_dir, "mcp_sync", path=str(bare), log_level="INFO")
+    assert done.returncode == 0, done.stderr
+    assert 'mcp.json: sandboxed servers "fs" will not start: sandbox needs bubblewrap (bwrap)' in done.stderr
 
 
 # --- mcp_call --------------------------------------------------------------------------------

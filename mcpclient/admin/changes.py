@@ -41,7 +41,7 @@ from django.utils.crypto import salted_hmac
 from mcpclient import runtime
 from mcpclient.config.entries import OPENCODE_TYPES, PLACEHOLDER_RE, URL_KEYS, load_config, parse_server
 from mcpclient.config.model import STDIO, ConfigError, ServerConfig
-from mcpclient.config.resolve import command_allowed, lookup_path
+from mcpclient.config.resolve import command_allowed, command_refused, lookup_path
 from mcpclient.config.shapes import entry_for
 from mcpclient.config.writeback import WritebackError, file_shape, set_enabled, update_server
 from mcpclient.core.pinning import PIN_BLOCK, PIN_MODES
@@ -391,18 +391,14 @@ def validate_entry(name: str, entry: object, *, check_command: bool = True) -> S
     if check_command and config.transport == STDIO and config.command is not None:
         # A placeholder may stand for the command: that one is checked when connecting.
         if not PLACEHOLDER_RE.search(config.command):
+            base_dir = Path(settings.MCP_CONFIG).parent
+            search_path = lookup_path(os.environ.get("PATH"))
             allowed, _ = command_allowed(
-                config.command,
-                settings.MCP_STDIO_COMMANDS,
-                base_dir=Path(settings.MCP_CONFIG).parent,
-                search_path=lookup_path(os.environ.get("PATH")),
+                config.command, settings.MCP_STDIO_COMMANDS, base_dir=base_dir, search_path=search_path
             )
             if not allowed:
-                raise ServerChangeError(
-                    f'{source}: server "{name}": command "{config.command}" is not allowed; '
-                    "add it to BOOCODE_MCP_STDIO_COMMANDS to allow it",
-                    "command",
-                )
+                why = command_refused(config.command, base_dir=base_dir, search_path=search_path)
+                raise ServerChangeError(f'{source}: server "{name}": {why}', "command")
     return config
 
 

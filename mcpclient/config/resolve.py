@@ -194,16 +194,37 @@ def allowed_executable(
     search_path = lookup_path(environ.get("PATH"))
     ok, executable = command_allowed(command, allowed, base_dir=base_dir, search_path=search_path)
     if not ok:
-        hint = (
-            "add its name to BOOCODE_MCP_STDIO_COMMANDS to allow it"
-            if "/" not in command
-            else "a path must be listed in BOOCODE_MCP_STDIO_COMMANDS as it is, or be the very file a listed "
-            "name resolves to"
-        )
-        raise check.fail(f"command {shown_value(command)} is not allowed; {hint}")
+        raise check.fail(command_refused(command, base_dir=base_dir, search_path=search_path))
     if executable is None:
-        raise check.fail(f"command not found: {command} (looked up on BooCode's PATH and its virtualenv)")
+        raise check.fail(_not_found(command))
     return executable
+
+
+def _not_found(command: str) -> str:
+    return f"command not found: {command} (looked up on BooCode's PATH and its virtualenv)"
+
+
+def command_refused(command: str, *, base_dir: Path, search_path: str) -> str:
+    """Why the allowlist keeps ``command`` from running, and what would let it run.
+
+    A program that is not there at all is said to be missing: allowing it would not make it run
+    (a mistyped name, a tool not installed). One that is there is named as not allowed, with
+    how to allow it.
+    """
+    if "/" not in command:
+        if shutil.which(command, path=search_path) is None:
+            return _not_found(command)
+        return (
+            f"command {shown_value(command)} is not allowed; add its name to BOOCODE_MCP_STDIO_COMMANDS "
+            "to allow it"
+        )
+    path = Path(command).expanduser()
+    if not (path if path.is_absolute() else base_dir / path).is_file():
+        return f"command not found: {command}"
+    return (
+        f"command {shown_value(command)} is not allowed; a path must be listed in BOOCODE_MCP_STDIO_COMMANDS "
+        "as it is, or be the very file a listed name resolves to"
+    )
 
 
 def resolve_server(

@@ -46,6 +46,12 @@ class Shape:
         """The keys leading to the server map."""
         return tuple(self.key.split("."))
 
+    @property
+    def named(self) -> str:
+        """The shape in a few words: its label, and its key when the label is not the key
+        (``mcpServers``, ``VS Code (servers)``)."""
+        return self.label if self.label == self.key else f"{self.label} ({self.key})"
+
 
 MCP_SERVERS = Shape("mcpServers", "mcpServers", "Claude Desktop, Claude Code, Cursor, Windsurf, Gemini CLI")
 VSCODE = Shape("servers", "VS Code", "VS Code (.vscode/mcp.json)")
@@ -91,7 +97,9 @@ def find_servers(top: object, *, empty_shape: Shape | None = None) -> tuple[Shap
         raise ShapeError("the top level must be a JSON object")
     found = _present(top)
     if len(found) > 1:
-        keys = " and ".join(f'"{shape.key}" ({shape.label})' for shape in found)
+        keys = " and ".join(
+            f'"{shape.key}"' + ("" if shape.label == shape.key else f" ({shape.label})") for shape in found
+        )
         raise ShapeError(f"the file has both {keys}; one file may use one shape")
     if not found:
         if empty_shape is not None:
@@ -133,10 +141,34 @@ def input_declarations(top: dict[str, Any], shape: Shape, wanted: Iterable[str])
 # other keys of an entry are carried over as written.
 ENTRY_KEYS = frozenset(
     {
-        "type", "command", "args", "env", "environment", "envFile", "cwd", "url", "serverUrl", "httpUrl",
-        "headers", "enabled", "disabled", "timeout", "initTimeout", "requestTimeout", "includeTools",
-        "excludeTools", "oauth", "writeTools", "trusted", "readOnly", "apps", "pinTools", "acceptNewTools",
-        "scope", "sandbox", "groups",
+        "type",
+        "command",
+        "args",
+        "env",
+        "environment",
+        "envFile",
+        "cwd",
+        "url",
+        "serverUrl",
+        "httpUrl",
+        "headers",
+        "enabled",
+        "disabled",
+        "timeout",
+        "initTimeout",
+        "requestTimeout",
+        "includeTools",
+        "excludeTools",
+        "oauth",
+        "writeTools",
+        "trusted",
+        "readOnly",
+        "apps",
+        "pinTools",
+        "acceptNewTools",
+        "scope",
+        "sandbox",
+        "groups",
     }
 )
 DEFAULT_TIMEOUT = 60.0

@@ -8,7 +8,8 @@ last lines of the server's stderr, which can hold secrets: it is for staff; user
 read ``reason``, the same text without stderr, URLs redacted in both. An end of stream makes the
 server ``unavailable`` at once and every call in flight gets ``MCP server "<name>" unreachable``.
 After a lost session or a failed start the owner waits for its retry time (backoff, jitter, then
-an open circuit: :mod:`mcpclient.engine.healing`); sign-in failures, configuration errors and
+an open circuit: :mod:`mcpclient.engine.healing`); sign-in failures, configuration errors, a
+package its launcher's registry does not have (:mod:`mcpclient.engine.server_stderr`) and
 stopped servers are not retried. Stop: the owner leaves its ``async with`` blocks (stdio
 children get stdin closed, SIGTERM, then SIGKILL).
 """
@@ -21,10 +22,9 @@ import dataclasses
 import datetime as dt
 import functools
 import logging
-import re
 import time
 from collections import deque
-from collections.abc import AsyncIterator, Callable, Iterable
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any, cast
 
@@ -75,6 +75,7 @@ from mcpclient.engine.prompts import Catalog as PromptCatalog
 from mcpclient.engine.resources import ResourceCatalog, keep_listed
 from mcpclient.engine.sandbox_failures import explain as explain_sandbox_failure
 from mcpclient.engine.server_logs import ServerLogs
+from mcpclient.engine.server_stderr import missing_package, telling_stderr
 from mcpclient.engine.skills import SkillCatalog
 from mcpclient.engine.transports import EndWatcher, FallbackFailed, FirstAnswer, ServerStream, open_streams
 from mcpclient.secrets.store import SecretStoreError
@@ -91,6 +92,12 @@ STDERR_LINES = 200
 # How long a ready session waits for its server-message stream to be answered (transports.ServerStream).
 SERVER_STREAM_WAIT = 2.0
 
+
+# Why a stdio server whose launcher found no package is not tried again (the stderr line follows).
+PACKAGE_NOT_FOUND = (
+    "its package was not found in the registry, so it is not retried until its entry in mcp.json "
+    "changes or an administrator reconnects it"
+)
 
 # How the SDK's RuntimeError begins when a tool's structured content breaks its outputSchema.
 _OUTPUT_SCHEMA_ERRORS = ("Invalid structured content returned by tool", "Invalid schema for tool")
@@ -202,6 +209,9 @@ class ServerConnection:
         self._listed: tuple[object, ...] | None = None
         self._review_wanted = False  # an administrator's rediscovery reviews even an unchanged listing
         self.stderr_tail: deque[str] = deque(maxlen=STDERR_LINES)
+        # Lines the server wrote to stderr in all, and how many before the current attempt began.
+        self._stderr_count = 0
+        self._attempt_from = 0
         # A stdio server's exit status, when its process exited on its own (None: it did not).
         self.exit_status: int | None = None
         self._resolved: ResolvedServer | None = None
@@ -451,6 +461,7 @@ class ServerConnection:
         if self.tools_note:
             logger.warning('MCP server "%s": %s', self.name, self.tools_note)
         oversized = protocol.oversized_tools(client)
+        parameters_unknown = protocol.parameters_unknown(client)
         discovered = []
         for tool in tools[: protocol.MAX_TOOLS]:
             found = discover_tool(
@@ -462,6 +473,10 @@ class ServerConnection:
                 read_only=config.read_only,
                 own=config.owner_id is not None,
             )
+            if tool.name in parameters_unknown:  # not "takes none": the server did not say
+                found = dataclasses.replace(
+                    found, description=listing.with_parameters_note(found.description)
+                )
             if why := oversized.get(tool.name):  # listed as a stub: held whatever the policy says
                 found = dataclasses.replace(
                     found, rejected=True, filtered=False, approval_reason="", reject_reason=f"held: {why}"
@@ -583,6 +598,17 @@ class ServerConnection:
         self._commands.put_nowait("closed")
         self._notify(self)
 
+    def _stderr_line(self, line: str) -> None:
+        self.stderr_tail.append(line)
+        self._stderr_count += 1
+
+    def _package_not_found(self) -> bool:
+        """Whether this attempt's stderr says the stdio server's launcher found no such package."""
+        if self.config.transport != STDIO:
+            return False
+        count = min(self._stderr_count - self._attempt_from, len(self.stderr_tail))
+        return count > 0 and missing_package(list(self.stderr_tail)[-count:])
+
     def _stderr_hint(self, *, timed_out: bool = False) -> str:
         said = telling_stderr(self.stderr_tail)
         hint = f" (stderr: {said})" if said else ""
@@ -645,6 +671,7 @@ class ServerConnection:
 
     async def _attempt(self, resolved: ResolvedServer) -> None:
         """One connection: connect, serve until the session ends; any failure is recorded on the server."""
+        self._attempt_from = self._stderr_count
         try:
             await self._serve(resolved)
         except anyio.get_cancelled_exc_class():
@@ -657,6 +684,9 @@ class ServerConnection:
                 self._fail(failure.describe(self.name), status=status)
             elif self.status is Status.READY:
                 self._set_unavailable(_describe(exc), person=self._person_reason(exc))
+            elif self.status is Status.CONNECTING and self._package_not_found():
+                self._no_retry = True  # the registry will not have it in a few seconds either
+                self._fail(PACKAGE_NOT_FOUND, self._stderr_hint())
             elif self.status is Status.CONNECTING:
                 self._fail(_describe(exc), self._stderr_hint(), person=self._person_reason(exc))
             logger.debug('MCP server "%s" owner ended with %r', self.name, exc)
@@ -947,7 +977,7 @@ class ServerConnection:
             auth=self._authorization(resolved) if transport != STDIO else None,
             answer=answer,
             server_stream=server_stream,
-            on_stderr=self.stderr_tail.append,
+            on_stderr=self._stderr_line,
             on_exit=self._exited,
         ) as streams:
             yield streams
@@ -990,37 +1020,3 @@ class ServerConnection:
             declared=self.config.owner_id is None,  # a person's own server: its host is checked too
         )
         return self.auth
-
-
-# A line of a program's stderr that says what went wrong: an exception's name ("ModuleNotFoundError:",
-# "Error:"), or words programs use for it. Stack frames, carets, braces and version banners are
-# not: a crashed Node.js ends with "Node.js v20…" and a stack, the reason stands above them.
-_TELLING = re.compile(
-    r"\b\w*(?:Error|Exception)\b"
-    r"|(?i:\b(?:error|fatal|panic|cannot|can't|could not|not found|no such|denied|refused|failed|missing)\b)"
-)
-_NOISE = re.compile(
-    r"^(?:at\s|File\s\"|\^+$|[{}\[\]]+,?$|Node\.js v\d|requireStack:|code:\s|"
-    r"(?:npm (?:error|ERR!) )?A complete log of this run)"
-)
-
-
-def telling_stderr(tail: Iterable[str]) -> str:
-    """What a server's last stderr lines say went wrong, in a line or two for the "last error".
-
-    The last line that names an error (not a stack frame or a banner), with the one right above
-    it when that one names an error too ("error: Failed to spawn" | "Caused by: No such file"),
-    and the last line when it comes later and is not noise; with no such line, the last three.
-    """
-    lines = [line.strip() for line in tail if line.strip()]
-    if not lines:
-        return ""
-    telling = [index for index, line in enumerate(lines) if _TELLING.search(line) and not _NOISE.match(line)]
-    if not telling:
-        return " | ".join(lines[-3:])
-    chosen = [telling[-1]]
-    if len(telling) > 1 and telling[-2] == telling[-1] - 1:
-        chosen.insert(0, telling[-2])
-    if chosen[-1] < len(lines) - 1 and not _NOISE.match(lines[-1]):
-        chosen.append(len(lines) - 1)
-    return " | ".join(lines[index] for index in chosen)

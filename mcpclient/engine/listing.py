@@ -7,7 +7,10 @@ what they accept: here every page is checked first as the SDK will check it, and
 fails, tool by tool (:func:`read_page`):
 
 * a definition that can be repaired is: an ``inputSchema`` without ``type`` (or no
-  ``inputSchema`` at all) is an object schema, which is what the tool's arguments are;
+  ``inputSchema`` at all) is an object schema, which is what the tool's arguments are, with what
+  it names kept; one left naming no parameter (a published server's whole schema came out as
+  ``{"$schema": ...}``) is not said to take none, for all its server told: the model reads
+  :data:`PARAMETERS_UNKNOWN` at the end of its description (:func:`parameters_unknown`);
 * a definition that still does not fit is left out, with the reason in a sentence;
 * the rest is the page the SDK sees.
 
@@ -69,6 +72,11 @@ FIELD_CAPS = {
     "outputSchema": MAX_OUTPUT_SCHEMA_BYTES,
 }
 FIELD_WORDS = {"inputSchema": "input schema", "outputSchema": "output schema"}
+# What the model reads after the description of a tool whose repaired schema names no parameter.
+PARAMETERS_UNKNOWN = (
+    "(Its server lists no parameters for this tool: its input schema came without any, so the "
+    "arguments it needs, if any, are unknown.)"
+)
 
 
 @dataclass
@@ -81,6 +89,8 @@ class PageNotes:
     oversized: dict[str, str] = field(default_factory=dict)
     kept_bytes: int = field(default=0, compare=False)  # of the definitions kept (MAX_LISTING_BYTES)
     past_total: list[str] = field(default_factory=list)  # names left out past MAX_LISTING_BYTES
+    # Repaired tools whose schema names no parameter: what they take is unknown (PARAMETERS_UNKNOWN).
+    parameters_unknown: list[str] = field(default_factory=list)
 
 
 def _name_of(tool: Any, index: int) -> str:
@@ -104,7 +114,7 @@ def sentence(errors: list[Any], *, skip: int = 0, whole: str = "the definition")
     """
     first = errors[0]
     where = ".".join(str(part) for part in first["loc"][skip:])
-    text = f'{where or whole}: {first.get("msg", "invalid")}'
+    text = f"{where or whole}: {first.get('msg', 'invalid')}"
     return text + (f" (and {len(errors) - 1} more)" if len(errors) > 1 else "")
 
 
@@ -117,6 +127,27 @@ def _repaired(tool: dict[str, Any]) -> tuple[dict[str, Any], str]:
         repaired = {**tool, "inputSchema": {"type": "object", **schema}}
         return repaired, 'its inputSchema had no "type": read as an object'
     return tool, ""
+
+
+# What in an object schema says which arguments it takes (or that it takes any of a kind).
+_PARAMETER_KEYWORDS = (
+    "properties",
+    "patternProperties",
+    "additionalProperties",
+    "required",
+    "$ref",
+    "anyOf",
+    "oneOf",
+    "allOf",
+    "if",
+    "dependentSchemas",
+    "propertyNames",
+)
+
+
+def _names_parameters(schema: dict[str, Any]) -> bool:
+    """Whether a repaired input schema says anything of the arguments (not only ``type``, ``$schema``)."""
+    return any(schema.get(keyword) not in (None, {}, []) for keyword in _PARAMETER_KEYWORDS)
 
 
 def _text_bytes(text: str) -> int:
@@ -286,6 +317,8 @@ def _read_checked(raw: dict[str, Any], version: str, notes: PageNotes) -> dict[s
                 continue
         if repair:
             notes.repaired.append((name, repair))
+            if not _names_parameters(tool["inputSchema"]):
+                notes.parameters_unknown.append(tool["name"])
         kept.append(tool)
     return {**raw, "tools": kept}
 
@@ -316,6 +349,16 @@ def describe(notes: Mapping[Any, PageNotes]) -> str:
 def oversized(notes: Mapping[Any, PageNotes]) -> dict[str, str]:
     """The tools of the last listing held for their size: name -> why."""
     return {name: why for page in notes.values() for name, why in page.oversized.items()}
+
+
+def parameters_unknown(notes: Mapping[Any, PageNotes]) -> set[str]:
+    """The tools of the last listing whose repaired schema names no parameter (:data:`PARAMETERS_UNKNOWN`)."""
+    return {name for page in notes.values() for name in page.parameters_unknown}
+
+
+def with_parameters_note(description: str) -> str:
+    """``description`` as the model reads it for a tool whose parameters are unknown."""
+    return f"{description.rstrip()} {PARAMETERS_UNKNOWN}" if description.strip() else PARAMETERS_UNKNOWN
 
 
 def _count(items: list[Any], noun: str) -> str:

@@ -229,6 +229,12 @@ def oversized_tools(client: Client) -> dict[str, str]:
     return listing.oversized(getattr(client, "listing_notes", {}))
 
 
+def parameters_unknown(client: Client) -> set[str]:
+    """The tools of the last listing whose repaired schema names no parameter
+    (:mod:`mcpclient.engine.listing`)."""
+    return listing.parameters_unknown(getattr(client, "listing_notes", {}))
+
+
 def tools_over_limit(tools: list[types.Tool]) -> str:
     """What the admin is told about the tools past :data:`MAX_TOOLS` ("" when there are none)."""
     left_out = tools[MAX_TOOLS:]

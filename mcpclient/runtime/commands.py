@@ -139,12 +139,15 @@ def _select(names: list[str]) -> tuple[list[ServerConfig], list[EntryError], str
     is unreadable. The third item names the file's host shape (None without a file).
     """
     synced = sync_servers()
-    shape = f"{synced.shape.label} ({synced.shape.key})" if synced.exists else None
+    shape = synced.shape.named if synced.exists else None
     configs = {config.name: config for config in server_configs()}
     rows = {row.name: row for row in McpServer.objects.all()}
     if not names:
-        errors = [EntryError(row.name, row.config_error) for row in rows.values()
-                  if row.config_error and row.enabled]
+        errors = [
+            EntryError(row.name, row.config_error)
+            for row in rows.values()
+            if row.config_error and row.enabled
+        ]
         return [config for config in configs.values() if config.enabled], errors, shape
     chosen: list[ServerConfig] = []
     errors = []
@@ -259,7 +262,8 @@ def _not_offered(hub: Hub, prefixed_name: str) -> str:
                 return f'the tool "{prefixed_name}" is not offered: {" ".join(tool.reject_reason.split())}'
     message = f'no ready MCP server offers a tool named "{prefixed_name}"'
     down = [
-        f'"{s.name}" {s.status.value}: {" ".join(s.last_error.split())}' if s.last_error
+        f'"{s.name}" {s.status.value}: {" ".join(s.last_error.split())}'
+        if s.last_error
         else f'"{s.name}" {s.status.value}'
         for s in hub.snapshots()
         if s.status not in (Status.READY, Status.DISABLED)

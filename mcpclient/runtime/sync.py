@@ -149,19 +149,24 @@ def sync_servers(path: Path | None = None) -> SyncReport:
     if report.errors:
         for message in report.errors.values():
             logger.warning("%s", message)
-    _check_bubblewrap(loaded.servers.values(), source=path.name)
+    _tell_sandboxed(loaded.servers.values(), source=path.name)
     return report
 
 
-def _check_bubblewrap(servers: Iterable[ServerConfig], *, source: str) -> None:
-    """Say at once (a sync comes first at start) that sandboxed servers cannot start without
-    bubblewrap; each of them fails with the same error when it is connected."""
+def _tell_sandboxed(servers: Iterable[ServerConfig], *, source: str) -> None:
+    """Name the enabled sandboxed servers at every sync (a sync comes first at start), and say at
+    once when they cannot start without bubblewrap (each fails with that error when connected)."""
     required = settings.MCP_STDIO_SANDBOX == "required"
     names = [
         f'"{server.name}"' for server in servers if server.enabled and sandboxed(server, required=required)
     ]
-    if names and find_bwrap(lookup_path(os.environ.get("PATH"))) is None:
+    if not names:
+        return
+    if find_bwrap(lookup_path(os.environ.get("PATH"))) is None:
         logger.error("%s: sandboxed servers %s will not start: %s", source, ", ".join(names), MISSING_BWRAP)
+        return
+    rule = " (BOOCODE_STDIO_SANDBOX=required)" if required else ""
+    logger.info("%s: sandboxed stdio servers%s: %s", source, rule, ", ".join(names))
 
 
 def _initial_status(row: McpServer) -> None:

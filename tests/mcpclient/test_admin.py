@@ -344,8 +344,15 @@ def test_invalid_input_is_reported_on_the_field_and_nothing_is_written(
     }
     assert submit(transport="sse") == {"url": ['mcp.json: server "tb": "url" is required for sse']}
     assert submit(command="bash")["command"][0].endswith(
-        'command "bash" is not allowed; add it to BOOCODE_MCP_STDIO_COMMANDS to allow it'
+        'command "bash" is not allowed; add its name to BOOCODE_MCP_STDIO_COMMANDS to allow it'
     )
+    # A program that is not there is said to be missing: allowing it would not make it run.
+    assert submit(command="mcp-server-nope-typo") == {
+        "command": [
+            prefix
+            + "command not found: mcp-server-nope-typo (looked up on BooCode's PATH and its virtualenv)"
+        ]
+    }
     assert submit(env="NOT A PAIR") == {"env": ["line 1: expected KEY=VALUE"]}
     assert "env" in submit(env="BAD NAME=1")
     masked_new = submit(env=f"OTHER={MASK}")

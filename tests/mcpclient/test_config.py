@@ -474,6 +474,15 @@ def test_command_not_in_allowlist_is_refused(tmp_path: Path) -> None:
     )
 
 
+def test_a_command_that_is_not_there_is_said_to_be_missing_not_to_be_allowed(tmp_path: Path) -> None:
+    for command, shown in [("mcp-server-nope-typo", "mcp-server-nope-typo"), ("./bin/nope", "./bin/nope")]:
+        with pytest.raises(ConfigError) as info:
+            resolve({"command": command}, tmp_path, {})
+        message = str(info.value)
+        assert message.startswith(f'mcp.json: server "srv": command not found: {shown}'), message
+        assert "BOOCODE_MCP_STDIO_COMMANDS" not in message
+
+
 def test_allowlist_applies_after_expansion(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match='command "/bin/sh" is not allowed'):
         resolve({"command": "${TOOL}"}, tmp_path, {"TOOL": "/bin/sh"})

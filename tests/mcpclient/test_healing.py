@@ -143,6 +143,37 @@ async def test_the_circuit_opens_and_reconnect_closes_it(hub: Hub) -> None:
         server.stop()
 
 
+async def test_a_package_the_registry_does_not_have_is_not_tried_again(hub: Hub, tmp_path) -> None:
+    launcher = TOOLBOX.parent / "launcher_failure.py"
+    starts = {name: tmp_path / name for name in ("typo", "offline")}
+
+    def entry(name: str, kind: str) -> dict[str, object]:
+        return {"command": PYTHON, "args": [str(launcher), kind, "--count", str(starts[name])]}
+
+    hub.healing = HealPolicy(base=0.01, cap=0.02, attempts=3, circuit_seconds=3600)
+    await hub.start(
+        [
+            make_config("typo", entry("typo", "npm-missing")),
+            make_config("offline", entry("offline", "npm-offline")),
+        ]
+    )
+    # A registry that did not answer may answer later: tried again until the circuit opens. By
+    # then the missing package would have been tried as often, were it tried again.
+    await hub.wait_until(lambda: status_of(hub, "offline").circuit_open, 15)
+    assert starts["offline"].read_text().count("started") == 4
+    typo = status_of(hub, "typo")
+    assert typo.status is Status.FAILED and starts["typo"].read_text().count("started") == 1
+    assert (typo.attempts, typo.next_retry_at, typo.circuit_open) == (0, None, False)
+    assert typo.last_error.startswith(
+        "its package was not found in the registry, so it is not retried until its entry in mcp.json "
+        "changes or an administrator reconnects it (stderr: npm error 404  The requested resource "
+        "'@boocode-test/no-such-server@*' could not be found"
+    )
+    await hub.reconnect("typo")  # the admin's Reconnect tries once more
+    assert starts["typo"].read_text().count("started") == 2
+    assert status_of(hub, "typo").status is Status.FAILED
+
+
 async def test_a_flapping_http_server_is_healed(hub: Hub) -> None:
     port = free_port()
     server = toolbox_http(port)

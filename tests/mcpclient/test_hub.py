@@ -18,6 +18,7 @@ import pytest
 from mcpclient.core.results import MAX_OUTPUT_BYTES
 from mcpclient.core.state import Status
 from mcpclient.engine.hub import Hub
+from mcpclient.engine.server_stderr import missing_package, telling_stderr
 from tests.support.hubs import make_config
 from tests.support.processes import (
     PYTHON,
@@ -390,8 +391,6 @@ async def test_no_shell_for_stdio_commands(hub: Hub, tmp_path):
 
 
 def test_the_stderr_line_that_says_what_went_wrong_is_the_one_shown():
-    from mcpclient.engine.connection import telling_stderr
-
     uvx = ["error: Failed to spawn: `mcp-server-nope`", "  Caused by: No such file or directory (os error 2)"]
     assert (
         telling_stderr(uvx)
@@ -407,6 +406,38 @@ def test_the_stderr_line_that_says_what_went_wrong_is_the_one_shown():
         "npm error 404 Not Found - GET /@scope%2fnope - Not found"
         " | npm error 404  '@scope/nope@*' is not in this registry."
     )
+    # npm 10 says it between lines that are its prefix alone, and ends with advice: not shown.
+    npm10 = [
+        "npm error code E404",
+        "npm error 404 Not Found - GET /@scope%2fnope",
+        "npm error 404",
+        "npm error 404  The requested resource '@scope/nope@*' could not be found or you do not have "
+        "permission to access it.",
+        "npm error 404",
+        "npm error 404 Note that you can also install from a",
+        "npm error 404 tarball, folder, http url, or git url.",
+        "npm error A complete log of this run can be found in: /root/.npm/_logs/debug-0.log",
+    ]
+    assert telling_stderr(npm10) == (
+        "npm error 404  The requested resource '@scope/nope@*' could not be found or you do not have "
+        "permission to access it."
+    )
+    assert missing_package(npm) and missing_package(npm10)
+    offline = ["npm error code EAI_AGAIN", "npm error errno EAI_AGAIN", "npm error request to /x failed"]
+    assert telling_stderr([*offline, "npm error Note that"]) == (
+        "npm error errno EAI_AGAIN | npm error request to /x failed"
+    )
+    assert not missing_package(offline)  # the registry did not answer: trying again may help
+    uv = [
+        "error: No solution found when resolving tool dependencies",
+        "  cause: Because nope was not found in the package registry and you require nope, we can "
+        "conclude that your requirements are unsatisfiable.",
+    ]
+    assert telling_stderr(uv) == " | ".join(line.strip() for line in uv) and missing_package(uv)
+    assert not missing_package(uvx)
+    # A launcher's warning is not what failed: the server's own last words are.
+    first_start = ["npm warn exec The following package was not found and will be installed: x@1.0.0", "bye"]
+    assert telling_stderr(first_start) == " | ".join(first_start)
     assert (
         telling_stderr(["starting", "", "listening on stdio", "bye"]) == "starting | listening on stdio | bye"
     )

@@ -15,7 +15,7 @@ import pytest
 
 from mcpclient.core.state import Status
 from mcpclient.engine.hub import Hub
-from mcpclient.engine.listing import PageNotes, describe, read_page
+from mcpclient.engine.listing import PARAMETERS_UNKNOWN, PageNotes, describe, read_page
 from tests.support.hubs import make_config
 from tests.support.processes import PYTHON, ROOT
 
@@ -79,6 +79,12 @@ async def test_a_sloppy_server_is_ready_with_what_can_be_read(hub: Hub) -> None:
     assert "stringly (inputSchema: " in note and "listy (inputSchema.type: " in note
     result = await hub.call_tool("h_untyped", {"text": "read leniently"})
     assert not result.is_error and result.output == "read leniently"
+    # What the model reads: a repaired schema keeps the parameters it names; one that names none
+    # is not said to take none, since its server did not say so.
+    offered = {tool.name: tool for tool in hub.tools()}
+    assert offered["untyped"].description == "No type."
+    assert offered["schemaless"].description == f"No inputSchema at all. {PARAMETERS_UNKNOWN}"
+    assert offered["deep"].description == "The deep tool."  # declares it takes none: as it is
 
 
 @pytest.mark.processes
@@ -99,5 +105,15 @@ async def test_the_published_gitlab_server_offers_its_tools(hub: Hub) -> None:
         "9 tool definitions repaired: create_or_update_file"
         ' (its inputSchema had no "type": read as an object)'
     )
+    # What the model gets: an object schema without parameters (the server published none), and a
+    # description that says so rather than that the tool takes none: create_issue needs a project
+    # and a title, and a call without them fails.
     tool = next(tool for tool in hub.tools() if tool.name == "search_repositories")
     assert tool.input_schema == {"type": "object", "$schema": "http://json-schema.org/draft-07/schema#"}
+    assert tool.description == (
+        "Search for GitLab projects (Its server lists no parameters for this tool: its input schema came "
+        "without any, so the arguments it needs, if any, are unknown.)"
+    )
+    assert all(tool.description.endswith(PARAMETERS_UNKNOWN) for tool in hub.tools())
+    failed = await hub.call_tool("gitlab_create_issue", {})
+    assert failed.is_error

@@ -333,6 +333,28 @@ def test_a_sync_says_at_once_that_sandboxed_servers_need_bubblewrap(
     ]
 
 
+@needs_bwrap
+@pytest.mark.django_db
+def test_a_sync_names_the_sandboxed_servers(
+    tmp_path: Path, settings: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    settings.MCP_CONFIG = tmp_path / "mcp.json"
+    servers = {
+        "fs": {"command": "npx", "sandbox": True},
+        "time": {"command": "uvx"},
+        "docs": {"url": "https://x"},
+    }
+    write_config(settings.MCP_CONFIG, servers)
+    with caplog.at_level(logging.INFO, logger="mcpclient.runtime.sync"):
+        sync_servers()
+        settings.MCP_STDIO_SANDBOX = "required"
+        sync_servers()
+    assert [record.getMessage() for record in caplog.records] == [
+        'mcp.json: sandboxed stdio servers: "fs"',
+        'mcp.json: sandboxed stdio servers (BOOCODE_STDIO_SANDBOX=required): "fs", "time"',
+    ]
+
+
 # --- real servers --------------------------------------------------------------------------------
 @pytest.fixture
 def listener() -> Iterator[str]:

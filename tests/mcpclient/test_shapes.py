@@ -254,7 +254,7 @@ def test_bad_entries_of_every_shape_name_file_server_and_key(text: str, message:
 
 def test_a_file_with_two_shapes_is_refused() -> None:
     with pytest.raises(
-        ConfigError, match=r'both "mcpServers" .* and "servers" .*; one file may use one shape'
+        ConfigError, match=r'both "mcpServers" and "servers" \(VS Code\); one file may use one shape'
     ):
         load_config_text('{"mcpServers": {}, "servers": {}}', path=Path("mcp.json"))
 

@@ -177,7 +177,7 @@ def test_mcp_discover_command(mcp_file):
     with pytest.raises(CommandError, match="failed: dead"):
         call_command("mcp_discover", stdout=out, stderr=StringIO())
     lines = out.getvalue().splitlines()
-    assert lines[:2] == ["mcp.json shape: mcpServers (mcpServers)", "tb: ready, 12 tools, 1 rejected"]
+    assert lines[:2] == ["mcp.json shape: mcpServers", "tb: ready, 12 tools, 1 rejected"]
     assert lines[2].startswith("dead: failed, 0 tools, 0 rejected (")
     assert McpTool.objects.filter(server__name="tb", rejected=False).count() == 12
 
