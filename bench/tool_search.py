@@ -25,7 +25,7 @@ ranker's thresholds were set on half A, so half B shows whether they hold on req
 not set on. ``--servers`` keeps only these servers of the catalog (a smaller install: the reference
 servers filesystem, git, memory, fetch, time, sequential-thinking and sqlite are 45 tools); a
 request none of their tools serves counts as unserved. Without the embedding model installed
-(``make run`` installs it; ``BOOCODE_TOOL_SEARCH_SEMANTIC=false`` turns it off) only the lexical
+(``make run`` does not install it; ``BOOCODE_TOOL_SEARCH_SEMANTIC=false`` turns it off) only the lexical
 ranker is measured, and the output says so.
 """
 
