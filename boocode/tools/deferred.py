@@ -3,7 +3,11 @@
 Per agent (AGENTS.md ``toolSearch``, docs/tools.md): ``never`` offers every tool as before;
 ``always`` defers; ``auto`` (the default) defers once the agent's tool definitions would pass
 ``BOOCODE_TOOL_SEARCH_TOKENS`` tokens (about 4 characters of their JSON each) or
-``BOOCODE_TOOL_SEARCH_TOOLS`` tools.
+``BOOCODE_TOOL_SEARCH_TOOLS`` tools, when the search ranks with the embedding model. Without it
+(not installed, or turned off) ``auto`` defers only what cannot be offered whole: definitions past
+their share of the model's window, or past what one request carries: the lexical ranker alone
+put an acceptable tool in the top five for 0.71 of requests at 45 tools and 0.55 at 898
+(bench/tool_search.py), where every tool offered lets the model read them all.
 
 With search on, a model request carries the tools *loaded* for the conversation plus
 :data:`SEARCH_TOOL`. Loaded are, in this order and at most :data:`MAX_LOADED`: the ``pinned:``
@@ -13,7 +17,7 @@ forgets what it superseded). A search ranks the agent's tools as they are *now*
 (:mod:`boocode.tools.ranking`; a tool changed or removed by its server is ranked as it now is, or
 not at all) and what it returns is loaded for the model's next step of the same turn. The model
 may still call any tool of the agent by name: deferral chooses which definitions it reads, not
-what it may run.
+what it may run; a tool it called is loaded for its next steps as well (:meth:`DeferredTools.called`).
 """
 
 from __future__ import annotations
@@ -28,7 +32,7 @@ from django.conf import settings
 
 from agents.policy import is_allowed
 from boocode.tools import ranking
-from boocode.tools.registry import NATIVE_SOURCE, Tool, available_tools
+from boocode.tools.registry import NATIVE_SOURCE, Tool, available_tools, within_model_bounds
 from mcpclient.core.results import ToolResult
 from mcpclient.runtime import get_hub
 
@@ -51,12 +55,16 @@ def search_on(mode: str, tools: Sequence[Tool], tokens: int | None = None) -> bo
     """Whether an agent with ``toolSearch: mode`` and these tools defers them behind the search.
 
     ``tokens``: the most their definitions may take in this request (a share of the model's
-    window, docs/models.md), when less than ``BOOCODE_TOOL_SEARCH_TOKENS``.
+    window, docs/models.md), when less than ``BOOCODE_TOOL_SEARCH_TOKENS``. Without the
+    embedding model only ``tokens`` and one request's bounds count (see the module docstring).
     """
     if mode == "always":
         return True
     if mode != "auto":
         return False
+    if not ranking.by_meaning():  # lexical only: deferred when they cannot all be offered
+        too_many = len(within_model_bounds(list(tools))[0]) < len(tools)
+        return too_many or (tokens is not None and estimated_tokens(tools) > tokens)
     limit = settings.TOOL_SEARCH_TOKENS if tokens is None else min(tokens, settings.TOOL_SEARCH_TOKENS)
     return len(tools) > settings.TOOL_SEARCH_TOOLS or estimated_tokens(tools) > limit
 
@@ -158,6 +166,12 @@ class DeferredTools:
         """Load ``names`` for the next step (the most recent first; the pinned ones stay)."""
         rest = [name for name in [*names, *self.loaded] if name not in self.pinned]
         self.loaded = list(dict.fromkeys([*self.pinned, *rest]))[:MAX_LOADED]
+
+    def called(self, names: Sequence[str]) -> None:
+        """The model called ``names`` (loaded or not: a deferred tool may be called by name): those
+        that are the agent's tools stay loaded for the rest of the turn, as the ones it found."""
+        known = {tool.name for tool in self.tools}
+        self.load([name for name in names if name in known])
 
     def _search_tool(self) -> Tool:
         servers = sorted({"BooCode" if tool.source == NATIVE_SOURCE else tool.source for tool in self.tools})

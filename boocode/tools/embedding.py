@@ -8,7 +8,7 @@ runs the network itself with numpy (:class:`Encoder`), tokenizes with ``tokenize
 weights with ``safetensors``. Both files are checked against their SHA-256 before use: another
 file under the same name is refused, not used.
 
-It is optional (``make install-semantic``; about 140 MB installed with numpy, docs/tools.md). When
+It is optional (``make install-semantic``; about 180 MB installed with numpy, docs/tools.md). When
 the packages are missing, or ``BOOCODE_TOOL_SEARCH_SEMANTIC=false``, :func:`encoder` is ``None``
 and tool search is lexical only. Loading takes about a second (once per process, on the first
 search); encoding a query takes a few milliseconds, a tool description a little more.

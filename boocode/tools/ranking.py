@@ -21,6 +21,7 @@ by ``LEXICAL_SCALE``), plus ``RECENT_BONUS`` for tools the conversation used rec
 answer is "no tool fits", an empty list rather than a guess, when the best tool's evidence is
 weak: its semantic score plus ``NO_FIT_LEXICAL`` times the best lexical score is under
 ``NO_FIT``. Without the model the lexical score alone decides, with ``NO_FIT_WORDS`` as its floor.
+A tool whose score is 0 (or less) is never returned, even to fill the list.
 
 An :class:`Index` is built once for a set of tools (their embeddings cached by text, so a list
 change embeds only the tools that changed) and answers queries in a few milliseconds.
@@ -28,6 +29,7 @@ change embeds only the tools that changed) and answers queries in a few millisec
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import logging
@@ -43,6 +45,8 @@ from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
 
+from boocode.extras import missing
+
 if TYPE_CHECKING:
     from boocode.tools import embedding
 
@@ -55,7 +59,20 @@ def _embedding() -> Any:
 
     return embedding
 
+
 logger = logging.getLogger(__name__)
+
+
+@functools.cache
+def _model_installed() -> bool:
+    return not missing("semantic")
+
+
+def by_meaning() -> bool:
+    """Whether searches rank with the embedding model: installed (``make install-semantic``) and
+    not turned off (``BOOCODE_TOOL_SEARCH_SEMANTIC``). Looked up without importing it."""
+    return settings.TOOL_SEARCH_SEMANTIC and _model_installed()
+
 
 LEXICAL_WEIGHT = 0.05  # of the scaled lexical score, added to the semantic score
 LEXICAL_SCALE = 12.0  # a BM25 score this high counts as a full lexical match
@@ -381,15 +398,19 @@ class Index:
             floor = -math.inf
         else:
             scores, floor = lexical, NO_FIT_WORDS
+        # A tool that shares nothing with the request (a score of 0: no word and, without the
+        # model, no meaning) is never found, however few tools match: the model would be handed
+        # tools picked by their order in the list. The recent bonus only reorders matches.
+        matched = [(score, number) for number, score in enumerate(scores) if score > 0]
+        if not matched or max(score for score, _ in matched) < floor:
+            return []
         ranked = sorted(
             (
-                (score + (RECENT_BONUS if doc.candidate.key in used else 0.0), number)
-                for number, (score, doc) in enumerate(zip(scores, self.documents, strict=True))
+                (score + (RECENT_BONUS if self.documents[number].candidate.key in used else 0.0), number)
+                for score, number in matched
             ),
             reverse=True,
         )
-        if not ranked or ranked[0][0] < floor:
-            return []
         hits = []
         for score, number in ranked[: max(limit, 0)]:
             candidate = self.documents[number].candidate

@@ -63,16 +63,22 @@ _backend: Backend | None = None
 _NO_SPAN: AbstractContextManager[None] = contextlib.nullcontext()
 
 
-def endpoint(environ: Mapping[str, str] = os.environ) -> str:
-    """The OTLP endpoint the environment configures for traces ("" when none, or turned off)."""
+def endpoint_setting(environ: Mapping[str, str] = os.environ) -> str:
+    """The variable that configures the OTLP endpoint for traces ("" when none, or turned off)."""
     if environ.get("OTEL_SDK_DISABLED", "").strip().lower() == "true":
         return ""
     if environ.get("OTEL_TRACES_EXPORTER", "otlp").strip().lower() == "none":
         return ""
-    return (
-        environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "").strip()
-        or environ.get("OTEL_EXPORTER_OTLP_ENDPOINT", "").strip()
-    )
+    for name in ("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT"):
+        if environ.get(name, "").strip():
+            return name
+    return ""
+
+
+def endpoint(environ: Mapping[str, str] = os.environ) -> str:
+    """The OTLP endpoint the environment configures for traces ("" when none, or turned off)."""
+    name = endpoint_setting(environ)
+    return environ[name].strip() if name else ""
 
 
 def configure(role: str, version: str, environ: Mapping[str, str] = os.environ) -> bool:

@@ -36,7 +36,10 @@ function toolsSentence(agent) {
   const parts = [...counts.entries()]
     .sort((a, b) => b[1] - a[1] || a[0].localeCompare(b[0]))
     .map(([server, count]) => (server ? `${count} from ${server}${sharedServers.has(server) ? " (shared)" : ""}` : `${count} built in`));
-  return `May use ${tools.length} tool${tools.length === 1 ? "" : "s"}: ${parts.join(", ")}.`;
+  const count = `${tools.length} tool${tools.length === 1 ? "" : "s"}`;
+  // With tool search on, the model reads only the tools its searches find (docs/tools.md).
+  if (agent.searched) return `Searches ${count} for what each request needs: ${parts.join(", ")}.`;
+  return `May use ${count}: ${parts.join(", ")}.`;
 }
 
 // The card shown at the top of an empty conversation. `modelName`: the model the conversation

@@ -1,4 +1,5 @@
-"""Tool search on the page: a search is a tool card that shows what was asked and what was found.
+"""Tool search on the page: the agent card says its tools are searched, and a search is a tool card
+that shows what was asked and what was found.
 
 The site's first agent is given ``toolSearch: always`` for the test; the scripted model searches,
 then calls a tool the search loaded.
@@ -31,6 +32,11 @@ def test_a_search_is_a_card_with_its_query_and_the_tools_it_found(
     try:
         page = open_page(width)
         landing(page, site)
+        # The card says the model searches the agent's tools rather than reading them all.
+        expect(page.locator(".agent-card")).to_contain_text(
+            "Searches 20 tools for what each request needs: 14 from toolbox (shared), 3 built in, "
+            "3 from catalog (shared)."
+        )
         site.llm.script(
             ToolCalls([Call("tool_search", {"query": "echo some text back to me"})]),
             ToolCalls([Call("toolbox_echo", {"text": "found it"})]),

@@ -19,6 +19,7 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.core.management import call_command
 from django.core.management.base import CommandError
+from django.test import AsyncClient
 
 from boocode.chat.models import Conversation
 from boocode.chat.turn import TurnRequest, run_turn
@@ -120,6 +121,18 @@ def test_no_tool_fits_is_an_empty_answer_not_a_guess(semantic: bool) -> None:
     index = catalog_index(semantic=semantic)
     assert index.rank("book me a table for two at an italian restaurant tonight") == []
     assert index.rank("") == []
+
+
+def test_a_tool_that_shares_nothing_with_the_request_is_never_found() -> None:
+    """Lexically, one tool shares a word ("rename"); the others score 0 and are not listed, not
+    even to fill the five asked for, nor when the conversation used them recently."""
+    index = catalog_index(semantic=False)
+    every = [
+        f"{server}_{tool['name']}" for server, entry in CATALOG["servers"].items() for tool in entry["tools"]
+    ]
+    for recent in ([], every):
+        hits = index.rank("rename report.txt to final.txt", limit=5, recent=recent)
+        assert [f"{hit.server}/{hit.name}" for hit in hits] == ["files/move_file"]
 
 
 def test_the_values_a_request_carries_do_not_decide_which_tool_it_needs() -> None:
@@ -250,6 +263,50 @@ async def test_a_search_loads_what_it_found_for_the_next_step_and_the_conversati
 
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.processes
+async def test_a_tool_called_by_name_stays_loaded_for_the_rest_of_the_turn(
+    llm: ScriptedLLM, search_hub: Hub, agents_file: Callable[[str], Path]
+) -> None:
+    agents_file("## Searcher\n---\ntoolSearch: always\n---\nFind your tools.\n")
+    user = await get_user_model().objects.acreate(username="carol")
+    conversation = (await Conversation.objects.acreate(owner=user)).pk
+    llm.script(
+        ToolCalls([Call("tb_add", {"a": 2, "b": 3})]),  # not loaded: known from elsewhere, called by name
+        ToolCalls([Call("tb_echo", {"text": "5"})]),
+        Text("5."),
+    )
+    assert await turn(conversation, "what is 2 + 3?", user.pk) == "complete"
+    first, second, third = (offered(request) for request in llm.requests[-3:])
+    assert first == [SEARCH_TOOL]
+    assert second == ["tb_add", SEARCH_TOOL]
+    assert third == ["tb_echo", "tb_add", SEARCH_TOOL]  # the most recent first, both kept
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.processes
+async def test_the_agents_api_says_whose_tools_are_searched(
+    search_hub: Hub, agents_file: Callable[[str], Path], settings: Any
+) -> None:
+    """The page's agent card then says "Searches N tools" (static/chat/pickers.js)."""
+    agents_file(
+        "## Auto\n---\ndescription: the default\n---\nA.\n\n"
+        "## Finder\n---\ntoolSearch: always\n---\nF.\n\n"
+        "## Plain\n---\ntoolSearch: never\n---\nP.\n"
+    )
+    client = AsyncClient()
+    await client.aforce_login(await get_user_model().objects.acreate(username="dave"))
+
+    async def searched() -> dict[str, bool]:
+        return {a["name"]: a["searched"] for a in (await client.get("/api/agents/")).json()["agents"]}
+
+    assert await searched() == {"Auto": False, "Finder": True, "Plain": False}
+    settings.TOOL_SEARCH_TOOLS = 5  # past the limit, ranked with the embedding model
+    assert await searched() == {"Auto": True, "Finder": True, "Plain": False}
+    settings.TOOL_SEARCH_SEMANTIC = False  # lexical only: every tool while they fit
+    assert await searched() == {"Auto": False, "Finder": True, "Plain": False}
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.processes
 async def test_search_follows_list_changes_and_auto_turns_on_past_the_budget(
     llm: ScriptedLLM, search_hub: Hub, agents_file: Callable[[str], Path], settings: Any
 ) -> None:
@@ -369,6 +426,32 @@ async def test_the_servers_tools_are_indexed_when_they_change_not_at_the_first_s
     warmer.running = None
     warmer.changed()
     assert warmer.running is None  # lexical only: nothing to prepare
+
+
+def test_auto_defers_without_the_model_only_what_cannot_all_be_offered(settings: Any) -> None:
+    from boocode.tools.deferred import search_on
+    from boocode.tools.registry import MAX_MODEL_TOOLS, Tool
+
+    async def run(arguments: dict[str, Any]) -> Any:
+        raise AssertionError("never called")
+
+    def tools(count: int) -> list[Tool]:
+        return [
+            Tool(
+                name=f"s_t{n}", description="a tool", parameters={}, read_only=True, source="s", executor=run
+            )
+            for n in range(count)
+        ]
+
+    assert ranking.by_meaning(), "the test install carries the embedding model"
+    assert search_on("auto", tools(45))  # past BOOCODE_TOOL_SEARCH_TOOLS (40): searched by meaning
+    settings.TOOL_SEARCH_SEMANTIC = False  # lexical only: every tool while they fit
+    assert not ranking.by_meaning()
+    assert not search_on("auto", tools(45))
+    assert not search_on("auto", tools(45), tokens=100_000)
+    assert search_on("auto", tools(45), tokens=100)  # past their share of the model's window
+    assert search_on("auto", tools(MAX_MODEL_TOOLS + 1))  # past what one request carries
+    assert search_on("always", tools(1)) and not search_on("never", tools(MAX_MODEL_TOOLS + 1))
 
 
 def test_a_servers_tool_named_like_the_search_tool_is_left_out() -> None:
