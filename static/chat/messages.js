@@ -180,7 +180,7 @@ export class Thread {
     const row = el("article", "held-message");
     row.setAttribute("aria-label", "Your message, not sent yet");
     const note = el("p", "held-note");
-    note.append(el("span", "held-badge", "waiting"), "— sent as soon as the connection is back");
+    note.append(el("span", "held-badge", "waiting"), "— sent when the connection is back");
     row.append(el("div", "message-body plain", text), note);
     this.held = row;
     this.container.append(row);

@@ -316,7 +316,7 @@ def test_a_held_message_refused_goes_back_into_the_composer(open_page: Any, site
             send(page, text)
             held = page.locator(".held-message")  # in place, marked as waiting; no red line
             expect(held.locator(".message-body")).to_have_text(text)
-            expect(held.locator(".held-note")).to_have_text("waiting— sent as soon as the connection is back")
+            expect(held.locator(".held-note")).to_have_text("waiting— sent when the connection is back")
             expect(page.locator("#chat-error")).to_be_hidden()
             expect(page.locator("#message-input")).to_have_value("")
             page.fill("#message-input", "and more")  # typed meanwhile: kept after the held text
