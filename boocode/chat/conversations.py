@@ -22,6 +22,7 @@ from datetime import datetime
 from typing import Any, Protocol
 
 from django.db import connection, transaction
+from django.db.backends.utils import CursorWrapper
 from django.db.models import QuerySet
 from django.utils import timezone
 
@@ -190,16 +191,24 @@ _settled: set[int] = set()  # conversations checked for a dead process's leftove
 
 
 TOUCH_SQL = "UPDATE chat_conversation SET updated_at = %s WHERE id = %s"
-UNTITLED_SQL = "SELECT 1 FROM chat_conversation WHERE id = %s AND title = %s"
+TITLE_OF_SQL = "SELECT title FROM chat_conversation WHERE id = %s"
 TITLE_SQL = "UPDATE chat_conversation SET title = %s WHERE id = %s"
+FIRST_OF_ROLE_SQL = (
+    "SELECT content FROM chat_message WHERE conversation_id = %s AND role = %s ORDER BY id LIMIT 1"
+)
 
 
-def _touch(conversation_id: int, title_from: str | None = None) -> bool:
+def _touch(conversation_id: int, title_from: str | None = None, *, command: bool = False) -> bool:
     """Move the conversation to the top of the list; name it after ``title_from`` if it is untitled.
 
     Returns whether the title was set. ``Conversation.DoesNotExist`` if the conversation is gone.
     Plain SQL: the ORM's version costs ~0.5 ms, and this runs in every turn; the title (Markdown
     parsed, ~0.1-0.8 ms) is made only for a conversation that still has the default title.
+
+    A console ``command`` names an untitled conversation too (the command as typed, so that a
+    conversation of console commands only is not one more "New conversation" in the list), but
+    only until the person's first message: that names it instead, unless the title was changed
+    since (:func:`_named_by_command`).
     """
     with connection.cursor() as cursor:
         # The update comes first: it locks the row (PostgreSQL) and says whether it still exists.
@@ -209,14 +218,28 @@ def _touch(conversation_id: int, title_from: str | None = None) -> bool:
             raise Conversation.DoesNotExist(f"conversation {conversation_id} does not exist")
         if title_from is None:
             return False
-        cursor.execute(UNTITLED_SQL, [conversation_id, DEFAULT_TITLE])
-        if cursor.fetchone() is None:
+        cursor.execute(TITLE_OF_SQL, [conversation_id])
+        (current,) = cursor.fetchone()
+        if current != DEFAULT_TITLE and (command or not _named_by_command(cursor, conversation_id, current)):
             return False
         title = auto_title(title_from)
         if title == DEFAULT_TITLE:
             return False
         cursor.execute(TITLE_SQL, [title, conversation_id])
         return True
+
+
+def _named_by_command(cursor: CursorWrapper, conversation_id: int, title: str) -> bool:
+    """The conversation's title is the one its first console command gave it, and no message of
+    the person's has named it yet (read only for a title that starts as a command does)."""
+    if not title.startswith("/"):
+        return False
+    cursor.execute(FIRST_OF_ROLE_SQL, [conversation_id, Message.Role.USER])
+    if cursor.fetchone() is not None:
+        return False
+    cursor.execute(FIRST_OF_ROLE_SQL, [conversation_id, Message.Role.CONSOLE])
+    first = cursor.fetchone()
+    return first is not None and auto_title(first[0]) == title
 
 
 def _settle_once(conversation_id: int) -> None:
@@ -239,8 +262,9 @@ def begin_turn(
     Returns its payload, with ``open_answer`` the payload of a new streaming assistant message
     for the answer (``model``: the model asked), and whether the message named the conversation.
     First settles, once per process, what a dead one left. What the user sends moves the
-    conversation to the top of the list, and a user message names a conversation that still
-    has the default title. ``Conversation.DoesNotExist`` if it is gone.
+    conversation to the top of the list, and a user message (or a console command, until the
+    first message: :func:`_touch`) names a conversation that still has the default title.
+    ``Conversation.DoesNotExist`` if it is gone.
 
     One INSERT for both messages: this runs in every turn, alongside its first model request.
     """
@@ -256,9 +280,9 @@ def begin_turn(
                 model=storable(model)[:MODEL_NAME_LENGTH],
             )
         )
-    title_from = text if role == Message.Role.USER and text.strip() else None
+    names = role in (Message.Role.USER, Message.Role.CONSOLE) and text.strip()
     with transaction.atomic():
-        titled = _touch(conversation_id, title_from)
+        titled = _touch(conversation_id, text if names else None, command=role == Message.Role.CONSOLE)
         _settle_once(conversation_id)
         stored = Message.objects.bulk_create(messages)  # one INSERT; the ids come back in order
     answer = message_payload(stored[1]) if open_answer else None

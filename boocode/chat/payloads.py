@@ -25,7 +25,7 @@ from django.db import connection
 from django.db.models import Count, Q, Sum
 
 from agents.roster import get_agent, list_agents
-from boocode.chat import attachments
+from boocode.chat import attachments, budgets
 from boocode.chat.compaction import summary_payload
 from boocode.chat.models import ContextSummary, Conversation, Message, ToolCall
 from boocode.chat.rendering import images_for, preview, render_markdown
@@ -223,11 +223,13 @@ def conversation_usage(conversation_id: int, titles: tuple[int, int] | None = No
 
 
 def conversation_info(conversation: Conversation | int) -> dict[str, Any]:
-    """The ``conversation`` object of docs/protocol.md: id, title, model, usage, context, summaries.
+    """The ``conversation`` object of docs/protocol.md: id, title, model, usage, the owner's daily
+    budget, context, summaries.
 
-    Sent at the end of every turn, so read in one statement (:func:`_info_statement`); the agent
-    comes from the roster's cached rows, and the summaries are read only for a conversation that
-    has some. ``Conversation.DoesNotExist`` if it is gone.
+    Sent at the end of every turn, so read in one statement (:func:`_info_statement`) and the
+    owner's standing in another (:func:`boocode.chat.budgets.conversation_standing`, the turn's own
+    read); the agent comes from the roster's cached rows, and the summaries are read only for a
+    conversation that has some. ``Conversation.DoesNotExist`` if it is gone.
     """
     pk = conversation.pk if isinstance(conversation, Conversation) else conversation
     assistant, complete = Message.Role.ASSISTANT, Message.Status.COMPLETE
@@ -242,14 +244,23 @@ def conversation_info(conversation: Conversation | int) -> dict[str, Any]:
         newest = ContextSummary.objects.filter(conversation_id=pk).order_by("-id")[:MAX_SUMMARIES]
         summaries = [summary_payload(summary) for summary in newest][::-1]
     last = (row["last_prompt"], row["last_completion"]) if row["last_prompt"] is not None else None
+    _, _, standing = budgets.conversation_standing(pk)
     return {
         "id": pk,
         "title": row["title"],
         "model": row["model"],
         "usage": _usage(row, (row["title_prompt_tokens"], row["title_completion_tokens"])),
+        "budget": budget_use(standing),
         "context": context_use(row["agent_name"], row["model"], last),
         "summaries": summaries,
     }
+
+
+def budget_use(standing: budgets.Standing) -> dict[str, int] | None:
+    """The owner's tokens of the day (UTC) and their daily budget; ``None`` when none applies."""
+    if standing.budget <= 0:
+        return None
+    return {"used": standing.spent, "tokens_per_day": standing.budget}
 
 
 MAX_SUMMARIES = 20  # the newest, for the page's dividers

@@ -608,11 +608,13 @@ class Turn:
 
     async def _store_command(self) -> Agent:
         """Store a console command (echoed to the clients); the conversation's agent."""
-        payload, _, _ = await db(conversations.begin_turn)(
+        payload, _, titled = await db(conversations.begin_turn)(
             self.conversation_id, Message.Role.CONSOLE, self.request.text
         )
         self.request_message_id = payload["id"]
         await self.emit({"type": "message", "message": payload})
+        if titled:  # (named after the command until the first message: no model title for it)
+            self.announcing = asyncio.ensure_future(self._send_conversation())
         agent = await db_read(agent_choice.conversation_agent)(self.conversation_id)
         if agent.error:
             await self._notice(_stale_agent_notice(agent))

@@ -55,6 +55,7 @@ from mcpclient.admin.pins import findings_list
 from mcpclient.core import apps
 from mcpclient.core.approval import asking_summary, stored_approval_reason
 from mcpclient.core.redaction import masked_entry
+from mcpclient.core.words import counted
 from mcpclient.models import McpServer, McpTool, PersonalServer
 from mcpclient.runtime import get_hub, personal
 from mcpclient.secrets import inputs
@@ -379,8 +380,14 @@ class McpServerAdmin(ServerLogsAdmin, admin.ModelAdmin):
                 "Safety",
                 {
                     "fields": (
-                        "write_tools", "trusted", "read_only", "apps", "pin_tools", "accept_new_tools",
-                        "include_tools", "exclude_tools",
+                        "write_tools",
+                        "trusted",
+                        "read_only",
+                        "apps",
+                        "pin_tools",
+                        "accept_new_tools",
+                        "include_tools",
+                        "exclude_tools",
                     )
                 },
             ),
@@ -585,7 +592,7 @@ class McpServerAdmin(ServerLogsAdmin, admin.ModelAdmin):
     def _report(self, request: HttpRequest, names: list[str], verb: str) -> None:
         rows = with_held_count(McpServer.objects.filter(name__in=names))
         summary = "; ".join(
-            f"{row.name}: {row.status}, {row.tool_count} tools"
+            f"{row.name}: {row.status}, {counted(row.tool_count, 'tool')}"
             + (f", {row.held_count} held for review" if row.held_count else "")
             for row in rows
         )

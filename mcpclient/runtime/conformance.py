@@ -35,6 +35,7 @@ from typing import Any
 from mcpclient.config.entries import parse_server
 from mcpclient.core.results import ToolResult
 from mcpclient.core.state import DiscoveredTool, ServerSnapshot, Status
+from mcpclient.core.words import counted
 from mcpclient.engine.authorization import HeadlessConsent
 from mcpclient.engine.hub import Hub
 from mcpclient.engine.skills import SkillError
@@ -101,7 +102,7 @@ class ScenarioReport:
             offered = sum(tool.offered for tool in s.tools)
             head = (
                 f'MCP server "{s.name}" ready over {s.transport}, protocol {s.protocol_version}, '
-                f"{offered} of {len(s.tools)} tools offered"
+                f"{offered:,} of {counted(len(s.tools), 'tool')} offered"
             )
         else:
             head = f'MCP server "{s.name}" {s.status.value}: {" ".join(s.last_error.split())}'
@@ -110,8 +111,10 @@ class ScenarioReport:
     def problems(self) -> list[str]:
         """Why the run is not ``ok`` (empty when it is)."""
         if not self.ready:
-            return [f'MCP server "{self.snapshot.name}" {self.snapshot.status.value}: '
-                    f'{" ".join(self.snapshot.last_error.split())}']
+            return [
+                f'MCP server "{self.snapshot.name}" {self.snapshot.status.value}: '
+                f"{' '.join(self.snapshot.last_error.split())}"
+            ]
         return [outcome.line() for outcome in self.calls if outcome.problem]
 
 
@@ -198,8 +201,11 @@ def _context_calls(raw: object) -> list[PlannedCall]:
         raise ConformanceError(f'{CONTEXT_ENV}: "toolCalls" must be a list')
     calls = []
     for index, item in enumerate(raw):
-        if not (isinstance(item, dict) and isinstance(item.get("name"), str)
-                and isinstance(item.get("arguments", {}), dict)):
+        if not (
+            isinstance(item, dict)
+            and isinstance(item.get("name"), str)
+            and isinstance(item.get("arguments", {}), dict)
+        ):
             raise ConformanceError(
                 f'{CONTEXT_ENV}: "toolCalls[{index}]" must be an object with a "name" string '
                 f'and an "arguments" object'
@@ -285,9 +291,7 @@ async def run_scenario(
         snapshot = hub.snapshots()[0]
         report = ScenarioReport(scenario=scenario, snapshot=snapshot)
         if planner is None:
-            report.notes.append(
-                f'no plan for scenario "{scenario}": connected and listed the tools only'
-            )
+            report.notes.append(f'no plan for scenario "{scenario}": connected and listed the tools only')
         if not report.ready or planner is None:
             return report
         for call in planner(snapshot.tools):

@@ -29,6 +29,7 @@ from channels.db import database_sync_to_async
 
 from mcpclient.config.model import ServerConfig, opens_by_itself, per_user
 from mcpclient.core.state import Status
+from mcpclient.core.words import counted
 from mcpclient.engine import authorization
 from mcpclient.engine.api import HubApi
 from mcpclient.engine.connection import ServerConnection
@@ -49,8 +50,8 @@ class Outcome:
 
 def _settled(connection: ServerConnection) -> Outcome:
     if connection.status is Status.READY:
-        count = sum(tool.offered for tool in connection.tools)
-        return Outcome(message=f'MCP server "{connection.name}" is connected ({count} tools).', ok=True)
+        tools = counted(sum(tool.offered for tool in connection.tools), "tool")
+        return Outcome(message=f'MCP server "{connection.name}" is connected ({tools}).', ok=True)
     return Outcome(
         message=connection.reason or f'MCP server "{connection.name}" is {connection.status.value}.'
     )

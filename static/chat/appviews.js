@@ -1,5 +1,5 @@
-// MCP Apps: a tool call's view in a sandboxed frame below its card, driven by the official host
-// bridge (`AppBridge` of @modelcontextprotocol/ext-apps, vendored in static/vendor/ext-apps).
+// MCP Apps: a tool call's view in a sandboxed frame inside its card, in place of the result (the
+// raw result is folded under it: toolcards.js), driven by the official host bridge (`AppBridge` of @modelcontextprotocol/ext-apps, vendored in static/vendor/ext-apps).
 // docs/apps.md says what a view may and may not do.
 //
 // The frame loads the document BooCode serves for the call (`view_url`) with
@@ -452,7 +452,9 @@ function deliver(state) {
   }
 }
 
-// Show the view of `call` (a frame after `card`), or bring what it shows up to date.
+// Show the view of `call` (a frame in `card`, after its arguments and steps, before the raw
+// result), or bring what it shows up to date. The card keeps the node where it is when it is
+// rendered again (toolcards.js).
 export function showView(card, call) {
   if (!call.view_url) return;
   let state = views.get(call.id);
@@ -468,7 +470,9 @@ export function showView(card, call) {
   frame.title = `View of ${call.title || call.tool || call.name}`;
   frame.style.height = `${MIN_HEIGHT * 2}px`;
   node.append(frame);
-  card.after(node);
+  const result = card.querySelector(":scope > .tool-raw, :scope > .tool-result");
+  if (result) result.before(node);
+  else card.append(node);
   state = {
     node,
     frame,

@@ -209,6 +209,7 @@ function applyConversation(info) {
   if (models && typeof info.model === "string" && document.activeElement !== modelSelect) models.set(info.model);
   renderAgentCard(); // and the status line's model
   status.usage(info.usage);
+  status.budget(info.budget); // the person's daily budget, when one applies to them
   showContext(document.getElementById("context-meter"), info.context);
   showSummaries(document.getElementById("messages"), info.summaries);
 }
@@ -224,9 +225,11 @@ function send(frame) {
 
 function sendMessage(text) {
   if (page.connection && !page.connection.isOpen && page.pendingText === null) {
-    // Still connecting (or reconnecting): sent as soon as the socket is back (see "history").
+    // Still connecting (or reconnecting): held in place in the list, marked as waiting, and sent
+    // as soon as the socket is back (see "history").
     page.pendingText = text;
-    showError("Not connected yet: your message is sent as soon as the connection is back.");
+    thread.hold(text);
+    showError("");
     return true;
   }
   return sendUserMessage(text);
@@ -259,6 +262,13 @@ function connect() {
     onState: (text, good) => {
       status.connection(text, good);
       if (!good) viewsDisconnected();
+      if (page.connection && page.connection.stopped && page.pendingText !== null) {
+        // Stopped for good (logged out, not yours): the held message goes back into the box.
+        const held = page.pendingText;
+        page.pendingText = null;
+        thread.unhold();
+        putBack(held, "Not connected: your message is back in the box.");
+      }
     },
   });
   page.connection.start();
@@ -320,6 +330,7 @@ function showLanding() {
     page.conversation = null;
     page.pendingText = null;
     page.sentText = null;
+    thread.unhold();
     page.forms.clear();
     delete root.dataset.conversation;
     delete root.dataset.wsPath;
@@ -329,6 +340,7 @@ function showLanding() {
     setRunning(false);
     status.connection("", true);
     status.usage(null);
+    status.budget(null);
     if (models) models.set("");
     setTitle(LANDING_TITLE);
     sidebar.markCurrent(null);
@@ -402,8 +414,12 @@ function handle(frame) {
         const text = page.pendingText;
         page.pendingText = null;
         if (frame.running) {
+          thread.unhold();
           putBack(text, "An answer is still being written here: your message is back in the box; send it when it ends.");
-        } else if (!sendUserMessage(text)) {
+        } else if (sendUserMessage(text)) {
+          thread.heldSending(); // until its stored message takes its place
+        } else {
+          thread.unhold();
           putBack(text, "Not connected: your message is back in the box.");
         }
       }
@@ -425,7 +441,10 @@ function handle(frame) {
     case "message":
     case "message_start":
     case "message_complete":
-      if (isSentText(frame.message)) page.sentText = null; // stored: the turn took it
+      if (isSentText(frame.message)) {
+        page.sentText = null; // stored: the turn took it (and it takes the held row's place)
+        thread.unhold();
+      }
       thread.upsert(frame.message);
       break;
     case "text_delta":
@@ -483,6 +502,7 @@ function handle(frame) {
         if (page.sentText !== null && REFUSALS.has(frame.code)) {
           const text = page.sentText;
           page.sentText = null;
+          thread.unhold();
           putBack(text, `${frame.message} Your message is back in the box.`);
           break;
         }

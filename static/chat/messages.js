@@ -74,6 +74,7 @@ export class Thread {
     this.onRegenerate = onRegenerate;
     this.onScrollState = onScrollState || (() => {});
     this.messages = new Map(); // id -> entry
+    this.held = null; // the row of a message waiting for the connection (hold)
     this.calls = new Map(); // id -> card element
     this.running = false;
     this.wholeReads = new WholeReads();
@@ -142,7 +143,7 @@ export class Thread {
   clear() {
     this.messages.clear();
     this.calls.clear();
-    this.container.replaceChildren();
+    this.container.replaceChildren(...(this.held ? [this.held] : [])); // (it waits on: see hold)
     this.setMore(false);
     this.updateWelcome();
   }
@@ -153,8 +154,9 @@ export class Thread {
 
   updateWelcome() {
     if (!this.welcome) return;
-    if (this.isEmpty && !this.welcome.isConnected) this.container.prepend(this.welcome);
-    else if (!this.isEmpty && this.welcome.isConnected) this.welcome.remove();
+    const empty = this.isEmpty && !this.held;
+    if (empty && !this.welcome.isConnected) this.container.prepend(this.welcome);
+    else if (!empty && this.welcome.isConnected) this.welcome.remove();
   }
 
   insertInOrder(article, id) {
@@ -165,7 +167,39 @@ export class Thread {
         return;
       }
     }
-    this.container.append(article);
+    const held = this.held && this.held.parentNode === this.container ? this.held : null;
+    this.container.insertBefore(article, held); // (null: at the end)
+  }
+
+  // --- a message waiting for the connection --------------------------------------------------
+  // A message typed while the socket is down (chat.js holds it) shows in place at the end of the
+  // list, as text, marked as waiting, until the stored message takes its place or it goes back
+  // into the composer (unhold). It is no message of the list: it has no id and no actions.
+  hold(text) {
+    this.unhold();
+    const row = el("article", "held-message");
+    row.setAttribute("aria-label", "Your message, not sent yet");
+    const note = el("p", "held-note");
+    note.append(el("span", "held-badge", "waiting"), "— sent when the connection is back");
+    row.append(el("div", "message-body plain", text), note);
+    this.held = row;
+    this.container.append(row);
+    this.updateWelcome();
+    this.scrollToEnd();
+  }
+
+  // The held message is sent (it says so until its stored message arrives) or goes back.
+  heldSending() {
+    if (!this.held) return;
+    const note = this.held.querySelector(".held-note");
+    note.replaceChildren(el("span", "held-badge", "sending"));
+  }
+
+  unhold() {
+    if (!this.held) return;
+    this.held.remove();
+    this.held = null;
+    this.updateWelcome();
   }
 
   remove(ids) {

@@ -1,10 +1,15 @@
 // The status line: the socket, the model the conversation uses (its state as the last status
 // frame says, so "(unreachable)" goes as soon as the server sees the model again), the MCP
-// servers, and the conversation's token usage.
+// servers, the conversation's token usage and, when a daily budget applies to the person, how
+// much of it they have used today ("12,300 of 50,000 tokens today").
 //
 // On a phone (status.css) the line is one row: the connection and a summary button ("model ·
 // tokens · servers") that expands to the full details on a tap; on wider screens every part shows,
 // the servers as one summary ("3 servers ready", "2/3 servers ready") whose button lists them.
+//
+// While the socket is down (`stale` on the line) what the line last heard may no longer be true
+// (a restarting server stops its MCP servers first): the model's and the servers' dots take the
+// line's own colour until the next status frame; only the connection's is coloured.
 //
 // Staff (data-staff on the line) see each server's state as the hub has it: the retry plan and the
 // last error as a tooltip. Everyone else sees what concerns them: a server is ready, connecting,
@@ -30,6 +35,11 @@ function retryText(server) {
   return ` (reconnecting in ${server.retry_in} s)`;
 }
 
+// "1 tool", "3 tools".
+function toolCount(count) {
+  return `${count} tool${count === 1 ? "" : "s"}`;
+}
+
 export class StatusLine {
   constructor() {
     this.root = document.getElementById("statusline");
@@ -37,6 +47,7 @@ export class StatusLine {
     this.modelEl = document.getElementById("model-state");
     this.serversEl = document.getElementById("server-states");
     this.usageEl = document.getElementById("conversation-usage");
+    this.budgetEl = document.getElementById("budget-use");
     this.staff = this.root.dataset.staff === "true";
     this.serversToggle = el("button", "servers-toggle");
     this.serversToggle.type = "button";
@@ -70,6 +81,7 @@ export class StatusLine {
     this.effective = ""; // the conversation's model ("" = the server's default)
     this.serverCount = null; // null: no status frame yet
     this.usageShort = ""; // the phone's form of the usage ("1.5k tokens")
+    this.budgetShort = ""; // the phone's form of a budget nearly spent ("48k of 50k today")
     this.summary = this.buildSummary();
   }
 
@@ -101,6 +113,8 @@ export class StatusLine {
   connection(text, good) {
     this.connEl.textContent = text;
     this.connEl.className = `conn ${text ? (good ? "good" : "bad") : ""}`;
+    this.root.classList.toggle("stale", Boolean(text) && !good);
+    this.serversToggle.title = text && !good ? "As last heard before the connection was lost" : "";
   }
 
   // The model the conversation uses (its pick, else its agent's `model:`); "" = the server's default.
@@ -145,7 +159,7 @@ export class StatusLine {
       item.dataset.name = server.name;
       let words = STATUS_WORDS[server.status] || (this.staff ? server.status : PERSON_WORDS[server.status]) || server.status;
       // Tools held for an administrator's review are counted too: "ready (3 tools, 1 held for review)".
-      if (server.status === "ready") words += ` (${server.tool_count} tools${server.held_count ? `, ${server.held_count} held for review` : ""})`;
+      if (server.status === "ready") words += ` (${toolCount(server.tool_count)}${server.held_count ? `, ${server.held_count} held for review` : ""})`;
       else if (this.staff) words += retryText(server);
       item.textContent = `${server.name}: ${words}`;
       if (this.staff && server.last_error) item.title = server.last_error;
@@ -155,6 +169,8 @@ export class StatusLine {
     this.serversToggleText.textContent = this.serversText();
     this.serversToggle.hidden = false;
     this.serversToggle.classList.toggle("bad", this.serverCount.serving < this.serverCount.total);
+    this.serversToggle.classList.toggle("off", this.serverCount.total === 0); // none to use: no green
+
     this.paintSummary();
   }
 
@@ -197,17 +213,44 @@ export class StatusLine {
     this.paintSummary();
   }
 
-  // The phone's one line: short forms of the parts; the full text is the button's tooltip.
+  // The person's daily budget (the `conversation` object's `budget`; null: none applies to them).
+  // From 80 % on it reads in the warning colour, and the phone's summary names it too.
+  budget(budget) {
+    const target = this.budgetEl;
+    this.budgetShort = "";
+    const valid = budget && Number.isFinite(budget.used) && Number.isFinite(budget.tokens_per_day) && budget.tokens_per_day > 0;
+    target.hidden = !valid;
+    target.classList.remove("near", "spent");
+    if (!valid) {
+      target.textContent = "";
+      this.paintSummary();
+      return;
+    }
+    const { used, tokens_per_day: limit } = budget;
+    target.textContent = `${used.toLocaleString("en")} of ${limit.toLocaleString("en")} tokens today`;
+    target.title = "Your daily token budget (it resets at midnight UTC)";
+    if (used >= limit) target.classList.add("spent");
+    else if (used >= limit * 0.8) target.classList.add("near");
+    if (used >= limit * 0.8) this.budgetShort = `${formatCount(used)} of ${formatCount(limit)} today`;
+    this.paintSummary();
+  }
+
+  // The phone's one line: short forms of the parts; the full text is the button's tooltip. A part
+  // in trouble has its own red dot, before its own words: a server down never reads as the model.
   paintSummary() {
     const parts = [];
     const modelText = this.modelEl.textContent.replace(/^model: /, "");
-    if (modelText) parts.push(modelText);
-    if (this.usageShort) parts.push(this.usageShort);
+    if (modelText) parts.push([modelText, this.modelEl.classList.contains("bad")]);
+    if (this.usageShort) parts.push([this.usageShort, false]);
+    if (this.budgetShort) parts.push([this.budgetShort, false]);
     const count = this.serverCount;
-    if (count) parts.push(this.serversText());
-    this.summaryText.textContent = parts.join(" · ");
-    const bad = this.modelEl.classList.contains("bad") || (count !== null && count.serving < count.total);
-    this.summary.classList.toggle("bad", bad);
+    if (count) parts.push([this.serversText(), count.serving < count.total]);
+    const nodes = [];
+    for (const [text, bad] of parts) {
+      if (nodes.length) nodes.push(" · ");
+      nodes.push(el("span", bad ? "summary-part bad" : "summary-part", text));
+    }
+    this.summaryText.replaceChildren(...nodes);
     if (!this.root.classList.contains("expanded")) this.summary.title = "Show the status details";
   }
 }

@@ -7,6 +7,12 @@
 // then its steps (the approval it waited for, the forms its server asked; `addStep`), then the
 // result. While a step waits for the person the badge says so instead of "running".
 //
+// A call with an MCP Apps view (appviews.js) shows the view inside its card, in place of the
+// result: the view stands for it, and the raw result (text, tables, tree) is folded under it in a
+// <details> closed by default ("Raw result"), as long as the call succeeded. The view's node is
+// never taken out of the card when the card is rendered again (a frame moved in the document
+// loads its page again): the card's other parts are put around it.
+//
 // Everything from the tool or the model is inserted as text; images only as data: URLs of
 // raster types.
 
@@ -26,7 +32,7 @@ const views = new WeakMap();
 function view(card) {
   let state = views.get(card);
   if (!state) {
-    state = { argsOpen: false, expanded: false, fullText: null, loading: false, error: "", showText: false };
+    state = { argsOpen: false, expanded: false, fullText: null, loading: false, error: "", showText: false, rawOpen: false };
     views.set(card, state);
   }
   return state;
@@ -201,7 +207,10 @@ export function renderCall(card, call, urls) {
 
   const label = toolLabel(call);
   const steps = [...card.querySelectorAll(":scope > .call-step")]; // kept across re-renders
-  card.replaceChildren();
+  const appView = card.querySelector(":scope > .app-view"); // stays in place (see the top)
+  const raw = card.querySelector(":scope > .tool-raw");
+  if (raw) state.rawOpen = raw.open;
+  for (const child of [...card.children]) if (child !== appView) child.remove();
   card.className = `tool-card status-${call.status}${call.is_error ? " is-error" : ""}`;
   card.dataset.id = call.id;
   card.setAttribute("role", "group");
@@ -219,7 +228,6 @@ export function renderCall(card, call, urls) {
     meta.append(el("span", "duration", formatDuration(call.duration_ms)));
   }
   head.append(meta);
-  card.append(head);
 
   const args = el("details", "tool-args");
   const summary = el("summary");
@@ -232,11 +240,32 @@ export function renderCall(card, call, urls) {
     state.argsOpen = args.open;
     if (args.open) markScrollable(argsPre);
   });
-  card.append(args, ...steps);
+  if (appView) appView.before(head, args, ...steps);
+  else card.append(head, args, ...steps);
   showWaiting(card);
 
-  if (call.status !== "running") card.append(renderResult(card, call, urls, rerender));
+  if (call.status !== "running") {
+    const result = renderResult(card, call, urls, rerender);
+    card.append(foldsUnderView(call) ? rawResult(result, state) : result);
+  }
   renderProgress(card, call); // the bar of a running call (progress.js)
+}
+
+// A call whose view shows its result: the raw result is folded under the view. An error, a
+// cancelled or skipped call stays open: its few words are the news.
+function foldsUnderView(call) {
+  return Boolean(call.view_url) && call.status === "done" && !call.is_error;
+}
+
+function rawResult(result, state) {
+  const raw = el("details", "tool-raw");
+  const summary = el("summary", null, "Raw result");
+  raw.append(summary, result);
+  raw.open = state.rawOpen;
+  raw.addEventListener("toggle", () => {
+    state.rawOpen = raw.open;
+  });
+  return raw;
 }
 
 // Put `node` (an approval card, a form) into the call's card after its earlier steps, before the

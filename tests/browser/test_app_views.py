@@ -156,6 +156,80 @@ def test_a_published_view_polls_its_servers_views_only_tool_through_the_page(
     expect(page.frame_locator(".app-view-frame >> nth=1").locator("#info-hostname")).not_to_be_empty()
 
 
+# Where the view's frame ends, scrolled to the bottom of the message list's visible part, once
+# the frame has taken its height (its transition ended).
+_VIEW_AT_THE_BOTTOM = """async () => {
+  await Promise.all(document.getAnimations().map((motion) => motion.finished.catch(() => null)));
+  const list = document.getElementById('messages');
+  const frame = document.querySelector('.app-view-frame');
+  list.scrollTop += frame.getBoundingClientRect().bottom - list.getBoundingClientRect().bottom;
+}"""
+
+
+def _overlap(a: dict[str, float], b: dict[str, float]) -> bool:
+    return (
+        a["x"] < b["x"] + b["width"]
+        and b["x"] < a["x"] + a["width"]
+        and a["y"] < b["y"] + b["height"]
+        and b["y"] < a["y"] + a["height"]
+    )
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_the_view_stands_for_the_result_and_the_raw_data_is_folded_under_it(
+    open_page: Any, site: Site, width: int, monitor_server: None
+) -> None:
+    """The monitor's result is a large structured one (tables, a tree): the view comes first in
+    the card, the raw result under it, closed; Latest never covers the view's bottom."""
+    from playwright.sync_api import expect
+
+    page = open_page(width)
+    landing(page, site)
+    answer = "Here is the machine.\n\n" + "\n\n".join(f"Reading {n}: steady." for n in range(30))
+    site.llm.script(ToolCalls([Call("monitor_get-system-info", {})]), Text(answer))
+    start_conversation(page, "How is the machine doing?")
+    expect(page.locator(".message.role-assistant").last).to_contain_text("Reading 29: steady.")
+    card = page.locator(".tool-card")
+    view = page.frame_locator(".app-view-frame")
+    expect(view.locator("#info-hostname")).not_to_be_empty()
+    expect(view.locator("#memory-percent")).to_contain_text("%", timeout=15_000)  # polled: all drawn
+    # (Chromium draws a frame of another origin only once it is on screen: then the view sizes it.)
+    card.locator(".app-view-frame").scroll_into_view_if_needed()
+    expect(card.locator(".app-view-frame")).not_to_have_css("height", "120px")
+
+    # The view first (after the call's name and arguments), the raw result folded under it.
+    parts = card.evaluate("card => [...card.children].map(child => child.classList[0])")
+    assert parts == ["tool-head", "tool-args", "app-view", "tool-raw"], parts
+    raw = card.locator(".tool-raw")
+    expect(raw).not_to_have_attribute("open", re.compile(".*"))
+    expect(raw.locator("summary")).to_have_text("Raw result")
+    expect(raw.locator(".structured").first).to_be_hidden()
+    frame_box = card.locator(".app-view-frame").bounding_box()
+    assert frame_box["y"] + frame_box["height"] <= raw.bounding_box()["y"]
+    assert overflowing(page) == []
+    if AXE.exists():
+        assert serious_violations(page) == []
+
+    # Scrolled up to the view's bottom edge: Latest is offered and covers none of the view (on a
+    # phone it takes a row of its own, over nothing of the list).
+    page.evaluate(_VIEW_AT_THE_BOTTOM)
+    latest = page.locator("#jump-latest")
+    expect(latest).to_be_visible()
+    button = latest.bounding_box()
+    assert not _overlap(button, card.locator(".app-view-frame").bounding_box()), button
+    if width < 800:
+        assert not _overlap(button, page.locator("#messages").bounding_box()), button
+    screenshot(page, "app-view-first")
+
+    # The raw result opens on a click.
+    raw.locator("summary").click()
+    expect(raw.locator(".structured").first).to_be_visible()
+    assert overflowing(page) == []
+    screenshot(page, "app-view-raw-open")
+    latest.click()
+    expect(latest).to_be_hidden()
+
+
 @pytest.fixture
 def apps_toolbox(site: Site) -> Iterator[None]:
     """The site with the toolbox's apps group (``boxapps``: views of our own, hostile ones among

@@ -18,6 +18,7 @@ from tests.support.browser import (
     open_drawer,
     overflowing,
     screenshot,
+    send,
     start_conversation,
 )
 from tests.support.llm import Text
@@ -170,3 +171,24 @@ def test_search_results_fit_the_sidebar(open_page: Any, site: Site, width: int) 
     assert result.locator(".search-result-title").evaluate("node => node.scrollWidth > node.clientWidth")
     assert overflowing(page) == []
     screenshot(page, "search-results")
+
+
+def test_console_commands_only_are_listed_by_the_first_command(open_page: Any, site: Site) -> None:
+    """Not one more "New conversation": the first command names it, in the list and the top bar,
+    until the person's first message does."""
+    from playwright.sync_api import expect
+
+    page = open_page(1280)
+    landing(page, site)
+    conversation = start_conversation(page, "/tools")
+    expect(page.locator(".message.role-notice").last).to_contain_text("may use")
+    link = page.locator(f".conv-item[data-id='{conversation}'] .conv-link")
+    expect(page.locator("#conversation-title")).to_have_text("/tools")
+    expect(link).to_have_text("/tools")
+    page.reload()  # stored
+    expect(link).to_have_text("/tools")
+    site.llm.script(Text("Here."))
+    send(page, "Which tool reads files?")
+    expect(page.locator(".message.role-assistant").last).to_contain_text("Here.")
+    expect(link).to_have_text("Which tool reads files?")
+    expect(page.locator("#conversation-title")).to_have_text("Which tool reads files?")

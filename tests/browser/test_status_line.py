@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import re
+import threading
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -219,6 +220,10 @@ def test_people_see_a_summary_of_the_servers_and_staff_see_the_detail(
             expect(page.locator("#server-states [data-name=toolbox]")).to_contain_text("toolbox: ready")
             summary = page.locator("#status-summary" if width < 800 else "#servers-toggle")
             expect(summary).to_contain_text("2/10 servers ready")
+            if width < 800:  # the red dot is the servers' own, after the model's name: no "model down"
+                expect(summary.locator(".summary-part.bad")).to_have_text("2/10 servers ready")
+                expect(summary.locator(".summary-part").first).to_have_text("test-model")
+                expect(summary.locator(".summary-part").first).not_to_have_class(re.compile(r"\bbad\b"))
             line = page.locator("#statusline").bounding_box()
             font = page.evaluate(
                 "parseFloat(getComputedStyle(document.getElementById('statusline')).fontSize)"
@@ -309,7 +314,10 @@ def test_a_held_message_refused_goes_back_into_the_composer(open_page: Any, site
                 f"Typed while reconnecting ({'refused by the server' if rewrite else 'turn known'})\nline two"
             )
             send(page, text)
-            expect(page.locator("#chat-error")).to_contain_text("your message is sent as soon as")
+            held = page.locator(".held-message")  # in place, marked as waiting; no red line
+            expect(held.locator(".message-body")).to_have_text(text)
+            expect(held.locator(".held-note")).to_have_text("waiting— sent when the connection is back")
+            expect(page.locator("#chat-error")).to_be_hidden()
             expect(page.locator("#message-input")).to_have_value("")
             page.fill("#message-input", "and more")  # typed meanwhile: kept after the held text
             page.clock.run_for(15_000)
@@ -317,6 +325,7 @@ def test_a_held_message_refused_goes_back_into_the_composer(open_page: Any, site
             expect(page.locator("#connection-state")).to_have_text("connected")
             assert len(attempts) == 2
             expect(page.locator("#message-input")).to_have_value(f"{text}\n\nand more")
+            expect(held).to_have_count(0)
             expect(page.locator("#chat-error")).to_contain_text(
                 re.compile("your message is back in the box", re.I)
             )
@@ -334,6 +343,94 @@ def test_a_held_message_refused_goes_back_into_the_composer(open_page: Any, site
     finally:
         site.llm.release_stalled()
     expect(other.locator(".message.role-assistant").last).not_to_have_class(re.compile("status-streaming"))
+
+
+# The colour of the dot before a part of the status line, and the line's own colour.
+_DOT = "(part) => getComputedStyle(part, '::before').color"
+_LINE = "getComputedStyle(document.getElementById('statusline')).color"
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_during_a_restart_the_line_claims_nothing_and_a_held_message_waits_in_place(
+    open_page: Any, site: Site, width: int
+) -> None:
+    """The server restarts: its last status frame has its MCP servers stopped, then the socket
+    drops. The servers' part shows no green dot (nothing to use, and not known while
+    disconnected), the connection is red, and a message typed meanwhile sits in the list marked
+    as waiting; once the socket is back it is sent and its stored message takes its place."""
+    from playwright.sync_api import expect
+
+    page = open_page(width)
+    routes: list[Any] = []
+    restarting = threading.Event()  # while set, the page's reconnects are refused
+
+    def handler(ws: Any) -> None:
+        routes.append(ws)
+        if restarting.is_set():
+            ws.close(code=1012, reason="restarting")
+        else:
+            ws.connect_to_server()
+
+    page.route_web_socket(SOCKET, handler)
+    landing(page, site)
+    site.llm.script(Text("Before the restart."))
+    start_conversation(page, "before")
+    expect(page.locator(".message.role-assistant")).to_contain_text("Before the restart.")
+    _status_frame_seen(page)
+    line = page.locator("#statusline")
+    servers = page.locator("#servers-toggle")
+    if width >= 800:
+        expect(servers).to_have_text("2 servers ready")
+        assert servers.evaluate(_DOT) != page.evaluate(_LINE)  # green while it is true
+    # (a server of one tool: "1 tool", never "1 tools")
+    model = {"configured": True, "name": "test-model", "last_error": None}
+    one = [{"name": "toolbox", "status": "ready", "tool_count": 1, "held_count": 0}]
+    routes[0].send(json.dumps({"type": "status", "servers": one, "model": model}))
+    expect(page.locator("#server-states [data-name=toolbox]")).to_have_text("toolbox: ready (1 tool)")
+
+    # The restart: the servers stopped (the last status frame), then the socket closed.
+    stopped = [{"name": name, "status": "disabled", "tool_count": 0} for name in ("toolbox", "catalog")]
+    restarting.set()
+    routes[0].send(json.dumps({"type": "status", "servers": stopped, "model": model}))
+    routes[0].close(code=1012, reason="restarting")
+    expect(page.locator("#connection-state")).to_contain_text("reconnecting")
+    expect(line).to_have_class(re.compile(r"\bstale\b"))
+    conn = page.locator("#connection-state")
+    assert conn.evaluate(_DOT) != page.evaluate(_LINE)  # the connection's own dot: red
+    if width >= 800:
+        expect(servers).to_have_text("MCP servers off")
+        assert servers.evaluate(_DOT) == page.evaluate(_LINE)  # no green dot: the line's colour
+    else:
+        expect(page.locator("#status-summary")).to_contain_text("MCP servers off")
+        assert page.locator("#status-summary .summary-part.bad").count() == 0
+
+    # A message typed now waits in place (no red line), after the conversation.
+    send(page, "typed during the restart")
+    held = page.locator(".held-message")
+    expect(held.locator(".message-body")).to_have_text("typed during the restart")
+    expect(held.locator(".held-badge")).to_have_text("waiting")
+    expect(page.locator("#chat-error")).to_be_hidden()
+    expect(page.locator("#message-input")).to_have_value("")
+    assert page.evaluate(
+        "document.querySelector('#messages').lastElementChild.classList.contains('held-message')"
+    )
+    assert overflowing(page) == []
+    if AXE.exists():
+        assert serious_violations(page) == []
+    screenshot(page, "restart-held-message")
+
+    # Back (the next reconnect reaches the server): the message is sent and stored in its place.
+    site.llm.script(Text("After the restart."))
+    restarting.clear()
+    expect(page.locator("#connection-state")).to_have_text("connected", timeout=30_000)  # (backoff)
+    expect(page.locator(".message.role-assistant").last).to_contain_text("After the restart.")
+    expect(held).to_have_count(0)
+    expect(page.locator(".message.role-user")).to_have_count(2)
+    expect(page.locator(".message.role-user").last).to_contain_text("typed during the restart")
+    expect(line).not_to_have_class(re.compile(r"\bstale\b"))
+    if width >= 800:
+        expect(servers).to_have_text("2 servers ready")
+    screenshot(page, "restart-after")
 
 
 def test_tools_held_for_review_are_counted_in_the_status_line(open_page: Any, site: Site) -> None:

@@ -7,9 +7,30 @@ from typing import Any
 
 import pytest
 
-from tests.support.browser import PASSWORD, WIDTHS, Site, landing, overflowing, screenshot, start_conversation
+from tests.support.browser import (
+    AXE,
+    PASSWORD,
+    WIDTHS,
+    Site,
+    landing,
+    overflowing,
+    screenshot,
+    serious_violations,
+    start_conversation,
+)
+from tests.support.llm import Text
 
 pytestmark = pytest.mark.browser
+
+BUDGETED = """
+from django.contrib.auth import get_user_model
+from django.utils import timezone
+from boocode.chat.daily_usage import day_of
+from boocode.chat.models import DailyUsage, TokenBudget
+user = get_user_model().objects.create_user({name!r}, password={password!r})
+TokenBudget.objects.create(user=user, tokens_per_day=50000)
+DailyUsage.objects.create(user=user, day=day_of(timezone.now()), prompt_tokens=12000, completion_tokens=300)
+"""
 
 SPENT = """
 from django.contrib.auth import get_user_model
@@ -84,3 +105,53 @@ def test_the_usage_page_filters_by_days_under_the_content_security_policy(
     expect(page.locator("#result_list")).not_to_contain_text("333")
     screenshot(page, "admin-usage")
     assert refused == []
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_a_person_sees_their_budget_use_where_they_see_usage_and_only_with_a_budget(
+    open_page: Any, site: Site, width: int
+) -> None:
+    from playwright.sync_api import expect
+
+    name = f"budgeted{width}"
+    site.db(BUDGETED.format(name=name, password=PASSWORD))
+    page = open_page(width, user=name)
+    landing(page, site)
+    site.llm.script(Text("Counted.", usage=(1200, 345)))
+    start_conversation(page, "How much have I used?")
+    expect(page.locator(".message.role-assistant")).to_contain_text("Counted.")
+    usage, budget = page.locator("#conversation-usage"), page.locator("#budget-use")
+    expect(usage).to_have_text("tokens: 1.5k (1.2k in, 345 out)")
+    expect(budget).to_have_text("13,845 of 50,000 tokens today")  # 12,300 before, 1,545 now
+    expect(budget).not_to_have_class("near")
+    if width < 800:  # the phone: under the summary, with the usage
+        expect(budget).to_be_hidden()
+        page.locator("#status-summary").click()
+    expect(budget).to_be_visible()
+    assert overflowing(page) == []
+    if AXE.exists():
+        assert serious_violations(page) == []
+    screenshot(page, "budget-use")
+
+    # Nearly spent: the warning colour, and the phone's summary names it.
+    site.db(
+        "from django.utils import timezone\n"
+        "from boocode.chat.daily_usage import day_of\n"
+        "from boocode.chat.models import DailyUsage\n"
+        f"DailyUsage.objects.filter(user__username={name!r}, day=day_of(timezone.now()))"
+        ".update(prompt_tokens=45000, completion_tokens=0)"
+    )
+    page.reload()
+    expect(budget).to_have_text("45,000 of 50,000 tokens today")
+    expect(budget).to_have_class("budget-use near")
+    if width < 800:
+        expect(page.locator("#status-summary")).to_contain_text("45k of 50k today")
+
+    # Someone no budget applies to sees none.
+    other = open_page(width)
+    landing(other, site)
+    site.llm.script(Text("Free.", usage=(5, 2)))
+    start_conversation(other, "and me?")
+    expect(other.locator("#conversation-usage")).to_have_text("tokens: 7 (5 in, 2 out)")
+    expect(other.locator("#budget-use")).to_be_hidden()
+    expect(other.locator("#budget-use")).to_have_text("")

@@ -239,7 +239,11 @@ async def test_stop_before_the_first_token_keeps_the_message_and_ends_the_answer
     with pytest.raises(asyncio.CancelledError):
         await task
     assert [kind for kind in events.types if kind != "conversation"] == [
-        "turn_start", "message", "message_start", "message_complete", "turn_end"
+        "turn_start",
+        "message",
+        "message_start",
+        "message_complete",
+        "turn_end",
     ]
     assert events.types[-1] == "conversation"
     assert events.of("message")[0]["message"]["content"] == "never mind"
@@ -324,6 +328,32 @@ async def test_history_goes_back_to_the_model_without_console_entries(llm: Scrip
     await turn(conversation, "second", Recorder())
     roles = [(m["role"], m.get("content")) for m in llm.requests[1]["messages"][1:]]
     assert roles == [("user", "first"), ("assistant", "first answer"), ("user", "second")]
+
+
+async def test_a_console_command_names_the_conversation_until_the_first_message(llm: ScriptedLLM) -> None:
+    """A conversation of console commands only is named after its first command (the list shows
+    what it holds, not one more "New conversation"); the person's first message names it then."""
+    llm.script(Text("an answer"), Text("another"), Text("a third"))
+    conversation = await new_conversation()
+    events = Recorder()
+    await turn(conversation, "/help", events)
+    title = sync_to_async(lambda pk: Conversation.objects.get(pk=pk).title)
+    assert await title(conversation) == "/help"
+    assert events.of("conversation")[-1]["conversation"]["title"] == "/help"  # the page is told
+    await turn(conversation, "/tools", Recorder())
+    assert await title(conversation) == "/help"  # the first command's
+    await turn(conversation, "What is the weather like?", Recorder())
+    assert await title(conversation) == "What is the weather like?"
+    await turn(conversation, "/help", Recorder())
+    await turn(conversation, "Something else", Recorder())
+    assert await title(conversation) == "What is the weather like?"
+
+    # A title the person chose is never replaced, even one that reads like a command.
+    renamed = await new_conversation()
+    await turn(renamed, "/help", Recorder())
+    await sync_to_async(Conversation.objects.filter(pk=renamed).update)(title="/my console")
+    await turn(renamed, "A question", Recorder())
+    assert await title(renamed) == "/my console"
 
 
 async def test_no_model_configured(toolbox_hub: Any) -> None:

@@ -21,6 +21,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from mcpclient.core.words import counted
 from mcpclient.management.base import database_problem
 from mcpclient.runtime.commands import DiscoveryReport, EntryError, discovery_report
 
@@ -65,7 +66,7 @@ class Command(BaseCommand):
         held = []
         for outcome in report.outcomes:
             data = outcome.as_dict()
-            line = f"{data['name']}: {data['status']}, {data['tool_count']} tools, "
+            line = f"{data['name']}: {data['status']}, {counted(data['tool_count'], 'tool')}, "
             if data["held_count"]:
                 line += f"{data['held_count']} held for review, "
                 held.append(data["name"])

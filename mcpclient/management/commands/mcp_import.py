@@ -13,6 +13,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from mcpclient.admin.importing import ImportError_, ImportPlan, import_servers
 from mcpclient.core.approval import policy_summary
+from mcpclient.core.words import counted
 from mcpclient.management.base import require_migrated_database
 from mcpclient.runtime.commands import DiscoveryOutcome, list_without_storing
 
@@ -83,5 +84,9 @@ class Command(BaseCommand):
                 )
             else:
                 count = sum(tool.offered for tool in outcome.snapshot.tools)
-                line = outcome.asking or f"none of its {count} tools asks before each call"
+                line = outcome.asking or (
+                    "its one tool does not ask before each call"
+                    if count == 1
+                    else f"none of its {counted(count, 'tool')} asks before each call"
+                )
             self.stdout.write(f"{name}: {line}")
