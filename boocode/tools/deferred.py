@@ -34,6 +34,7 @@ from agents.policy import is_allowed
 from boocode.tools import ranking
 from boocode.tools.registry import NATIVE_SOURCE, Tool, available_tools, within_model_bounds
 from mcpclient.core.results import ToolResult
+from mcpclient.core.words import counted
 from mcpclient.runtime import get_hub
 
 logger = logging.getLogger(__name__)
@@ -177,7 +178,8 @@ class DeferredTools:
         servers = sorted({"BooCode" if tool.source == NATIVE_SOURCE else tool.source for tool in self.tools})
         shown = ", ".join(servers[:MAX_SERVERS_LISTED]) + (", …" if len(servers) > MAX_SERVERS_LISTED else "")
         description = (
-            f"Find the tools for a task among the {len(self.tools)} tools you may use (from {shown}). "
+            f"Find the tools for a task among the {counted(len(self.tools), 'tool')} you may use "
+            f"(from {shown}). "
             "Only some tools are loaded; describe what you want to do in plain words (one task per "
             "search) and the best matching tools are loaded for your next step, by name. An empty "
             "list means no tool fits: do not guess a tool then."

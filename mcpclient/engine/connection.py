@@ -58,6 +58,7 @@ from mcpclient.core.pinning import PinBook
 from mcpclient.core.redaction import redact_text
 from mcpclient.core.results import ToolResult, extract_result
 from mcpclient.core.state import DiscoveredTool, ServerSnapshot, Status, discover_tool
+from mcpclient.core.words import counted
 from mcpclient.engine import listing, prompts, protocol, skills
 from mcpclient.engine.authorization import (
     AuthFailure,
@@ -891,12 +892,12 @@ class ServerConnection:
         self.connected_at = dt.datetime.now(dt.UTC)
         self.tools = tools
         logger.info(
-            'MCP server "%s" ready over %s%s: %d tools (%d rejected, %d filtered, %d not for the model), '
+            'MCP server "%s" ready over %s%s: %s (%d rejected, %d filtered, %d not for the model), '
             "protocol %s",
             self.name,
             transport,
             f" ({fell_back})" if fell_back else "",
-            len(self.tools),
+            counted(len(self.tools), "tool"),
             sum(t.rejected for t in self.tools),
             sum(t.filtered for t in self.tools),
             sum(t.usable and not t.offered for t in self.tools),
