@@ -190,8 +190,8 @@ def add_message(
 _settled: set[int] = set()  # conversations checked for a dead process's leftovers since start
 
 
-TOUCH_SQL = "UPDATE chat_conversation SET updated_at = %s WHERE id = %s"
-TITLE_OF_SQL = "SELECT title FROM chat_conversation WHERE id = %s"
+# RETURNING: SQLite from 3.35 (Django needs 3.37), PostgreSQL; the title comes back with the update.
+TOUCH_SQL = "UPDATE chat_conversation SET updated_at = %s WHERE id = %s RETURNING title"
 TITLE_SQL = "UPDATE chat_conversation SET title = %s WHERE id = %s"
 FIRST_OF_ROLE_SQL = (
     "SELECT content FROM chat_message WHERE conversation_id = %s AND role = %s ORDER BY id LIMIT 1"
@@ -214,12 +214,12 @@ def _touch(conversation_id: int, title_from: str | None = None, *, command: bool
         # The update comes first: it locks the row (PostgreSQL) and says whether it still exists.
         now = connection.ops.adapt_datetimefield_value(timezone.now())
         cursor.execute(TOUCH_SQL, [now, conversation_id])
-        if cursor.rowcount == 0:
+        touched = cursor.fetchone()
+        if touched is None:
             raise Conversation.DoesNotExist(f"conversation {conversation_id} does not exist")
         if title_from is None:
             return False
-        cursor.execute(TITLE_OF_SQL, [conversation_id])
-        (current,) = cursor.fetchone()
+        (current,) = touched
         if current != DEFAULT_TITLE and (command or not _named_by_command(cursor, conversation_id, current)):
             return False
         title = auto_title(title_from)

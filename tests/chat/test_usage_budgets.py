@@ -306,7 +306,7 @@ async def test_a_failed_request_gives_its_hold_back(llm: ScriptedLLM) -> None:
 def test_a_hold_nobody_released_stops_counting(django_user_model: Any) -> None:
     user = django_user_model.objects.create_user("dora")
     standing = budgets.Standing(user.pk, 0, 10_000, "own")
-    now = timezone.now()
+    now = timezone.now().replace(hour=12, minute=0)  # "later" below is the same day (UTC) whenever this runs
     assert budgets.reserve(standing, 8_000, now) is None  # nothing in flight: it may go out
     refused = budgets.reserve(standing, 8_000, now)  # does not fit beside the first
     assert refused is not None and (refused.spent, refused.reserved) == (0, 8_000)
