@@ -49,7 +49,7 @@ MAX_SERVERS_LISTED = 40
 
 def estimated_tokens(tools: Sequence[Tool]) -> int:
     """About how many tokens the definitions of ``tools`` cost a model request (4 characters each)."""
-    return sum(len(json.dumps(tool.openai(), ensure_ascii=False)) for tool in tools) // 4
+    return sum(len(tool.definition_json) for tool in tools) // 4
 
 
 def search_on(mode: str, tools: Sequence[Tool], tokens: int | None = None) -> bool:

@@ -43,7 +43,7 @@ import logging
 import threading
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from functools import lru_cache, partial
+from functools import cached_property, lru_cache, partial
 from typing import Any, Protocol
 
 from django.conf import settings
@@ -163,6 +163,12 @@ class Tool:
             "type": "function",
             "function": {"name": self.name, "description": self.description, "parameters": self.parameters},
         }
+
+    @cached_property
+    def definition_json(self) -> str:
+        """:meth:`openai` as the JSON a request carries; made once per tool (a turn's checks weigh
+        every definition: whether to defer them, what one request may carry, their tokens)."""
+        return json.dumps(self.openai(), ensure_ascii=False)
 
 
 def _in_daemon_thread(function: Callable[[], str]) -> asyncio.Future[str]:
@@ -460,12 +466,11 @@ def within_model_bounds(tools: list[Tool]) -> tuple[list[Tool], list[dict[str, A
     definitions: list[dict[str, Any]] = []
     size = 0
     for tool in tools[:MAX_MODEL_TOOLS]:
-        definition = tool.openai()
-        size += len(json.dumps(definition, ensure_ascii=False).encode())
+        size += len(tool.definition_json.encode())
         if size > MAX_MODEL_TOOL_BYTES:
             break
         kept.append(tool)
-        definitions.append(definition)
+        definitions.append(tool.openai())
     return kept, definitions
 
 
