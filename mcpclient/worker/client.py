@@ -547,6 +547,7 @@ class RemoteHub:
         self, server: str, name: str, arguments: dict[str, str], user_id: int | None
     ) -> tuple[prompts.HubPrompt, list[prompts.PromptMessage]]:
         """``prompts/get`` in the worker; a :class:`~mcpclient.engine.prompts.PromptError` when it cannot."""
+
         def unreachable(exc: Exception) -> prompts.PromptError:
             return prompts.PromptError(f'MCP server "{server}" unreachable: {exc}')
 

@@ -236,7 +236,7 @@ async def test_the_admin_keeps_each_tools_view_and_says_why_the_model_is_not_off
     assert (clock.ui_resource_uri, clock.visibility) == (CLOCK, ["model", "app"])
     assert (stored["tick"].visibility, stored["tick"].reject_reason) == (
         ["app"],
-        "_meta.ui.visibility is [\"app\"]: only its server's views call it",
+        '_meta.ui.visibility is ["app"]: only its server\'s views call it',
     )
     assert "neither the model nor a view" in stored["sealed"].reject_reason
     assert 'resourceUri ignored: it does not start with "ui://"' in stored["odd_view"].warning
