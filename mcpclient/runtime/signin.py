@@ -35,7 +35,8 @@ from mcpclient.engine.api import HubApi
 from mcpclient.engine.connection import ServerConnection
 from mcpclient.engine.hub import Hub
 from mcpclient.engine.serving import allowed
-from mcpclient.runtime import TURN_CHECK_INTERVAL, ensure_hub, get_hub, people, personal, remote
+from mcpclient.runtime import people, personal
+from mcpclient.runtime.composition import TURN_CHECK_INTERVAL, ensure_hub, get_hub, remote
 from mcpclient.worker.client import REQUEST_TIMEOUT, WorkerUnavailable
 
 
