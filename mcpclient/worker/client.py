@@ -40,7 +40,7 @@ from mcpclient.engine.api import HubApi
 from mcpclient.engine.elicitation import Answer, Link, current_asker, current_budget
 from mcpclient.engine.progress import tool_call
 from mcpclient.engine.resources import Completions, ReadResult, ResourceError
-from mcpclient.engine.serving import hidden_from, pick, session_for, takes_name
+from mcpclient.engine.serving import hidden_from, pick, refused, session_for, takes_name
 from mcpclient.engine.skills import Skill, SkillError, SkillText
 from mcpclient.telemetry import tracing
 from mcpclient.telemetry.metrics import tool_step_so_far
@@ -607,8 +607,7 @@ class RemoteHub:
         known = next((tool for tool in self._mine(user_id)[0] if tool.prefixed_name == prefixed_name), None)
         if known is None:
             known = next((tool for tool in self._tools if tool.prefixed_name == prefixed_name), None)
-            hidden = frozenset() if user_id is None else self._hidden_from(user_id) - self._own_names(user_id)
-            if known is not None and known.server in hidden:
+            if known is not None and refused(self, known.server, user_id):  # (engine.serving)
                 return unknown_tool(prefixed_name)
         # Progress names the server's own tool name, as the in-process hub's does.
         with (
