@@ -37,6 +37,9 @@ class Session(Protocol):
     prompts: Any  # mcpclient.engine.prompts.PromptCatalog, None before its first watch
     skills: Any  # mcpclient.engine.skills.SkillCatalog
 
+    @property
+    def tools(self) -> Sequence[Any]: ...  # its discovered tools (mcpclient.core.state.DiscoveredTool)
+
     def mark_unavailable_if_closed(self, exc: MCPError) -> bool: ...
 
 
