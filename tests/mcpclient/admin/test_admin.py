@@ -600,7 +600,8 @@ async def test_rediscover_action_lists_tools_the_hub_was_not_told_about(
 ) -> None:
     settings.MCP_AUTOSTART = True
     server = http_toolbox()
-    # acceptNewTools: the new tool of a known server would wait for review (tests/mcpclient/test_pins.py).
+    # acceptNewTools: the new tool of a known server would wait for review
+    # (tests/mcpclient/runtime/test_pins.py).
     write_config(mcp_file, {"web": {"url": server.url, "acceptNewTools": True}})
     await database_sync_to_async(call_command)("mcp_sync", stdout=StringIO())
     other = Hub(base_dir=ROOT, allowed_commands=TEST_COMMANDS)
