@@ -20,9 +20,9 @@ from markdown_it import MarkdownIt
 from boocode.chat.live_markdown import HTML_BYTES, RENDER_INTERVAL, LiveHtml
 from boocode.chat.rendering import render_markdown
 from boocode.chat.sizes import utf16_length
-from tests.support.accounts import conversation_of, login, stored
+from tests.support.accounts import stored
 from tests.support.llm import ScriptedLLM, Stall
-from tests.support.tabs import Tab
+from tests.support.tabs import Tab, logged_in_tab
 
 ANSWER = (
     "## Plan\n\nThe **first** step, then [the docs](https://example.com/docs).\n\n"
@@ -53,10 +53,8 @@ class ShownHtml:
 
 @pytest.mark.django_db(transaction=True)
 async def test_frames_carry_rendered_html_while_the_answer_streams(llm: ScriptedLLM) -> None:
-    cookie = await login("alice")
-    conversation = await conversation_of("alice")
-    tab = Tab(conversation, cookie)
-    await tab.open()
+    tab = await logged_in_tab()
+    conversation, cookie = tab.conversation_id, tab.cookie
     llm.script(Stall(text=ANSWER, seconds=30))  # the whole text, then the model waits
     await tab.send({"type": "user_message", "text": "a plan, please"})
     message_id = (await tab.next("message_start"))["message"]["id"]
@@ -125,10 +123,8 @@ async def test_an_enormous_block_streams_as_text_without_holding_the_loop(
     # The stream stalls after the text until the page got the frame; on a loaded machine the
     # render before it can take longer than the tests' 5 s BOOCODE_LLM_TIMEOUT (a deadline, not a wait).
     settings.LLM_TIMEOUT = 60.0
-    cookie = await login("alice")
-    conversation = await conversation_of("alice")
-    tab = Tab(conversation, cookie)
-    await tab.open()
+    tab = await logged_in_tab()
+    conversation = tab.conversation_id
     answer = "## One paragraph\n\n" + "**word** " * 12_000  # 108 KB in one block
     llm.script(Stall(text=answer, seconds=30))
     # Every Markdown parse (the live steps, the final HTML) and the thread it ran in.

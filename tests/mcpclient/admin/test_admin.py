@@ -68,13 +68,6 @@ HEADER_SECRET = "hunter2-api-key"
 
 
 @pytest.fixture
-def mcp_file(tmp_path: Path, settings: Any) -> Path:
-    settings.MCP_CONFIG = tmp_path / "mcp.json"
-    settings.MCP_STDIO_COMMANDS = TEST_COMMANDS
-    return settings.MCP_CONFIG
-
-
-@pytest.fixture
 def servers() -> dict[str, Any]:
     """Three entries: one with secrets, placeholders and unknown keys; an http one; an invalid one."""
     return {
