@@ -13,7 +13,7 @@ POSTGRES_URL ?= postgres://postgres@127.0.0.1:5432/boocode
 EXTRAS  := postgres redis tracing sso
 
 .PHONY: run test test-fast test-browser test-postgres install install-dev install-semantic \
-	$(EXTRAS:%=install-%) test-deps lint bench conformance clean
+	$(EXTRAS:%=install-%) test-deps check lint bench conformance clean
 
 # What BooCode needs to run on one machine (requirements.txt), and nothing else.
 $(VENV)/.installed: requirements.txt
@@ -101,11 +101,15 @@ test-browser: test-deps
 test-postgres: install-dev
 	BOOCODE_DATABASE_URL=$(POSTGRES_URL) $(PYTEST) -n $(JOBS) --dist loadfile -m "postgres and not postgres_only"
 
-## ruff, the import contracts and mypy (the first step of `make test`).
+## Before a commit (scripts/check, also the first step of `make test`): ruff check and format
+## --check, the import contracts, mypy; then, when the `duplicates` command is on PATH, the code
+## the uncommitted change writes again (for reading: it never fails). Installs nothing.
+check:
+	@VENV=$(VENV) scripts/check
+
+## The same once the dev tools are installed.
 lint: install-dev
-	$(VENV)/bin/ruff check .
-	$(VENV)/bin/lint-imports
-	$(VENV)/bin/mypy
+	@VENV=$(VENV) scripts/check
 
 bench: test-deps
 	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(PY) bench/tool_calls.py
