@@ -13,7 +13,7 @@ POSTGRES_URL ?= postgres://postgres@127.0.0.1:5432/boocode
 EXTRAS  := postgres redis tracing sso
 
 .PHONY: run test test-fast test-browser test-postgres install install-dev install-semantic \
-	$(EXTRAS:%=install-%) test-deps lint bench conformance clean
+	$(EXTRAS:%=install-%) test-deps check lint bench conformance clean
 
 # What BooCode needs to run on one machine (requirements.txt), and nothing else.
 $(VENV)/.installed: requirements.txt
@@ -58,13 +58,13 @@ tests/node/node_modules/.installed: tests/node/package.json
 	cd tests/node && npm install --no-audit --no-fund --loglevel=error
 	@touch $@
 
-# The published GitLab server installed alone, as `npx -y` gets it (tests/mcpclient/test_listing.py).
+# The published GitLab server installed alone, as `npx -y` gets it (tests/mcpclient/engine/test_listing.py).
 tests/node/gitlab/node_modules/.installed: tests/node/gitlab/package.json tests/node/gitlab/package-lock.json
 	cd tests/node/gitlab && npm ci --no-audit --no-fund --loglevel=error
 	@touch $@
 
 # The published Python skills server in a virtualenv of its own, as `uvx` installs it, every package
-# pinned (tests/python/agentskills/requirements.txt; tests/mcpclient/test_skills.py).
+# pinned (tests/python/agentskills/requirements.txt; tests/mcpclient/engine/test_skills.py).
 SKILLS_VENV := tests/python/agentskills/.venv
 $(SKILLS_VENV)/.installed: tests/python/agentskills/requirements.txt
 	@test -x $(SKILLS_VENV)/bin/python || "$$(scripts/find-python)" -m venv $(SKILLS_VENV)
@@ -72,7 +72,7 @@ $(SKILLS_VENV)/.installed: tests/python/agentskills/requirements.txt
 	@touch $@
 
 # The published time server in a uv cache of the tests' own, as `uvx` fetched it, so that a sandboxed
-# `uvx --offline` server starts without the network (tests/mcpclient/test_sandbox.py).
+# `uvx --offline` server starts without the network (tests/mcpclient/engine/test_sandbox.py).
 UVX_CACHE := tests/python/uvx-cache
 $(UVX_CACHE)/.installed: $(VENV)/.installed
 	UV_CACHE_DIR=$(UVX_CACHE) $(VENV)/bin/uvx --from mcp-server-time==2026.10.19 mcp-server-time </dev/null
@@ -101,11 +101,15 @@ test-browser: test-deps
 test-postgres: install-dev
 	BOOCODE_DATABASE_URL=$(POSTGRES_URL) $(PYTEST) -n $(JOBS) --dist loadfile -m "postgres and not postgres_only"
 
-## ruff, the import contracts and mypy (the first step of `make test`).
+## Before a commit (scripts/check, also the first step of `make test`): ruff check and format
+## --check, the import contracts, mypy; then, when the `duplicates` command is on PATH, the code
+## the uncommitted change writes again (for reading: it never fails). Installs nothing.
+check:
+	@VENV=$(VENV) scripts/check
+
+## The same once the dev tools are installed.
 lint: install-dev
-	$(VENV)/bin/ruff check .
-	$(VENV)/bin/lint-imports
-	$(VENV)/bin/mypy
+	@VENV=$(VENV) scripts/check
 
 bench: test-deps
 	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(PY) bench/tool_calls.py

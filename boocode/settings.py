@@ -11,6 +11,7 @@ import os
 import secrets
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
 
 import dj_database_url
@@ -133,9 +134,12 @@ _database_variable = "BOOCODE_DATABASE_URL" if env_str("BOOCODE_DATABASE_URL") e
 _database_url = env_str(_database_variable)
 if _database_url:
     try:
-        DATABASES = {
-            "default": dj_database_url.parse(
-                _database_url, conn_max_age=env_int("BOOCODE_DB_CONN_MAX_AGE", 60, minimum=0)
+        DATABASES: dict[str, dict[str, Any]] = {
+            # A plain dict (parse's is a TypedDict): the test settings add "TEST" below.
+            "default": dict(
+                dj_database_url.parse(
+                    _database_url, conn_max_age=env_int("BOOCODE_DB_CONN_MAX_AGE", 60, minimum=0)
+                )
             )
         }
     except ValueError as exc:
@@ -203,7 +207,7 @@ if _redis_url:
     # still be private and authenticated: docs/deployment.md, "Redis is a trust boundary".
     from mcpclient.worker.signing import layer_key
 
-    _layer = {
+    _layer: dict[str, Any] = {
         "BACKEND": "mcpclient.worker.signing.SignedRedisPubSubChannelLayer",
         "CONFIG": {
             "signing_key": layer_key(SECRET_KEY),
@@ -491,7 +495,7 @@ def _apps_origin(value: str) -> str:
 # MCP Apps views served from an origin of their own (docs/apps.md): a second host name of this
 # BooCode, never its own origin. Its host is allowed as a Host header.
 MCP_APPS_ORIGIN = _apps_origin(env_str("BOOCODE_APPS_ORIGIN"))
-if MCP_APPS_ORIGIN and (_apps_host := urlsplit(MCP_APPS_ORIGIN).hostname) not in ALLOWED_HOSTS:
+if MCP_APPS_ORIGIN and (_apps_host := urlsplit(MCP_APPS_ORIGIN).hostname) and _apps_host not in ALLOWED_HOSTS:
     ALLOWED_HOSTS = [*ALLOWED_HOSTS, _apps_host]
 # A person's session with a "perUser" server closes after this long without a call.
 OAUTH_IDLE_SECONDS = env_float("BOOCODE_OAUTH_IDLE_SECONDS", 900.0, minimum=10.0)

@@ -23,7 +23,7 @@ os.environ.setdefault("BOOCODE_MCP_AUTOSTART", "0")
 os.environ.setdefault("BOOCODE_ENV_FILE", "")
 os.environ.setdefault("BOOCODE_DB_CONN_MAX_AGE", "0")
 # A file rather than SQLite's in-memory test database, so a subprocess started by a test
-# (tests/mcpclient/test_second_process.py) can open it.
+# (tests/mcpclient/runtime/test_second_process.py) can open it.
 _set("BOOCODE_TEST_DB_FILE", os.path.join(os.environ["BOOCODE_DATA_DIR"], "test.sqlite3"))
 os.environ.setdefault("BOOCODE_TEST_DB_NAME", f"test_boocode_{os.getpid()}_{secrets.token_hex(4)}")
 

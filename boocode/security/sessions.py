@@ -26,7 +26,7 @@ import hashlib
 import logging
 from functools import partial
 from importlib import import_module
-from typing import Any
+from typing import Any, Literal
 
 from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
@@ -92,7 +92,7 @@ _verdicts: dict[tuple[str, int], tuple[tuple[Any, ...], bool]] = {}
 DB_SESSIONS = "django.contrib.sessions.backends.db"
 
 
-def _fingerprint(session_key: str, user_id: int) -> tuple[Any, ...] | bool | None:
+def _fingerprint(session_key: str, user_id: int) -> tuple[Any, ...] | Literal[False] | None:
     """What Django's verdict depends on, in one query: ``False`` when the session is gone or
     expired, ``None`` when sessions are not kept in the database (no shortcut then)."""
     if settings.SESSION_ENGINE != DB_SESSIONS:

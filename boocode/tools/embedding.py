@@ -34,7 +34,6 @@ try:  # the semantic extra (make install-semantic) is optional: without it searc
     from threadpoolctl import threadpool_limits
     from tokenizers import Tokenizer
 except ImportError as missing:  # pragma: no cover - depends on the install
-    np = None
     _MISSING = missing.name or "numpy"
 else:
     _MISSING = ""

@@ -437,7 +437,7 @@ class _Matcher:
 
     def _hits(self, first: int, batch: list[bytes]) -> Iterator[tuple[int, bytes]]:
         """The matching lines of ``batch``, whose first line has number ``first``."""
-        if len(batch) > 1 and self.batch.search(b"\n".join(batch)) is None:
+        if len(batch) > 1 and self.batch is not None and self.batch.search(b"\n".join(batch)) is None:
             return
         for offset, raw in enumerate(batch):
             if self._search_line(raw):

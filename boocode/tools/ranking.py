@@ -36,7 +36,7 @@ import logging
 import math
 import re
 import threading
-from collections import Counter, OrderedDict
+from collections import OrderedDict, defaultdict
 from collections.abc import Iterable, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
@@ -254,7 +254,7 @@ def words(text: str) -> list[str]:
 @dataclass
 class _Document:
     candidate: Candidate
-    terms: Counter[str]  # weighted term frequencies
+    terms: dict[str, float]  # weighted term frequencies
     length: float
 
 
@@ -336,7 +336,7 @@ class Index:
     def __post_init__(self) -> None:
         self.documents = []
         for candidate in self.candidates:
-            terms: Counter[str] = Counter()
+            terms: defaultdict[str, float] = defaultdict(float)
             for name, text in candidate.fields().items():
                 for word in words(text):
                     terms[word] += WEIGHTS[name]

@@ -1,25 +1,28 @@
 """An answer's HTML while it streams, over the websocket: ``text_html`` frames carry the rendered
 Markdown before the turn ends, a tab that connects mid-answer goes on from the history's HTML,
 the final ``html`` is what the frames built (nothing jumps), the rendering keeps its pace, and
-one enormous block streams as text without holding the event loop.
+one enormous block streams as text without holding the event loop (the loop's thread parses no
+Markdown of it: a count, which load cannot move; how long the loop goes without a break is
+measured by ``bench/loop_lag.py``).
 """
 
 from __future__ import annotations
 
 import asyncio
 import itertools
+import threading
 import time
 from typing import Any
 
 import pytest
+from markdown_it import MarkdownIt
 
 from boocode.chat.live_markdown import HTML_BYTES, RENDER_INTERVAL, LiveHtml
 from boocode.chat.rendering import render_markdown
 from boocode.chat.sizes import utf16_length
-from tests.support.accounts import conversation_of, login, stored
+from tests.support.accounts import stored
 from tests.support.llm import ScriptedLLM, Stall
-from tests.support.loop_lag import LoopLag
-from tests.support.tabs import Tab
+from tests.support.tabs import Tab, logged_in_tab
 
 ANSWER = (
     "## Plan\n\nThe **first** step, then [the docs](https://example.com/docs).\n\n"
@@ -50,10 +53,8 @@ class ShownHtml:
 
 @pytest.mark.django_db(transaction=True)
 async def test_frames_carry_rendered_html_while_the_answer_streams(llm: ScriptedLLM) -> None:
-    cookie = await login("alice")
-    conversation = await conversation_of("alice")
-    tab = Tab(conversation, cookie)
-    await tab.open()
+    tab = await logged_in_tab()
+    conversation, cookie = tab.conversation_id, tab.cookie
     llm.script(Stall(text=ANSWER, seconds=30))  # the whole text, then the model waits
     await tab.send({"type": "user_message", "text": "a plan, please"})
     message_id = (await tab.next("message_start"))["message"]["id"]
@@ -117,24 +118,34 @@ async def test_html_follows_the_text_at_its_own_pace() -> None:
 
 @pytest.mark.django_db(transaction=True)
 async def test_an_enormous_block_streams_as_text_without_holding_the_loop(
-    llm: ScriptedLLM, settings: Any
+    llm: ScriptedLLM, settings: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # The stream stalls after the text until the page got the frame; on a loaded machine the
     # render before it can take longer than the tests' 5 s BOOCODE_LLM_TIMEOUT (a deadline, not a wait).
     settings.LLM_TIMEOUT = 60.0
-    cookie = await login("alice")
-    conversation = await conversation_of("alice")
-    tab = Tab(conversation, cookie)
-    await tab.open()
+    tab = await logged_in_tab()
+    conversation = tab.conversation_id
     answer = "## One paragraph\n\n" + "**word** " * 12_000  # 108 KB in one block
     llm.script(Stall(text=answer, seconds=30))
-    async with LoopLag() as lag:
-        await tab.send({"type": "user_message", "text": "a long one"})
-        # Too large to render while it streams: shown as text (tail null), and no more frames.
-        gave_up = await tab.next("text_html", within=45, tail=None)
-        llm.release()
-        await tab.until_turn_end()
-    assert lag.worst < 0.1, f"the loop worked {lag.worst:.3f} s in one go"
+    # Every Markdown parse (the live steps, the final HTML) and the thread it ran in.
+    parses: list[tuple[int, int]] = []
+    parse = MarkdownIt.parse
+
+    def counted(self: MarkdownIt, src: str, env: Any = None) -> Any:
+        parses.append((threading.get_ident(), len(src)))
+        return parse(self, src, env)
+
+    monkeypatch.setattr(MarkdownIt, "parse", counted)
+    loop_thread = threading.get_ident()
+    await tab.send({"type": "user_message", "text": "a long one"})
+    # Too large to render while it streams: shown as text (tail null), and no more frames.
+    gave_up = await tab.next("text_html", within=45, tail=None)
+    llm.release()
+    await tab.until_turn_end()
+    # The answer was parsed (rendered while small, then whole for the final HTML), never by the loop.
+    assert max(size for _, size in parses) >= len(answer), parses
+    on_the_loop = [size for thread, size in parses if thread == loop_thread]
+    assert on_the_loop == [], f"the event loop parsed Markdown of {on_the_loop} characters"
     assert (gave_up["from"], gave_up["to"], gave_up["settled"]) == (0, 0, "")
     frames = [frame for frame in tab.frames if frame["type"] == "text_html"]
     assert frames[-1] is gave_up  # rendered while it was small, then none after it

@@ -20,7 +20,7 @@ from mcpclient.engine.hub import Hub
 from mcpclient.runtime import set_hub
 from tests.support.accounts import conversation_of, login
 from tests.support.llm import Call, ScriptedLLM, Text, ToolCalls
-from tests.support.tabs import Tab
+from tests.support.tabs import Tab, logged_in_tab
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.processes]
 
@@ -53,9 +53,7 @@ async def test_each_step_reaches_every_tab_of_the_owner_only(
     tab, other_tab = Tab(conversation, alice), Tab(conversation, alice)
     await tab.open()
     await other_tab.open()
-    mallory_cookie = await login("mallory")
-    mallory = Tab(await conversation_of("mallory"), mallory_cookie)
-    await mallory.open()
+    mallory = await logged_in_tab("mallory")
 
     llm.script(ToolCalls([Call("pg_count_steps", {"steps": 3, "gate": str(tmp_path)})]), Text("Done."))
     await tab.send({"type": "user_message", "text": "count"})
@@ -103,9 +101,7 @@ async def test_a_chatty_server_is_throttled_and_the_latest_value_arrives(
     llm: ScriptedLLM, progress_hub: Hub, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(progress, "MIN_INTERVAL", 0.2)
-    alice = await login("alice")
-    tab = Tab(await conversation_of("alice"), alice)
-    await tab.open()
+    tab = await logged_in_tab()
     llm.script(ToolCalls([Call("pg_chatty", {"count": 400, "gate": str(tmp_path)})]), Text("Done."))
     await tab.send({"type": "user_message", "text": "chatter"})
     await tab.next("tool_call")
@@ -136,10 +132,8 @@ async def test_a_chatty_server_is_throttled_and_the_latest_value_arrives(
 
 
 async def test_progress_ends_with_a_stopped_turn(llm: ScriptedLLM, progress_hub: Hub, tmp_path: Path) -> None:
-    alice = await login("alice")
-    conversation = await conversation_of("alice")
-    tab = Tab(conversation, alice)
-    await tab.open()
+    tab = await logged_in_tab()
+    conversation = tab.conversation_id
     llm.script(ToolCalls([Call("pg_count_steps", {"steps": 2, "gate": str(tmp_path)})]), Text("Done."))
     await tab.send({"type": "user_message", "text": "count"})
     await tab.next("tool_call")

@@ -24,9 +24,9 @@ from boocode.chat.turn_registry import registry
 from mcpclient.engine import prompts
 from mcpclient.engine.hub import Hub
 from mcpclient.runtime import set_hub
-from tests.support.accounts import conversation_of, login
+from tests.support.accounts import login
 from tests.support.llm import ScriptedLLM, Text
-from tests.support.tabs import Tab
+from tests.support.tabs import logged_in_tab
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.processes]
 
@@ -133,10 +133,8 @@ def _user(username: str) -> Any:
 
 
 async def test_prompt_frames_are_checked(llm: ScriptedLLM, prompt_hub: Hub) -> None:
-    cookie = await login("alice")
-    conversation = await conversation_of("alice")
-    tab = Tab(conversation, cookie)
-    await tab.open()
+    tab = await logged_in_tab()
+    conversation = tab.conversation_id
     review = {"type": "prompt", "server": "box", "name": "code_review"}
     cases = [
         ({"type": "prompt"}, "bad_frame", 'prompt needs a non-empty string "server".'),
@@ -194,10 +192,8 @@ async def test_prompt_frames_are_checked(llm: ScriptedLLM, prompt_hub: Hub) -> N
 
 
 async def test_a_prompt_is_inserted_and_the_model_answers_it(llm: ScriptedLLM, prompt_hub: Hub) -> None:
-    cookie = await login("alice")
-    conversation = await conversation_of("alice")
-    tab = Tab(conversation, cookie)
-    await tab.open()
+    tab = await logged_in_tab()
+    conversation = tab.conversation_id
     llm.script(Text("Thursday it is."))
 
     await tab.send({"type": "prompt", "server": "box", "name": "briefing", "arguments": {}})
@@ -220,10 +216,8 @@ async def test_a_prompt_is_inserted_and_the_model_answers_it(llm: ScriptedLLM, p
 async def test_arguments_reach_the_server_and_a_failure_inserts_nothing(
     llm: ScriptedLLM, prompt_hub: Hub
 ) -> None:
-    cookie = await login("alice")
-    conversation = await conversation_of("alice")
-    tab = Tab(conversation, cookie)
-    await tab.open()
+    tab = await logged_in_tab()
+    conversation = tab.conversation_id
     llm.script(Text("Looks fine."))
     arguments = {"language": "python", "code": "print(1)", "focus": ""}
 

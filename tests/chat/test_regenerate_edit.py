@@ -15,7 +15,7 @@ from asgiref.sync import sync_to_async
 from boocode.chat.models import Message, ToolCall
 from tests.support.accounts import conversation_of, login
 from tests.support.llm import Call, ScriptedLLM, Stall, Text, ToolCalls
-from tests.support.tabs import Tab, finished
+from tests.support.tabs import Tab, finished, logged_in_tab
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.processes]
 
@@ -40,10 +40,8 @@ async def chat(tab: Tab, text: str) -> None:
 
 
 async def test_regenerate_supersedes_the_answer_and_asks_again(llm: ScriptedLLM, toolbox_hub: Any) -> None:
-    cookie = await login("alice")
-    conversation = await conversation_of("alice")
-    tab = Tab(conversation, cookie)
-    await tab.open()
+    tab = await logged_in_tab()
+    conversation, cookie = tab.conversation_id, tab.cookie
     llm.script(Text("First answer."))
     await chat(tab, "Tell me a joke")
     llm.script(ToolCalls([Call("toolbox_echo", {"text": "knock"})]), Text("Second answer."))
@@ -182,10 +180,8 @@ async def test_edit_and_regenerate_errors(llm: ScriptedLLM) -> None:
 
 
 async def test_a_superseded_message_cannot_be_edited_again(llm: ScriptedLLM) -> None:
-    cookie = await login("alice")
-    conversation = await conversation_of("alice")
-    tab = Tab(conversation, cookie)
-    await tab.open()
+    tab = await logged_in_tab()
+    conversation = tab.conversation_id
     llm.script(Text("One."), Text("Two."))
     await chat(tab, "first")
     original = (await rows(conversation))[0][0]

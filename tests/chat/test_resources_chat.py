@@ -20,10 +20,10 @@ from boocode.chat.attachments import MAX_ATTACHMENTS
 from boocode.chat.models import Message
 from boocode.chat.turn import TurnRequest, run_turn
 from mcpclient.engine.hub import Hub
-from tests.support.accounts import conversation_of, login, new_conversation
+from tests.support.accounts import conversation_of, new_conversation
 from tests.support.llm import ScriptedLLM, Text
 from tests.support.processes import ROOT
-from tests.support.tabs import Tab
+from tests.support.tabs import Tab, logged_in_tab
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.processes]
 
@@ -192,9 +192,8 @@ async def test_attached_resources_reach_the_model_and_are_stored(llm: ScriptedLL
 
 
 async def test_user_message_attachments_are_checked(llm: ScriptedLLM, box_hub: Hub) -> None:
-    cookie = await login("alice")
-    tab = Tab(await conversation_of("alice"), cookie)
-    await tab.open()
+    tab = await logged_in_tab()
+    cookie = tab.cookie
     cases = [
         ("nope", '"attachments" must be a list'),
         ([{"server": "box"}], 'Attachment 1: "uri" must be'),

@@ -25,11 +25,11 @@ from mcpclient.engine import resources
 from mcpclient.engine.hub import Hub
 from mcpclient.engine.resources import ResourceContent
 from mcpclient.runtime import set_hub
-from tests.support.accounts import conversation_of, login, new_conversation
+from tests.support.accounts import new_conversation
 from tests.support.hubs import make_config
 from tests.support.llm import ScriptedLLM, Text
 from tests.support.processes import PYTHON, ROOT
-from tests.support.tabs import Tab, finished
+from tests.support.tabs import finished, logged_in_tab
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.processes]
 
@@ -51,10 +51,8 @@ def _current_user_messages(conversation: int) -> list[Message]:
 
 # --- edit and resend -------------------------------------------------------------------------
 async def test_an_edit_keeps_or_changes_the_attachments(llm: ScriptedLLM, box_hub: Hub) -> None:
-    cookie = await login("alice")
-    conversation = await conversation_of("alice")
-    tab = Tab(conversation, cookie)
-    await tab.open()
+    tab = await logged_in_tab()
+    conversation = tab.conversation_id
     llm.script(Text("First."), Text("Second."), Text("Third."))
     await tab.send({"type": "user_message", "text": "What is this?", "attachments": [README, PARIS]})
     first = (await tab.next("message"))["message"]
@@ -99,10 +97,8 @@ async def test_an_edit_keeps_or_changes_the_attachments(llm: ScriptedLLM, box_hu
 
 
 async def test_edit_attachments_are_checked(llm: ScriptedLLM, box_hub: Hub) -> None:
-    cookie = await login("alice")
-    conversation = await conversation_of("alice")
-    tab = Tab(conversation, cookie)
-    await tab.open()
+    tab = await logged_in_tab()
+    conversation = tab.conversation_id
     llm.script(Text("ok"))
     await tab.send({"type": "user_message", "text": "hi", "attachments": [README]})
     first = (await tab.next("message"))["message"]

@@ -22,11 +22,11 @@ from boocode.chat.models import Conversation, Message, ToolCall
 from boocode.chat.turn import TurnRequest, run_turn
 from mcpclient.engine.hub import Hub
 from mcpclient.runtime import set_hub
-from tests.support.accounts import conversation_of, login, new_conversation
+from tests.support.accounts import new_conversation
 from tests.support.hubs import make_config
 from tests.support.llm import Call, ScriptedLLM, Text, ToolCalls
 from tests.support.processes import PYTHON, TOOLBOX
-from tests.support.tabs import Tab
+from tests.support.tabs import logged_in_tab
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.processes]
 
@@ -279,9 +279,7 @@ async def test_an_attached_skill_reaches_the_model_in_the_message(llm: ScriptedL
 
 
 async def test_an_attachments_kind_is_checked(llm: ScriptedLLM, skills_hub: Hub) -> None:
-    cookie = await login("alice")
-    tab = Tab(await conversation_of("alice"), cookie)
-    await tab.open()
+    tab = await logged_in_tab()
     await tab.send(
         {
             "type": "user_message",

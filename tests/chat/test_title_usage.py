@@ -19,9 +19,9 @@ from boocode.chat import daily_usage, exports
 from boocode.chat import titles as turns
 from boocode.chat.models import Conversation, DailyUsage, Message
 from boocode.chat.windows import Window, answer_tokens
-from tests.support.accounts import client_of, conversation_of, login
+from tests.support.accounts import client_of, conversation_of
 from tests.support.llm import MODEL, Error, ScriptedLLM, Text
-from tests.support.tabs import Tab, finished
+from tests.support.tabs import Tab, finished, logged_in_tab
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("no_periodic_checks")]
 
@@ -36,10 +36,8 @@ async def test_title_request_tokens_count_in_the_conversation_totals(
     models_llm: ScriptedLLM, settings: Any
 ) -> None:
     settings.TITLE_FROM_MODEL = True
-    cookie = await login("alice")
-    conversation = await conversation_of("alice")
-    tab = Tab(conversation, cookie)
-    await tab.open()
+    tab = await logged_in_tab()
+    conversation, cookie = tab.conversation_id, tab.cookie
     models_llm.script(Text("Rome has the Colosseum.", usage=(40, 9)), Text("Visiting Rome", usage=(55, 3)))
     await tab.send({"type": "user_message", "text": "What should I see in Rome?"})
     info = await finished(tab)
@@ -100,10 +98,8 @@ async def test_title_tokens_count_even_when_the_title_is_not_used(
     models_llm: ScriptedLLM, settings: Any
 ) -> None:
     settings.TITLE_FROM_MODEL = True
-    cookie = await login("alice")
-    conversation = await conversation_of("alice")
-    tab = Tab(conversation, cookie)
-    await tab.open()
+    tab = await logged_in_tab()
+    cookie = tab.cookie
     # An empty title (only quotes): the first message's title stays, the tokens were spent anyway.
     models_llm.script(Text("Sure.", usage=(10, 2)), Text('""', usage=(30, 1)))
     await tab.send({"type": "user_message", "text": "Plan my week"})

@@ -26,7 +26,7 @@ from tests.support.accounts import conversation_of, login
 from tests.support.hubs import make_config
 from tests.support.llm import Call, ScriptedLLM, Text, ToolCalls
 from tests.support.processes import toolbox_entry
-from tests.support.tabs import Tab
+from tests.support.tabs import Tab, logged_in_tab
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.processes]
 
@@ -156,9 +156,7 @@ async def test_replies_go_to_the_asking_tab_and_another_persons_view_is_unknown(
     view_id = calls_of(tab)["show_clock"]["id"]
     other_tab = Tab(*alice)
     await other_tab.open()
-    mallory_cookie = await login("mallory")
-    mallory = Tab(await conversation_of("mallory"), mallory_cookie)
-    await mallory.open()
+    mallory = await logged_in_tab("mallory")
     try:
         assert "result" in await Asker(tab, view_id).call("tick")
         stolen = await Asker(mallory, view_id).call("tick")  # alice's call id, from mallory's conversation

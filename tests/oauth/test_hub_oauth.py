@@ -13,7 +13,6 @@ import logging
 import re
 from collections.abc import Callable
 from functools import partial
-from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
@@ -39,16 +38,12 @@ from mcpclient.runtime import people, personal, signin
 from tests.support.oauth import OAuthServer
 from tests.support.processes import ROOT
 
-pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.postgres, pytest.mark.processes]
-
-
-@pytest.fixture(autouse=True)
-def keys(settings: Any, tmp_path: Path) -> Any:
-    settings.SECRETS_KEYS = [Fernet.generate_key().decode()]
-    settings.SECRETS_KEY_FILE = tmp_path / "secrets.key"
-    settings.PUBLIC_URL = "http://127.0.0.1:8000"
-    settings.CLIENT_METADATA_URL = ""
-    return settings
+pytestmark = [
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.postgres,
+    pytest.mark.processes,
+    pytest.mark.usefixtures("keys"),  # tests/oauth/conftest.py: every test here signs in
+]
 
 
 def _hub(*, headless: bool) -> Hub:

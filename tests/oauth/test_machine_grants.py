@@ -22,7 +22,6 @@ from typing import Any
 import httpx2
 import jwt
 import pytest
-from cryptography.fernet import Fernet
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 
@@ -44,15 +43,6 @@ CLIENT_ASSERTION_TYPE = "urn:ietf:params:oauth:client-assertion-type:jwt-bearer"
 TOKEN_EXCHANGE = "urn:ietf:params:oauth:grant-type:token-exchange"
 ID_JAG = "urn:ietf:params:oauth:token-type:id-jag"
 ID_TOKEN = "urn:ietf:params:oauth:token-type:id_token"
-
-
-@pytest.fixture
-def keys(settings: Any, tmp_path: Path) -> Any:
-    settings.SECRETS_KEYS = [Fernet.generate_key().decode()]
-    settings.SECRETS_KEY_FILE = tmp_path / "secrets.key"
-    settings.PUBLIC_URL = "http://127.0.0.1:8000"
-    settings.CLIENT_METADATA_URL = ""
-    return settings
 
 
 def hub_test(test: Any) -> Any:

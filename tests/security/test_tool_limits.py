@@ -184,8 +184,8 @@ def test_other_users_are_answered_while_a_grep_runs(tmp_path: Path) -> None:
 
             waited, ended, result = asyncio.run(scenario())
     # The other user's page came back while grep went on until its 3 s limit: before the grep's
-    # result, with most of that time to spare (a bound that holds on a loaded machine too).
-    assert waited < ended / 2, f"the page took {waited:.2f} s; the grep ended after {ended:.2f} s"
+    # result (an order of events, not a speed).
+    assert waited < ended, f"the page took {waited:.2f} s; the grep ended after {ended:.2f} s"
     assert result["status"] == "error", result
     assert "time limit of 3 s" in result["output"] and "BOOCODE_TOOL_TIMEOUT" in result["output"]
 
@@ -200,13 +200,11 @@ def test_sigterm_during_a_running_tool_stops_daphne(tmp_path: Path) -> None:
                 async with chat_socket(port, account) as socket:
                     await start_grep_turn(socket)
                     daphne.send_signal(signal.SIGTERM)
-                    started = time.monotonic()
+                    # A deadline before grep's own 30 s limit: Daphne stopped, not the grep.
                     try:
                         await asyncio.to_thread(daphne.wait, 25)
                     except subprocess.TimeoutExpired:
                         pytest.fail("Daphne was still running 25 s after SIGTERM")
-                    # Well before grep's 30 s limit (a loaded machine takes a few seconds to stop)
-                    assert time.monotonic() - started < 15
 
             asyncio.run(grep_running())
             log = server_log(daphne)
@@ -232,9 +230,7 @@ async def test_a_slow_native_call_stops_at_the_limit(settings, tmp_path: Path) -
         handle.write(b"x" * 10_000)
         handle.truncate(1 << 40)
     settings.TOOL_TIMEOUT = 3.0
-    started = time.monotonic()
     result = await execute_tool("grep", {"pattern": r"def function_\d+", "max_results": 1000})
-    elapsed = time.monotonic() - started
     assert result.is_error, result.output[:200]
     assert result.output.startswith(
         "grep: stopped at the time limit of 3 s per tool call (BOOCODE_TOOL_TIMEOUT)"
@@ -243,7 +239,7 @@ async def test_a_slow_native_call_stops_at_the_limit(settings, tmp_path: Path) -
     # What grep found before the limit comes along, so the model can narrow the search.
     assert "Found before the limit:\npkg00/module000.py:1: def function_0():" in result.output
     assert "pkg04/module009.py:1: def function_9():" in result.output
-    assert elapsed < 15.0  # the limit and a loaded machine's margin; reading the terabyte would take minutes
+    # (The limit, not the end of the terabyte, ended it: the message says so; reading it would take minutes.)
     settings.TOOL_TIMEOUT = 30.0
     assert not (await execute_tool("grep", {"pattern": r"def function_\d+", "glob": "*.py"})).is_error
 
@@ -260,8 +256,8 @@ def test_the_limit_holds_inside_one_huge_line(tmp_path: Path) -> None:
         ("grep", {"pattern": "needle", "path": "one-line.log"}),
     )
     for result in results:
+        # (Reading on to the line's end would take minutes: the child's deadline would end the test.)
         assert result["is_error"] and "time limit of 1 s" in result["output"], result
-        assert result["seconds"] < 2.0, result
 
 
 async def test_an_mcp_server_that_stops_reading_cannot_hold_a_call(hub, tmp_path: Path) -> None:
@@ -286,11 +282,9 @@ async def test_an_mcp_server_that_stops_reading_cannot_hold_a_call(hub, tmp_path
     results = []
     try:
         for arguments in ({"text": "x" * 1_000_000}, {"text": "hello"}):
-            started = time.monotonic()
+            # The limit is 0.5 s plus MCP_GRACE (2 s); the deadline is a guard against waiting for ever.
             result = await asyncio.wait_for(execute_tool("tb_echo", arguments), 10)
             results.append(result.output)
-            # The limit is 0.5 s plus MCP_GRACE (2 s); a margin for a loaded machine.
-            assert time.monotonic() - started < 4.0, result
             assert result.is_error and "0.5 s" in result.output, result
         assert result.output == abandoned, (results, process_state(pid))
     finally:
@@ -365,16 +359,14 @@ def test_a_schema_pattern_cannot_stall_argument_validation(tmp_path: Path) -> No
     # jsonschema would run the pattern with Python's re on the event loop; in a child process
     # so that the old behaviour fails the test instead of freezing it.
     code = """
-import django, time
+import django
 django.setup()
 from boocode.tools.registry import Tool, validate_arguments
 schema = {"type": "object", "properties": {"q": {"type": "string", "pattern": "^(a+)+$"},
           "n": {"type": "integer"}}, "patternProperties": {"^(x+)+$": {"type": "string"}},
           "additionalProperties": False}
 tool = Tool("remote", "", schema, True, "x", None)
-started = time.monotonic()
 print(validate_arguments(tool, {"q": "a" * 40 + "b", "n": "one", "x" * 40 + "y": 1}))
-print(time.monotonic() - started)
 """
     try:
         done = subprocess.run(
@@ -388,10 +380,11 @@ print(time.monotonic() - started)
         )
     except subprocess.TimeoutExpired:
         pytest.fail(f"validation did not finish within {CHILD_TIMEOUT:g} s")
-    message, seconds = done.stdout.splitlines()
-    # The other keywords are still checked locally; the patterns are left to the server.
+    # It finished (running the patterns on 40 characters would take longer than the universe
+    # has: the child's deadline ends that). The other keywords are still checked locally; the
+    # patterns are left to the server.
+    [message] = done.stdout.splitlines()
     assert message == "Invalid arguments for remote: at 'n': 'one' is not of type 'integer'"
-    assert float(seconds) < 1.0
 
 
 def test_pattern_named_properties_are_still_validated() -> None:

@@ -30,7 +30,7 @@ from boocode.chat.turn_registry import registry
 from tests.support.accounts import conversation_of, login, stored
 from tests.support.llm import Call, ScriptedLLM, Stall, Text, ToolCalls
 from tests.support.processes import PYTHON, ROOT
-from tests.support.tabs import Tab
+from tests.support.tabs import Tab, logged_in_tab
 
 pytestmark = [
     pytest.mark.django_db(transaction=True),
@@ -131,9 +131,8 @@ async def test_an_expired_session_closes_a_silent_socket(monkeypatch: pytest.Mon
     from boocode.chat import consumers
 
     monkeypatch.setattr(consumers, "SESSION_CHECK_INTERVAL", 0.1)
-    cookie = await login("alice")
-    tab = Tab(await conversation_of("alice"), cookie)
-    await tab.open()
+    tab = await logged_in_tab()
+    cookie = tab.cookie
     past = timezone.now() - timedelta(seconds=1)
     await sync_to_async(Session.objects.filter(pk=cookie).update)(expire_date=past)
     assert await close_code(tab.ws) == 4401
@@ -175,10 +174,8 @@ def test_a_session_verdict_is_reused_only_while_what_it_rests_on_is_unchanged(
 
 
 async def test_no_turn_starts_once_the_session_is_gone(llm: ScriptedLLM) -> None:
-    cookie = await login("alice")
-    conversation = await conversation_of("alice")
-    tab = Tab(conversation, cookie)
-    await tab.open()
+    tab = await logged_in_tab()
+    conversation, cookie = tab.conversation_id, tab.cookie
     # Deleted behind Django's back (no signal): the frame itself finds out.
     await sync_to_async(Session.objects.filter(pk=cookie).delete)()
     llm.script(Text("should never be asked"))
@@ -202,9 +199,8 @@ async def test_no_turn_starts_once_the_session_is_gone(llm: ScriptedLLM) -> None
 async def test_a_message_frame_from_a_gone_session_is_answered_by_the_close(frame: dict[str, Any]) -> None:
     # A message's session check runs in its turn's first read; a frame refused before any turn
     # starts is still checked first: the socket closes, no error frame tells it anything.
-    cookie = await login("alice")
-    tab = Tab(await conversation_of("alice"), cookie)
-    await tab.open()
+    tab = await logged_in_tab()
+    cookie = tab.cookie
     await sync_to_async(Session.objects.filter(pk=cookie).delete)()
     await tab.ws.send_to(text_data=json.dumps(frame))
     async with asyncio.timeout(5):
@@ -265,10 +261,8 @@ def test_lockouts_show_in_the_admin_and_end_after_the_cool_off() -> None:
 
 
 async def test_bad_characters_in_a_message_are_refused_and_nothing_is_lost(llm: ScriptedLLM) -> None:
-    cookie = await login("alice")
-    conversation = await conversation_of("alice")
-    tab = Tab(conversation, cookie)
-    await tab.open()
+    tab = await logged_in_tab()
+    conversation = tab.conversation_id
     cases = [
         ('{"type": "user_message", "text": "bad \\ud800 x"}', "unpaired surrogate (U+D800) at character 5"),
         ('{"type": "user_message", "text": "nul\\u0000"}', "NUL character (U+0000) at character 4"),
@@ -309,10 +303,7 @@ def test_bad_characters_in_a_title_are_refused() -> None:
 
 
 async def test_tool_call_arguments_the_database_refuses_are_stored_safely(llm: ScriptedLLM) -> None:
-    cookie = await login("alice")
-    conversation = await conversation_of("alice")
-    tab = Tab(conversation, cookie)
-    await tab.open()
+    tab = await logged_in_tab()
     llm.script(ToolCalls([Call("no_such_tool", '{"q": "a\ud800b\x00c"}')]), Text("done"))
     await tab.send({"type": "user_message", "text": "call something odd"})
     end = await tab.until_turn_end()

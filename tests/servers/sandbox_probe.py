@@ -3,7 +3,7 @@
     python tests/servers/sandbox_probe.py
 
 Run plain, it reaches what BooCode's user reaches; run sandboxed (mcp.json's ``sandbox``,
-tests/mcpclient/test_sandbox.py), each tool says what the sandbox let through. Every tool answers
+tests/mcpclient/engine/test_sandbox.py), each tool says what the sandbox let through. Every tool answers
 with text, also when the attempt failed (``refused: <the OS error>``), so a test reads the outcome
 rather than an error result.
 

@@ -1,7 +1,7 @@
 """The toolbox's pins group: a tool whose definition the server changes while it runs (a rug pull).
 
 ``python tests/servers/toolbox.py --feature pins`` adds it to the toolbox. The pinning tests
-(tests/mcpclient/test_pins.py) watch BooCode hold the changed tool back until it is accepted.
+(tests/mcpclient/runtime/test_pins.py) watch BooCode hold the changed tool back until it is accepted.
 
 - ``lookup(word)``: read-only; its description says what it does.
 - ``redefine_lookup(description, write)``: replaces ``lookup`` with one of the same name whose

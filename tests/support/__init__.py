@@ -16,7 +16,8 @@ every test that uses them (tests/conftest.py for the whole suite). What lives wh
   ``fresh_database`` (PostgreSQL).
 - ``accounts``: users of the test process's own database: ``login`` (the one session cookie a
   websocket test uses), ``conversation_of``, ``stored``, ``client_of``.
-- ``tabs``: ``Tab``, the one websocket tab, in process or against a live Daphne.
+- ``tabs``: ``Tab``, the one websocket tab, in process or against a live Daphne, and
+  ``logged_in_tab``, the preamble of a websocket test (a person logged in, a conversation, its tab open).
 - ``web``: ``Browserless``, an HTTP client for a live server that is not a browser.
 - ``browser``: Chromium, the browser tests' live ``Site`` and its runners, page helpers, axe.
 - ``admin``: the admin as a browser drives it (``form_fields``, ``write_config``, ``AsgiAdmin``).

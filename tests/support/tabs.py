@@ -33,6 +33,7 @@ import aiohttp
 from channels.testing import WebsocketCommunicator
 
 from boocode.asgi import application
+from tests.support.accounts import conversation_of, login
 
 IN_PROCESS_WAIT = 10.0  # seconds a frame may take in process
 LIVE_WAIT = 30.0  # ... and from a live Daphne (another process, maybe a loaded machine)
@@ -100,6 +101,7 @@ class Tab:
     ) -> None:
         """In process, or (``port``) to the live Daphne on 127.0.0.1:``port``."""
         path = f"/ws/conversations/{conversation_id}/"
+        self.conversation_id, self.cookie = conversation_id, cookie
         self.ws: Any
         if port is None:
             headers = [(b"origin", b"http://127.0.0.1"), (b"host", b"127.0.0.1")]
@@ -216,3 +218,18 @@ async def finished(tab: Tab) -> dict[str, Any]:
     end = await tab.until_turn_end()
     assert end["status"] == "complete", end
     return (await tab.next("conversation"))["conversation"]
+
+
+async def logged_in_tab(username: str = "alice", conversation: int | None = None, **options: Any) -> Tab:
+    """The preamble of a websocket test: ``username`` logged in (created if new), a tab on
+    ``conversation`` (default: a new conversation of theirs), opened (its greeting read).
+
+    ``tab.conversation_id`` and ``tab.cookie`` are the conversation and the session, for a
+    second tab or a read of what was stored; ``options`` go to :class:`Tab` (``take_status``).
+    """
+    cookie = await login(username)
+    if conversation is None:
+        conversation = await conversation_of(username)
+    tab = Tab(conversation, cookie, **options)
+    await tab.open()
+    return tab

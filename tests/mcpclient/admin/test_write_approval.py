@@ -32,7 +32,7 @@ from mcpclient.models import McpServer, McpTool
 from mcpclient.runtime import set_hub
 from tests.support.admin import write_config
 from tests.support.hubs import make_config
-from tests.support.processes import PYTHON, ROOT, TEST_COMMANDS, TOOLBOX, HttpServer, free_port, toolbox_entry
+from tests.support.processes import PYTHON, ROOT, TOOLBOX, HttpServer, free_port, toolbox_entry
 
 pytestmark = pytest.mark.processes
 
@@ -178,13 +178,6 @@ async def test_untrusted_server_needs_approval_for_every_tool(hub: Hub) -> None:
 
 
 # --- the admin's tool pages ---------------------------------------------------------------------------
-@pytest.fixture
-def mcp_file(tmp_path: Path, settings: Any) -> Path:
-    settings.MCP_CONFIG = tmp_path / "mcp.json"
-    settings.MCP_STDIO_COMMANDS = TEST_COMMANDS
-    return settings.MCP_CONFIG
-
-
 @pytest.mark.django_db
 def test_the_admin_shows_which_tools_need_approval_and_why(admin_client: Client, mcp_file: Path) -> None:
     write_config(mcp_file, {"tb": writes_entry(writeTools="approve")})

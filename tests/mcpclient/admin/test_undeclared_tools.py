@@ -41,7 +41,7 @@ from mcpclient.models import McpServer, McpTool
 from mcpclient.runtime import set_hub
 from tests.support.admin import form_fields, write_config
 from tests.support.hubs import make_config
-from tests.support.processes import ROOT, TEST_COMMANDS, toolbox_entry
+from tests.support.processes import ROOT, toolbox_entry
 
 pytestmark = pytest.mark.processes
 
@@ -167,13 +167,6 @@ async def test_gitlab_write_tools_ask_and_only_what_the_entry_vouches_for_runs_f
     for name in GITLAB_WRITES:
         assert tools[name].approval_reason == UNDECLARED_REASON, name
     assert sum(tool.needs_approval for tool in tools.values()) == len(tools) - 1
-
-
-@pytest.fixture
-def mcp_file(tmp_path: Path, settings: Any) -> Path:
-    settings.MCP_CONFIG = tmp_path / "mcp.json"
-    settings.MCP_STDIO_COMMANDS = TEST_COMMANDS
-    return settings.MCP_CONFIG
 
 
 @pytest.mark.django_db

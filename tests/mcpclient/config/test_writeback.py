@@ -20,7 +20,7 @@ from mcpclient.config.writeback import WritebackError, set_enabled, update_serve
 
 pytestmark = pytest.mark.processes
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
+REPO_ROOT = Path(__file__).resolve().parents[3]
 
 GIT = {
     "command": "npx",

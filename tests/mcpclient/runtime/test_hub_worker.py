@@ -1111,22 +1111,20 @@ def test_a_killed_worker_fails_the_call_readably_and_the_restarted_one_serves(de
             await _ready_status(a)
             await a.send({"type": "user_message", "text": 'tool toolbox_slow {"seconds": 60}'})
             await a.next("tool_call")
-            started = time.monotonic()
             assert deployment.worker is not None
             deployment.worker.send_signal(signal.SIGKILL)
             deployment.worker.wait(10)
-            # The worker's silence is noticed well before the call's own time limit.
+            # The worker's silence is what ended the call, not the call's own time limit (whose
+            # message differs).
             result = (await a.next("tool_result", timeout=TIMEOUT_S + 10))["call"]
-            assert time.monotonic() - started < worker_wire.SILENT_AFTER + worker_wire.HEARTBEAT + 1.5
             assert result["status"] == "error"
             assert "the MCP hub worker stopped answering during the call" in result["output"]
             assert (await a.next("turn_end"))["status"] == "complete"
 
             # While no worker runs, a call is refused at once, saying why.
+            # Refused before it is sent, not after the worker's silence (whose message differs).
             await _start_turn(a, 'tool toolbox_echo {"text": "nobody there"}')
-            started = time.monotonic()
             call = (await a.next("tool_result"))["call"]
-            assert time.monotonic() - started < 5
             assert (call["status"], (await a.next("turn_end"))["status"]) == ("error", "complete")
             assert "the MCP hub worker is not running (" in call["output"]
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 from io import StringIO
 from pathlib import Path
-from typing import Any
 
 import pytest
 from channels.db import database_sync_to_async
@@ -23,7 +22,7 @@ from mcpclient.models import McpServer, McpTool
 from mcpclient.runtime.sync import persist_snapshot, sync_servers
 from tests.support.admin import write_config
 from tests.support.hubs import make_config
-from tests.support.processes import TEST_COMMANDS, toolbox_entry
+from tests.support.processes import toolbox_entry
 
 pytestmark = pytest.mark.processes
 
@@ -67,13 +66,6 @@ async def test_filtered_tools_are_never_offered(hub: Hub) -> None:
     await hub.rediscover("tb")
     fresh = {tool.name: tool for tool in hub.snapshots()[0].tools}["fresh"]
     assert fresh.filtered and "tb_fresh" not in {tool.prefixed_name for tool in hub.tools()}
-
-
-@pytest.fixture
-def mcp_file(tmp_path: Path, settings: Any) -> Path:
-    settings.MCP_CONFIG = tmp_path / "mcp.json"
-    settings.MCP_STDIO_COMMANDS = TEST_COMMANDS
-    return settings.MCP_CONFIG
 
 
 @pytest.mark.django_db

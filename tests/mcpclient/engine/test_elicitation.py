@@ -81,7 +81,7 @@ async def test_nested_schemas_are_refused_with_the_reason_and_links_declined_wit
         # 2025-11-25 tools catch the error and report it; on 2026-07-28 the call fails with it.
         assert "field \"address\": type 'object' is not allowed" in nested.output, (wire, nested.output)
         assert nested.is_error == wire.endswith("2026")
-        # URL mode (tests/mcpclient/test_elicitation_url.py): nobody here could open the page.
+        # URL mode (tests/mcpclient/engine/test_elicitation_url.py): nobody here could open the page.
         assert (await all_wires.call_tool(f"{wire}_ask_url", {})).output == "decline", wire
 
 

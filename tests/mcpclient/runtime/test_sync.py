@@ -16,7 +16,7 @@ from mcpclient import runtime
 from mcpclient.models import McpServer, McpState, McpTool
 from mcpclient.runtime.sync import sync_servers
 from tests.support.hubs import stop_process_hub
-from tests.support.processes import PYTHON, TEST_COMMANDS, toolbox_entry
+from tests.support.processes import PYTHON, toolbox_entry
 
 pytestmark = [pytest.mark.postgres, pytest.mark.processes]
 
@@ -24,13 +24,6 @@ pytestmark = [pytest.mark.postgres, pytest.mark.processes]
 def write_config(path: Path, servers: dict) -> Path:
     path.write_text(json.dumps({"mcpServers": servers}, indent=2))
     return path
-
-
-@pytest.fixture
-def mcp_file(tmp_path, settings):
-    settings.MCP_CONFIG = tmp_path / "mcp.json"
-    settings.MCP_STDIO_COMMANDS = TEST_COMMANDS
-    return settings.MCP_CONFIG
 
 
 @pytest.mark.django_db

@@ -68,13 +68,6 @@ HEADER_SECRET = "hunter2-api-key"
 
 
 @pytest.fixture
-def mcp_file(tmp_path: Path, settings: Any) -> Path:
-    settings.MCP_CONFIG = tmp_path / "mcp.json"
-    settings.MCP_STDIO_COMMANDS = TEST_COMMANDS
-    return settings.MCP_CONFIG
-
-
-@pytest.fixture
 def servers() -> dict[str, Any]:
     """Three entries: one with secrets, placeholders and unknown keys; an http one; an invalid one."""
     return {
@@ -600,7 +593,8 @@ async def test_rediscover_action_lists_tools_the_hub_was_not_told_about(
 ) -> None:
     settings.MCP_AUTOSTART = True
     server = http_toolbox()
-    # acceptNewTools: the new tool of a known server would wait for review (tests/mcpclient/test_pins.py).
+    # acceptNewTools: the new tool of a known server would wait for review
+    # (tests/mcpclient/runtime/test_pins.py).
     write_config(mcp_file, {"web": {"url": server.url, "acceptNewTools": True}})
     await database_sync_to_async(call_command)("mcp_sync", stdout=StringIO())
     other = Hub(base_dir=ROOT, allowed_commands=TEST_COMMANDS)

@@ -1,7 +1,7 @@
 """What a sandboxed server's failure says of the sandbox (:mod:`mcpclient.engine.sandbox_failures`),
 from the stderr lines the programs people run write: each shape only under the sandbox rule it
 names, and nothing for a failure of the server's own. The real servers meeting the sandbox are in
-tests/mcpclient/test_sandbox.py."""
+tests/mcpclient/engine/test_sandbox.py."""
 
 from __future__ import annotations
 
