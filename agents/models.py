@@ -96,7 +96,21 @@ class Agent(models.Model):
 
 
 SYNCED_FIELDS = (
-    "description", "tools", "model", "temperature", "max_tool_calls", "top_p", "context_tokens",
-    "tool_search", "pinned", "skills", "approve", "groups", "prompt", "extra", "position", "line",
+    "description",
+    "tools",
+    "model",
+    "temperature",
+    "max_tool_calls",
+    "top_p",
+    "context_tokens",
+    "tool_search",
+    "pinned",
+    "skills",
+    "approve",
+    "groups",
+    "prompt",
+    "extra",
+    "position",
+    "line",
     "is_builtin",
 )

@@ -63,8 +63,18 @@ MAX_NAME_LENGTH = 100
 MAX_FILE_BYTES = 1024 * 1024
 MAX_YAML_DEPTH = 20
 KNOWN_KEYS = (
-    "description", "tools", "model", "temperature", "max_tool_calls", "top_p",
-    "toolSearch", "pinned", "skills", "approve", "groups", "context",
+    "description",
+    "tools",
+    "model",
+    "temperature",
+    "max_tool_calls",
+    "top_p",
+    "toolSearch",
+    "pinned",
+    "skills",
+    "approve",
+    "groups",
+    "context",
 )
 APPROVAL_RULES = ("allow", "ask", "deny")
 TOOL_SEARCH_MODES = ("auto", "always", "never")
@@ -347,8 +357,10 @@ def _parse_section(
 
     max_tool_calls = front.get("max_tool_calls", DEFAULT_MAX_TOOL_CALLS)
     low, high = MAX_TOOL_CALLS_RANGE
-    if isinstance(max_tool_calls, bool) or not isinstance(max_tool_calls, int) or not (
-        low <= max_tool_calls <= high
+    if (
+        isinstance(max_tool_calls, bool)
+        or not isinstance(max_tool_calls, int)
+        or not (low <= max_tool_calls <= high)
     ):
         fail("max_tool_calls", f"must be an integer from {low} to {high}, got {_describe(max_tool_calls)}")
 

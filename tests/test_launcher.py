@@ -77,7 +77,7 @@ def test_an_exception_shows_the_scripts_traceback_and_exits_1(python: str, tmp_p
     script.write_text("def go():\n    raise ValueError('boom')\n\ngo()\n")
     done = run(python, str(script))
     assert done.returncode == 1
-    assert done.stderr.startswith("Traceback (most recent call last):\n  File \"" + str(script))
+    assert done.stderr.startswith('Traceback (most recent call last):\n  File "' + str(script))
     assert "zygote" not in done.stderr and done.stderr.endswith("ValueError: boom\n")
 
 

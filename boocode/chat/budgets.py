@@ -23,7 +23,7 @@ not ten). The hold is released in the write that counts the answer's real usage
 or was stopped; a hold nobody released (a process that died mid-request) stops counting
 :data:`RESERVATION_SECONDS` after the person's last hold. With no budget (0) nothing is held and the
 check costs nothing. The tool console (``/call``, ``/tools``) never calls the model and is never
-refused. """
+refused."""
 
 from __future__ import annotations
 

@@ -78,6 +78,7 @@ end
 return kept
 """
 
+
 def _reconnect_once() -> Any:
     """A connection of the pool found broken (Redis restarted since it was opened) is opened
     again and the command sent once more; a command never reached a broken connection's server.

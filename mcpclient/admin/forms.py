@@ -37,7 +37,14 @@ TEXT_FIELDS = (
     "extra",
 )
 VALUE_FIELDS = (
-    "transport", "enabled", "timeout", "init_timeout", "write_tools", "trusted", "apps", "pin_tools",
+    "transport",
+    "enabled",
+    "timeout",
+    "init_timeout",
+    "write_tools",
+    "trusted",
+    "apps",
+    "pin_tools",
     "accept_new_tools",
 )
 

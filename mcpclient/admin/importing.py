@@ -144,7 +144,6 @@ def import_servers(
     if dry_run:
         return plan
 
-
     try:
         write_through(lambda file: merge_servers(file, entries, replace=replace, inputs=inputs))
     except ServerChangeError as exc:

@@ -352,7 +352,7 @@ def parse_server(name: str, entry: object, *, source: str = "mcp.json") -> Serve
     if "readOnly" in entry and not trusted:
         raise check.fail(
             'conflicting "readOnly" and "trusted": false: an untrusted server\'s tools all ask, '
-            'so there is nothing to vouch for (keep one of them)'
+            "so there is nothing to vouch for (keep one of them)"
         )
     apps = check.boolean("apps", True)
     pin_tools = entry.get("pinTools", PIN_BLOCK)

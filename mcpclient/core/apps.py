@@ -58,7 +58,7 @@ def tool_ui(meta: Mapping[str, Any] | None) -> ToolUi:
     ui = meta.get("ui")
     notes: list[str] = []
     if ui is not None and not isinstance(ui, Mapping):
-        return ToolUi(note=f'_meta.ui ignored: it is not an object but {type(ui).__name__}')
+        return ToolUi(note=f"_meta.ui ignored: it is not an object but {type(ui).__name__}")
     ui = ui or {}
     uri_key = "_meta.ui.resourceUri"
     uri = ui.get("resourceUri")

@@ -68,8 +68,19 @@ MAX_HEADER_VALUE = 4096
 HEADER_NAME_RE = re.compile(r"^[A-Za-z0-9!#$%&'*+.^_`|~-]{1,100}$")  # an RFC 9110 token
 # Headers a person may not set: the transport's own, and ones that would speak for BooCode.
 RESERVED_HEADERS = frozenset(
-    {"host", "content-length", "content-type", "accept", "connection", "transfer-encoding",
-     "mcp-session-id", "mcp-protocol-version", "cookie", "traceparent", "tracestate"}
+    {
+        "host",
+        "content-length",
+        "content-type",
+        "accept",
+        "connection",
+        "transfer-encoding",
+        "mcp-session-id",
+        "mcp-protocol-version",
+        "cookie",
+        "traceparent",
+        "tracestate",
+    }
 )
 TRANSPORTS = {"http": "streamableHttp", "sse": "sse"}
 SIGN_INS = ("none", "header", "oauth")
@@ -303,8 +314,10 @@ def add(user_id: int, draft: Draft) -> PersonalServer:
                 "(not one the transport sets itself).",
                 "header_name",
             )
-        if not header_value or len(header_value) > MAX_HEADER_VALUE or any(
-            ord(char) < 32 or ord(char) == 127 for char in header_value
+        if (
+            not header_value
+            or len(header_value) > MAX_HEADER_VALUE
+            or any(ord(char) < 32 or ord(char) == 127 for char in header_value)
         ):
             raise PersonalServerError(
                 f"The header's value must be 1 to {MAX_HEADER_VALUE} characters on one line.", "header_value"

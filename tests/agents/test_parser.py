@@ -72,7 +72,10 @@ def test_valid_file_loads_every_agent_in_order_with_defaults():
     researcher = agents["Researcher"]
     assert researcher.tools == ("*", "!web_*")  # unquoted * and ! read as patterns, not YAML syntax
     assert (researcher.model, researcher.temperature, researcher.top_p, researcher.max_tool_calls) == (
-        "small-model", 0.2, 0.9, 5
+        "small-model",
+        0.2,
+        0.9,
+        5,
     )
     assert "## Not a heading inside a fence" in researcher.prompt
 

@@ -11,8 +11,16 @@ from hypothesis import strategies as st
 from agents.policy import glob_match, is_allowed, select, unmatched_patterns
 
 TOOLS = [
-    "context7_get_docs", "context7_resolve", "git_log", "git_status", "grep", "list_dir",
-    "time_now", "view_file", "web_fetch", "web_search",
+    "context7_get_docs",
+    "context7_resolve",
+    "git_log",
+    "git_status",
+    "grep",
+    "list_dir",
+    "time_now",
+    "view_file",
+    "web_fetch",
+    "web_search",
 ]
 
 # Small alphabets make collisions (and so interesting matches) likely; regex metacharacters
@@ -117,6 +125,7 @@ def test_design_examples(pats, expected):
 
 def test_unmatched_patterns_reports_typos():
     assert unmatched_patterns(["view_file", "gerp", "!web_*", "!wbe_*", "context7_*"], TOOLS) == [
-        "gerp", "!wbe_*"
+        "gerp",
+        "!wbe_*",
     ]
     assert unmatched_patterns(None, TOOLS) == [] and unmatched_patterns([], TOOLS) == []

@@ -54,11 +54,16 @@ def test_sync_creates_rows_that_mirror_the_file(agents_file):
     assert report.created == ["Helper", "Reader"] and report.errors == []
     helper, reader = list_agents()
     assert (helper.name, helper.tools, helper.temperature, helper.prompt) == (
-        "Helper", ["*", "!web_*"], 0.5, "Be helpful."
+        "Helper",
+        ["*", "!web_*"],
+        0.5,
+        "Be helpful.",
     )
     assert helper.extra == {"extra_key": "kept"} and helper.tool_patterns == ["*", "!web_*"]
     assert (reader.tools, reader.max_tool_calls, reader.temperature) == (
-        ["view_file", "grep", "list_dir"], 12, 0.7
+        ["view_file", "grep", "list_dir"],
+        12,
+        0.7,
     )
     assert default_agent().name == "Helper"
     assert get_agent("Reader") == reader and get_agent("Nobody") is None

@@ -71,8 +71,13 @@ def test_a_five_megabyte_conversation_opens_and_scrolls_to_its_first_message(
     assert page.locator("#chat-error").is_hidden()
     # The page stays at the newest message while the whole answer above it arrives.
     assert page.locator("article.message", has_text="m-last").is_visible()
-    assert page.evaluate("(() => { const m = document.getElementById('messages');"
-                         " return m.scrollHeight - m.scrollTop - m.clientHeight; })()") < 80
+    assert (
+        page.evaluate(
+            "(() => { const m = document.getElementById('messages');"
+            " return m.scrollHeight - m.scrollTop - m.clientHeight; })()"
+        )
+        < 80
+    )
     screenshot(page, "large-conversation-newest")
 
     _scroll_up_until(page, "m-first")

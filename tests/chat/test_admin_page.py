@@ -44,8 +44,12 @@ def test_admin_pages_carry_the_product_name(admin_client: Client) -> None:
 def test_a_rejected_tool_reads_no_in_words(admin_client: Client) -> None:
     server = McpServer.objects.create(name="tb", status="ready", tool_count=1, rejected_count=1)
     McpTool.objects.create(
-        server=server, name="wipe", prefixed_name="tb_wipe", annotations={"readOnlyHint": False},
-        rejected=True, reject_reason="readOnlyHint is false",
+        server=server,
+        name="wipe",
+        prefixed_name="tb_wipe",
+        annotations={"readOnlyHint": False},
+        rejected=True,
+        reject_reason="readOnlyHint is false",
     )
     McpTool.objects.create(
         server=server, name="echo", prefixed_name="tb_echo", annotations={"readOnlyHint": True}

@@ -57,8 +57,13 @@ def conversation_with(owner: Any, *entries: tuple[str, str], title: str = "New c
 def test_every_new_endpoint_needs_a_login_and_the_owner(alice: Any, mallory: Client) -> None:
     conversation = conversation_with(alice, ("user", "secret plans"), title="secret plans")
     anonymous = Client()
-    for url in ("/api/agents/", "/api/models/", "/api/search/?q=secret", f"/c/{conversation.pk}/export.md",
-                f"/c/{conversation.pk}/export.json"):
+    for url in (
+        "/api/agents/",
+        "/api/models/",
+        "/api/search/?q=secret",
+        f"/c/{conversation.pk}/export.md",
+        f"/c/{conversation.pk}/export.json",
+    ):
         response = anonymous.get(url)
         assert response.status_code == 302 and response["Location"].startswith("/login/"), url
     for url in (f"/c/{conversation.pk}/model/", "/prefs/theme/", "/c/new/"):
@@ -165,7 +170,8 @@ async def test_agents_api_lists_each_agents_tools(toolbox_hub: Hub, agents_file:
     assert [(t["name"], t["server"], t["tool"]) for t in echo] == [("toolbox_echo", "toolbox", "echo")]
     assert echo[0]["description"] == "Return the text unchanged."
     assert [(t["name"], t["server"], t["tool"]) for t in agents[1]["tools"]] == [
-        ("grep", "", "grep"), ("view_file", "", "view_file")
+        ("grep", "", "grep"),
+        ("view_file", "", "view_file"),
     ]
 
     # AGENTS.md edited: the next answer follows it.
@@ -228,7 +234,10 @@ async def test_tool_calls_carry_title_server_tool_structured_and_output_url(
     assert (view["title"], view["server"], view["tool"], view["structured"]) == ("", "", "view_file", None)
     row = await ToolCall.objects.aget(pk=forecast["id"])
     assert (row.server, row.tool, row.title, row.structured) == (
-        "tb", "forecast", "Weather forecast", {"temperature": 21.5, "unit": "C"}
+        "tb",
+        "forecast",
+        "Weather forecast",
+        {"temperature": 21.5, "unit": "C"},
     )
     set_hub(None)
 
@@ -297,12 +306,24 @@ def export_fixture(alice: Any) -> Conversation:
         conversation=conversation, role="user", content="Plan **Rome** <img src=x onerror=alert(1)>"
     )
     answer = Message.objects.create(
-        conversation=conversation, role="assistant", content="Use this:\n\n```\ncode ``` inside\n```\n",
-        model="test-model", prompt_tokens=12, completion_tokens=30,
+        conversation=conversation,
+        role="assistant",
+        content="Use this:\n\n```\ncode ``` inside\n```\n",
+        model="test-model",
+        prompt_tokens=12,
+        completion_tokens=30,
     )
     ToolCall.objects.create(
-        message=answer, call_id="c1", name="tb_forecast", server="tb", tool="forecast", title="Weather",
-        arguments='{"city": "Rome"}', output="21.5 C", status="done", structured={"temperature": 21.5},
+        message=answer,
+        call_id="c1",
+        name="tb_forecast",
+        server="tb",
+        tool="forecast",
+        title="Weather",
+        arguments='{"city": "Rome"}',
+        output="21.5 C",
+        status="done",
+        structured={"temperature": 21.5},
     )
     return conversation
 
@@ -316,12 +337,12 @@ def test_export_markdown(client_for: Callable[..., Client], alice: Any) -> None:
     assert response["Content-Security-Policy"] == "default-src 'none'; sandbox"
     assert response["X-Content-Type-Options"] == "nosniff"
     text = response.content.decode()
-    assert text.startswith("# Trip &lt;script&gt;alert(\"t\")&lt;/script&gt;\n")
+    assert text.startswith('# Trip &lt;script&gt;alert("t")&lt;/script&gt;\n')
     assert "Old question" not in text
     assert "Plan **Rome** <img src=x onerror=alert(1)>" in text  # the message as written
     assert "test-model · 12 + 30 tokens" in text
     assert "````\ncode ``` inside" not in text  # the answer's own fence is kept as written
-    assert '**Tool call** tb\\_forecast on tb — done' in text
+    assert "**Tool call** tb\\_forecast on tb — done" in text
     assert '```json\n{\n  "city": "Rome"\n}\n```' in text and "```\n21.5 C\n```" in text
 
 
@@ -335,12 +356,19 @@ def test_export_json(client_for: Callable[..., Client], alice: Any) -> None:
     assert data["format"] == "boocode.conversation/1"
     assert data["conversation"]["title"] == 'Trip <script>alert("t")</script>'
     assert data["conversation"]["usage"] == {
-        "prompt_tokens": 12, "completion_tokens": 30, "answers": 1, "answers_without_usage": 0
+        "prompt_tokens": 12,
+        "completion_tokens": 30,
+        "answers": 1,
+        "answers_without_usage": 0,
     }
     assert [m["role"] for m in data["messages"]] == ["user", "assistant"]  # superseded left out
     call = data["messages"][1]["tool_calls"][0]
     assert (call["server"], call["tool"], call["title"], call["output"], call["structured"]) == (
-        "tb", "forecast", "Weather", "21.5 C", {"temperature": 21.5}
+        "tb",
+        "forecast",
+        "Weather",
+        "21.5 C",
+        {"temperature": 21.5},
     )
     assert data["messages"][1]["usage"] == {"prompt_tokens": 12, "completion_tokens": 30}
 
@@ -351,4 +379,3 @@ def test_export_of_a_huge_tool_output_is_whole(client_for: Callable[..., Client]
     ToolCall.objects.create(message=message, call_id="c", name="t", output="y" * 50_000)
     data = client_for().get(f"/c/{conversation.pk}/export.json").json()
     assert len(data["messages"][1]["tool_calls"][0]["output"]) == 50_000
-

@@ -96,9 +96,7 @@ async def _careful(agents_file: Callable[[str], Any]) -> tuple[Tab, int]:
 @sync_to_async
 def audit_rows(conversation: int) -> list[ToolCallAudit]:
     return list(
-        ToolCallAudit.objects.filter(conversation_id=conversation)
-        .order_by("id")
-        .select_related("decided_by")
+        ToolCallAudit.objects.filter(conversation_id=conversation).order_by("id").select_related("decided_by")
     )
 
 

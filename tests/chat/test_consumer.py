@@ -135,6 +135,7 @@ async def test_a_tool_call_reaches_its_server_while_its_record_is_still_being_wr
         return real(*args, **keys)
 
     monkeypatch.setattr(conversations, "finish_message", held)
+
     def reached() -> bool:  # the toolbox's stderr tail, as the hub keeps it
         return any("reached the server" in s.stderr_tail for s in toolbox_hub.snapshots())
 

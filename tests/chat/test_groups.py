@@ -438,7 +438,7 @@ async def test_a_view_of_the_servers_stops_answering_when_its_person_leaves_the_
             assert reply["error"] == 'The MCP server "team" is no longer configured.', method
         page = await team["alice"].get(f"/c/{conversation}/calls/{call['id']}/view/")
         assert page.status_code == 404
-        assert 'The MCP server &quot;team&quot; is no longer configured' in page.content.decode()
+        assert "The MCP server &quot;team&quot; is no longer configured" in page.content.decode()
         # And the model no longer gets the server's tools.
         llm.script(Text("Nothing."))
         asked = len(llm.requests)

@@ -36,8 +36,14 @@ TOKEN = "Bearer sk-own-server-0123456789abcdef"
 
 
 def form(**fields: Any) -> dict[str, Any]:
-    return {"name": "mine", "url": "https://mcp.example.com/mcp", "transport": "http", "sign_in": "none",
-            "next": "/", **fields}
+    return {
+        "name": "mine",
+        "url": "https://mcp.example.com/mcp",
+        "transport": "http",
+        "sign_in": "none",
+        "next": "/",
+        **fields,
+    }
 
 
 # --- adding: every field checked, nothing stored on error ------------------------------------------

@@ -85,7 +85,10 @@ async def test_regenerate_supersedes_the_answer_and_asks_again(llm: ScriptedLLM,
     again = Tab(conversation, cookie)
     history = await again.open()
     assert [m["content"] for m in history["messages"]] == [
-        "Tell me a joke", "First answer.", "Another one", "A better answer."
+        "Tell me a joke",
+        "First answer.",
+        "Another one",
+        "A better answer.",
     ]
     await again.close()
     await tab.close()
@@ -170,7 +173,10 @@ async def test_edit_and_regenerate_errors(llm: ScriptedLLM) -> None:
     await tab.until_turn_end()
 
     assert [(row[1], row[3]) for row in await rows(conversation)] == [
-        ("user", False), ("assistant", False), ("user", False), ("assistant", False)
+        ("user", False),
+        ("assistant", False),
+        ("user", False),
+        ("assistant", False),
     ]
     await tab.close()
 

@@ -471,6 +471,10 @@ def test_usage_stored_before_is_counted_by_the_migration(django_user_model: Any)
     migration.backfill(apps, None)
     row = DailyUsage.objects.get(user=owner)
     assert (row.day, row.prompt_tokens, row.completion_tokens, row.answers, row.answers_without_usage) == (
-        today(), 7, 3, 2, 1
+        today(),
+        7,
+        3,
+        2,
+        1,
     )
     assert row.tool_calls == 1

@@ -53,7 +53,10 @@ async def test_usage_is_asked_for_and_stored_per_answer(models_llm: ScriptedLLM,
     ]
     assert {answer["model"] for answer in answers} == {"test-model"}
     assert info["usage"] == {
-        "prompt_tokens": 220, "completion_tokens": 12, "answers": 2, "answers_without_usage": 0
+        "prompt_tokens": 220,
+        "completion_tokens": 12,
+        "answers": 2,
+        "answers_without_usage": 0,
     }
 
     # A server that sends no usage: the answer says so (null) and the conversation counts it.
@@ -122,9 +125,7 @@ def test_models_api_names_the_problem(models_llm: ScriptedLLM, settings: Any) ->
     assert "BOOCODE_LLM_BASE_URL" in client.get("/api/models/").json()["error"]
 
 
-def test_models_api_default_follows_the_conversation_agent(
-    models_llm: ScriptedLLM, agents_file: Any
-) -> None:
+def test_models_api_default_follows_the_conversation_agent(models_llm: ScriptedLLM, agents_file: Any) -> None:
     agents_file("## Writer\n---\nmodel: big-model\n---\nWrite.\n\n## Plain\nAnswer.\n")
     client, alice = client_of("alice")
     writer = Conversation.objects.create(owner=alice, agent_name="Writer")
@@ -220,7 +221,8 @@ async def test_title_from_the_model_after_the_first_answer(models_llm: ScriptedL
     request = models_llm.requests[-1]
     assert "tools" not in request and request["messages"][0] == {"role": "system", "content": TITLE_PROMPT}
     assert [m["content"] for m in request["messages"][1:]] == [
-        "What should I see in *Rome*?", "Rome has the Colosseum."
+        "What should I see in *Rome*?",
+        "Rome has the Colosseum.",
     ]
 
     # Only the first answer: the next turn asks for no title.

@@ -123,8 +123,11 @@ async def test_a_view_calls_only_its_own_servers_tools_for_views_and_reads_its_r
 
     read = await view.ask("resources/read", {"uri": "ui://toolbox/clock.html"})
     [content] = read["result"]["contents"]
-    assert (content["uri"], content["mimeType"], content["text"]) == ("ui://toolbox/clock.html",
-                                                                     "text/html;profile=mcp-app", CLOCK_HTML)
+    assert (content["uri"], content["mimeType"], content["text"]) == (
+        "ui://toolbox/clock.html",
+        "text/html;profile=mcp-app",
+        CLOCK_HTML,
+    )
     huge = await view.ask("resources/read", {"uri": "toolbox://apps/huge.txt"})  # 50 MB
     assert "result" not in huge and huge["error"].startswith("The resource could not be read")
     assert huge["error"].endswith("a message of 50.0 MB, over the 16.0 MB limit")

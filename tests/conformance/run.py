@@ -328,7 +328,10 @@ def migrated_template(data_root: Path) -> Path | None:
     template = data_root / "template"
     done = subprocess.run(
         [sys.executable, str(ROOT / "manage.py"), "migrate", "-v0"],
-        cwd=ROOT, env={**_base_env(), "BOOCODE_DATA_DIR": str(template)}, capture_output=True, text=True,
+        cwd=ROOT,
+        env={**_base_env(), "BOOCODE_DATA_DIR": str(template)},
+        capture_output=True,
+        text=True,
     )
     if done.returncode != 0:
         sys.exit(f"manage.py migrate failed in {template}:\n{done.stdout}{done.stderr}")
@@ -345,8 +348,17 @@ def run_one(
     folder = result_folder(item)
     shutil.rmtree(folder, ignore_errors=True)
     folder.mkdir(parents=True)
-    args = ["client", "--command", command, "--scenario", item.scenario,
-            "--timeout", str(timeout * 1000), "-o", str(folder)]
+    args = [
+        "client",
+        "--command",
+        command,
+        "--scenario",
+        item.scenario,
+        "--timeout",
+        str(timeout * 1000),
+        "-o",
+        str(folder),
+    ]
     if item.wire != DEFAULT_WIRE:
         # What `client --requirements REV` does for each scenario of the set.
         args += ["--spec-version", item.wire, "--force"]
@@ -396,8 +408,17 @@ def run_one(
     elif expected:
         reason = f"expected: {expected} | {reason}"
     return Outcome(
-        item.scenario, item.suite.version, item.wire, item.required, passed, reason, round(seconds, 1),
-        item.note, failed, str(folder.relative_to(ROOT)), expected,
+        item.scenario,
+        item.suite.version,
+        item.wire,
+        item.required,
+        passed,
+        reason,
+        round(seconds, 1),
+        item.note,
+        failed,
+        str(folder.relative_to(ROOT)),
+        expected,
     )
 
 
@@ -428,22 +449,28 @@ def print_table(outcomes: list[Outcome]) -> None:
     print(f"\n{'scenario':<{width}}  {'suite':<15} {'wire':<10} {'req':<3}  result  reason")
     for o in outcomes:
         reason = o.reason if len(o.reason) <= 160 else o.reason[:157] + "..."
-        print(f"{o.scenario:<{width}}  {o.suite:<15} {o.wire:<10} {'yes' if o.required else 'no':<3}  "
-              f"{o.verdict:<6}  {reason}")
+        print(
+            f"{o.scenario:<{width}}  {o.suite:<15} {o.wire:<10} {'yes' if o.required else 'no':<3}  "
+            f"{o.verdict:<6}  {reason}"
+        )
     print()
     for version in dict.fromkeys(o.suite for o in outcomes):
         mine = [o for o in outcomes if o.suite == version]
         required = [o for o in mine if o.required]
         other = [o for o in mine if not o.required]
         xfail = sum(o.verdict == "xfail" for o in required)
-        print(f"{version}: required {sum(o.passed for o in required)}/{len(required)} passed"
-              + (f" ({xfail} expected failure{'s' if xfail > 1 else ''})" if xfail else "")
-              + f"; not required {sum(o.passed for o in other)}/{len(other)} passed")
+        print(
+            f"{version}: required {sum(o.passed for o in required)}/{len(required)} passed"
+            + (f" ({xfail} expected failure{'s' if xfail > 1 else ''})" if xfail else "")
+            + f"; not required {sum(o.passed for o in other)}/{len(other)} passed"
+        )
     required = [o for o in outcomes if o.required]
-    print(f"total: {sum(o.passed for o in required)}/{len(required)} required runs passed, "
-          f"{sum(o.passed for o in outcomes)}/{len(outcomes)} runs passed, "
-          f"{sum(o.seconds for o in outcomes):.0f} s; "
-          f"{sum(o.fails_run for o in outcomes)} unexpected result(s)")
+    print(
+        f"total: {sum(o.passed for o in required)}/{len(required)} required runs passed, "
+        f"{sum(o.passed for o in outcomes)}/{len(outcomes)} runs passed, "
+        f"{sum(o.seconds for o in outcomes):.0f} s; "
+        f"{sum(o.fails_run for o in outcomes)} unexpected result(s)"
+    )
 
 
 def late_only(folder: Path) -> str:
@@ -476,8 +503,11 @@ def run_all(planned: list[Planned], command: str, timeout: int, jobs: int) -> li
     def report(index: int, outcome: Outcome) -> None:
         outcomes[index] = outcome
         item = planned[index]
-        print(f"[{len(outcomes)}/{len(planned)}] {item.suite.version} {item.wire} {item.scenario}: "
-              f"{outcome.verdict} ({outcome.seconds:.1f} s)", flush=True)
+        print(
+            f"[{len(outcomes)}/{len(planned)}] {item.suite.version} {item.wire} {item.scenario}: "
+            f"{outcome.verdict} ({outcome.seconds:.1f} s)",
+            flush=True,
+        )
 
     try:
         template = migrated_template(data_root)

@@ -127,7 +127,8 @@ def test_a_views_declarations_open_only_origins_and_only_their_directives() -> N
 def test_a_reads_view_declarations_cross_the_hub_workers_wire() -> None:
     import mcp.types as types
 
-    from mcpclient.engine.resources import ReadResult, shape_contents
+    from mcpclient.core.resources import ReadResult
+    from mcpclient.engine.resources import shape_contents
     from mcpclient.worker.wire import read_in, read_out
 
     item = types.TextResourceContents(
@@ -236,7 +237,7 @@ async def test_the_admin_keeps_each_tools_view_and_says_why_the_model_is_not_off
     assert (clock.ui_resource_uri, clock.visibility) == (CLOCK, ["model", "app"])
     assert (stored["tick"].visibility, stored["tick"].reject_reason) == (
         ["app"],
-        "_meta.ui.visibility is [\"app\"]: only its server's views call it",
+        '_meta.ui.visibility is ["app"]: only its server\'s views call it',
     )
     assert "neither the model nor a view" in stored["sealed"].reject_reason
     assert 'resourceUri ignored: it does not start with "ui://"' in stored["odd_view"].warning

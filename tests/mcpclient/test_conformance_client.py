@@ -39,7 +39,11 @@ def conformance_client(
         env["MCP_CONFORMANCE_CONTEXT"] = json.dumps({"name": scenario, **context})
     return subprocess.run(
         [PYTHON, "manage.py", "mcp_conformance_client", url],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=180,  # a deadline (loaded: slow)
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=180,  # a deadline (loaded: slow)
     )
 
 
@@ -107,7 +111,11 @@ def test_a_context_that_is_not_json_is_refused(tmp_path: Path) -> None:
     env = {**os.environ, "BOOCODE_DATA_DIR": str(tmp_path), "MCP_CONFORMANCE_CONTEXT": "{oops"}
     done = subprocess.run(
         [PYTHON, "manage.py", "mcp_conformance_client", "http://127.0.0.1:9/mcp"],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=180,  # a deadline (loaded: slow)
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=180,  # a deadline (loaded: slow)
     )
 
     assert done.returncode == 1

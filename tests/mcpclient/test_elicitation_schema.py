@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from mcpclient.engine.elicitation_form import (
+from mcpclient.core.elicitation_form import (
     MAX_FORM_BYTES,
     AnswerError,
     FormError,
@@ -31,8 +31,12 @@ EVERY_KIND = {
             "type": "string",
             "oneOf": [{"const": "r", "title": "Red"}, {"const": "g", "title": "Green"}],
         },
-        "many": {"type": "array", "items": {"type": "string", "enum": ["p", "q", "s"]}, "maxItems": 2,
-                 "default": ["p"]},
+        "many": {
+            "type": "array",
+            "items": {"type": "string", "enum": ["p", "q", "s"]},
+            "maxItems": 2,
+            "default": ["p"],
+        },
         "many_titled": {"type": "array", "items": {"anyOf": [{"const": "1", "title": "One"}]}, "minItems": 1},
     },
     "required": ["name"],
@@ -43,9 +47,18 @@ def test_every_primitive_kind_becomes_a_field() -> None:
     form = parse_form(EVERY_KIND, message="Hello")
     kinds = {f.name: f.kind for f in form.fields}
     assert kinds == {
-        "name": "string", "email": "string", "site": "string", "born": "string", "age": "integer",
-        "score": "number", "ok": "boolean", "plain": "enum", "legacy": "enum", "titled": "enum",
-        "many": "multi", "many_titled": "multi",
+        "name": "string",
+        "email": "string",
+        "site": "string",
+        "born": "string",
+        "age": "integer",
+        "score": "number",
+        "ok": "boolean",
+        "plain": "enum",
+        "legacy": "enum",
+        "titled": "enum",
+        "many": "multi",
+        "many_titled": "multi",
     }
     fields = {f.name: f for f in form.fields}
     assert [(o.value, o.title) for o in fields["legacy"].options] == [("x", "Ex"), ("y", "Why")]
@@ -102,8 +115,10 @@ def test_an_answer_must_be_an_object() -> None:
         ({"type": "array"}, 'must be an object schema ("type": "object")'),
         ({"type": "object", "properties": {"a": {"type": "object"}}}, "type 'object' is not allowed"),
         ({"type": "object", "properties": {"a": {"$ref": "#/x"}}}, "type 'no type' is not allowed"),
-        ({"type": "object", "properties": {"a": {"type": "array", "items": {"type": "number"}}}},
-         "multi-select of string options"),
+        (
+            {"type": "object", "properties": {"a": {"type": "array", "items": {"type": "number"}}}},
+            "multi-select of string options",
+        ),
         ({"type": "object", "properties": {"a": {"type": "string", "enum": [1, 2]}}}, "list of strings"),
         ({"type": "object", "properties": {"a": {"type": "string"}}, "required": ["b"]}, "does not have: b"),
     ],

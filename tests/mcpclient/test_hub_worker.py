@@ -52,7 +52,16 @@ REDIS_PREFIX = f"boocode-db{REDIS_URL.rsplit('/', 1)[1]}"  # settings.py names t
 # "meta": request_meta answers with its request's _meta (the trace context across the hop).
 # "skills": skills served by the skills extension (listed, read and verified in the worker).
 FEATURES = (
-    "progress", "questions", "resources", "prompts", "logs", "writes", "meta", "apps", "skills", "undeclared"
+    "progress",
+    "questions",
+    "resources",
+    "prompts",
+    "logs",
+    "writes",
+    "meta",
+    "apps",
+    "skills",
+    "undeclared",
 )
 TIMEOUT_S = 8  # the toolbox's "timeout" in mcp.json: a call never waits longer (plus the grace)
 SECRET_KEY = f"hub-worker-test-{uuid.uuid4().hex}"  # shared by the deployment's processes
@@ -808,8 +817,15 @@ async def _add_own_server(port: int, account: dict[str, Any], name: str, url: st
         async with session.get(f"{base}/") as page:
             assert page.status == 200
         token = session.cookie_jar.filter_cookies(URL(f"{base}/"))["csrftoken"].value
-        fields = {"name": name, "url": url, "transport": "http", "sign_in": "header",
-                  "header_name": "X-Api-Key", "header_value": key, "next": "/"}
+        fields = {
+            "name": name,
+            "url": url,
+            "transport": "http",
+            "sign_in": "header",
+            "header_name": "X-Api-Key",
+            "header_value": key,
+            "next": "/",
+        }
         async with session.post(
             f"{base}/servers/add/",
             data={**fields, "csrfmiddlewaretoken": token},
@@ -1069,10 +1085,9 @@ def test_the_first_call_after_the_worker_died_is_refused_at_once(deployment: Dep
             # The model's call: the turn goes on without the worker's skills, the call says why.
             call, end = await a.turn('tool toolbox_echo {"text": "nobody there"}', within=20)
             assert (call["status"], end["status"]) == ("error", "complete"), (call, end)
-            assert (
-                'the MCP hub worker is not running (nothing listens on its channel "'
-                in call["output"]
-            ), call["output"]
+            assert 'the MCP hub worker is not running (nothing listens on its channel "' in call["output"], (
+                call["output"]
+            )
 
             # The tool console's /call reads the servers' state first: the turn fails, saying why.
             await a.send({"type": "user_message", "text": '/call toolbox_echo {"text": "console"}'})

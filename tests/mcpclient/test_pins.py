@@ -343,8 +343,10 @@ async def test_the_listing_mcp_discover_showed_is_pinned_and_a_flagged_one_is_he
             assert "manage.py mcp_discover --accept tb" in shown
             # What it showed is pinned: lookup as listed; weather is waiting for a review.
             lookup = await ToolPin.objects.aget(server="tb", tool="lookup")
-            assert lookup.digest and not lookup.pending and lookup.definition["description"] == (
-                "Look a word up in the dictionary."
+            assert (
+                lookup.digest
+                and not lookup.pending
+                and lookup.definition["description"] == ("Look a word up in the dictionary.")
             )
             weather = await ToolPin.objects.aget(server="tb", tool="weather")
             assert weather.pending and weather.digest == ""

@@ -186,4 +186,3 @@ def test_values_never_reach_the_log(keys: Any, caplog: pytest.LogCaptureFixture)
     delete_secret("input", "github-token")
     assert 'stored input "github-token"' in caplog.text
     assert VALUE not in caplog.text and KEY_A not in caplog.text and KEY_B not in caplog.text
-

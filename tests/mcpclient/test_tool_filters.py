@@ -92,7 +92,9 @@ def test_filtered_tools_are_stored_shown_and_listed_as_filtered(admin_client: Cl
     row = McpServer.objects.get(name="tb")
     assert (row.tool_count, row.rejected_count, row.filtered_count) == (9, 1, 3)
     assert set(McpTool.objects.filter(server=row, filtered=True).values_list("name", flat=True)) == {
-        "slow", "crash", "big",
+        "slow",
+        "crash",
+        "big",
     }
 
     html = admin_client.get(reverse("admin:mcpclient_mcpserver_change", args=[row.pk])).content.decode()

@@ -264,7 +264,7 @@ def test_admin_tool_page_shows_title_output_schema_and_icon_addresses_as_text(
     html = page.content.decode()
     assert "Weather forecast" in html
     [schema] = re.findall(r'<pre class="mcp-output-schema">(.*?)</pre>', html, re.DOTALL)
-    assert json.loads(unescape(schema)) == FORECAST_SCHEMA and '\n  &quot;properties&quot;: {\n' in schema
+    assert json.loads(unescape(schema)) == FORECAST_SCHEMA and "\n  &quot;properties&quot;: {\n" in schema
     # Icons are their addresses as text; a data: URI is cut short; dropped ones are nowhere.
     assert f'<code class="mcp-icon-src">{HTTPS_ICON}</code> (image/png, 48x48)' in html
     assert f'<code class="mcp-icon-src">{SMALL_DATA_ICON[:48]}… (' in html and SMALL_DATA_ICON not in html

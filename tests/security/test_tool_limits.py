@@ -93,7 +93,11 @@ def run_tools_in_child(env: dict[str, str], *calls: tuple[str, dict[str, Any]]) 
     try:
         done = subprocess.run(
             [PYTHON, "-c", _RUN_TOOLS, json.dumps(calls)],
-            cwd=ROOT, env=env, capture_output=True, timeout=CHILD_TIMEOUT, check=True,
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            timeout=CHILD_TIMEOUT,
+            check=True,
         )
     except subprocess.TimeoutExpired:
         pytest.fail(f"no answer from {[name for name, _ in calls]} within {CHILD_TIMEOUT:g} s")
@@ -101,6 +105,7 @@ def run_tools_in_child(env: dict[str, str], *calls: tuple[str, dict[str, Any]]) 
 
 
 # --- (a) a catastrophic pattern answers at once -------------------------------------------
+
 
 def test_catastrophic_pattern_answers_quickly(tmp_path: Path) -> None:
     workspace = tmp_path / "workspace"
@@ -113,6 +118,7 @@ def test_catastrophic_pattern_answers_quickly(tmp_path: Path) -> None:
 
 
 # --- (b) and (c): a live Daphne while a grep runs ----------------------------------------
+
 
 def grep_then_answer(body: dict[str, Any]) -> ToolCalls | Text:
     """The scripted model: grep with the catastrophic pattern, then answer once it has the result."""
@@ -208,6 +214,7 @@ def test_sigterm_during_a_running_tool_stops_daphne(tmp_path: Path) -> None:
 
 
 # --- (d) the wall-clock limit -------------------------------------------------------------
+
 
 async def test_a_slow_native_call_stops_at_the_limit(settings, tmp_path: Path) -> None:
     settings.WORKSPACE = workspace = tmp_path / "workspace"
@@ -321,6 +328,7 @@ def pids_with(marker: str) -> list[int]:
 
 # --- (e) RE2 syntax -----------------------------------------------------------------------
 
+
 @pytest.mark.parametrize(
     ("pattern", "feature"),
     [
@@ -352,6 +360,7 @@ def test_grep_describes_its_syntax_as_re2() -> None:
 
 # --- argument validation never runs a schema's regular expression -------------------------
 
+
 def test_a_schema_pattern_cannot_stall_argument_validation(tmp_path: Path) -> None:
     # jsonschema would run the pattern with Python's re on the event loop; in a child process
     # so that the old behaviour fails the test instead of freezing it.
@@ -369,8 +378,13 @@ print(time.monotonic() - started)
 """
     try:
         done = subprocess.run(
-            [PYTHON, "-c", code], cwd=ROOT, env=child_env(tmp_path), capture_output=True,
-            timeout=CHILD_TIMEOUT, check=True, text=True,
+            [PYTHON, "-c", code],
+            cwd=ROOT,
+            env=child_env(tmp_path),
+            capture_output=True,
+            timeout=CHILD_TIMEOUT,
+            check=True,
+            text=True,
         )
     except subprocess.TimeoutExpired:
         pytest.fail(f"validation did not finish within {CHILD_TIMEOUT:g} s")

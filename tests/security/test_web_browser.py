@@ -49,9 +49,11 @@ def page(browser: Any, live: Live) -> Iterator[Any]:
     # Console errors include CSP refusals; a 404 favicon or the expected 429 are not faults.
     page.on(
         "console",
-        lambda message: errors.append(message.text)
-        if message.type == "error" and not message.text.startswith("Failed to load resource")
-        else None,
+        lambda message: (
+            errors.append(message.text)
+            if message.type == "error" and not message.text.startswith("Failed to load resource")
+            else None
+        ),
     )
     yield page
     context.close()

@@ -51,6 +51,7 @@ PNG_1PX = base64.b64decode(
     "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg=="
 )
 
+
 def page[Item](
     items: Sequence[Item], params: types.PaginatedRequestParams | None, size: int
 ) -> tuple[list[Item], str | None]:

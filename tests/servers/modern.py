@@ -111,8 +111,9 @@ def _add_elicit_tools(server: MCPServer) -> None:
     @server.tool(annotations=READ_ONLY)
     async def ask_defaults(ctx: Context) -> str | types.InputRequiredResult:
         """Asks for a form whose every field has a default (SEP-1034)."""
-        return await _elicit(ctx, "Test client default value handling - please accept with defaults",
-                             DEFAULTS_SCHEMA)
+        return await _elicit(
+            ctx, "Test client default value handling - please accept with defaults", DEFAULTS_SCHEMA
+        )
 
     @server.tool(annotations=READ_ONLY)
     async def ask_profile(ctx: Context) -> str | types.InputRequiredResult:
@@ -143,9 +144,11 @@ def _add_elicit_tools(server: MCPServer) -> None:
                 return types.InputRequiredResult(input_requests={"url": request})
             return _outcome(answers["url"])
         try:
-            return _outcome(await ctx.session.elicit_url(
-                message, url, "connect-1", related_request_id=ctx.request_context.request_id
-            ))
+            return _outcome(
+                await ctx.session.elicit_url(
+                    message, url, "connect-1", related_request_id=ctx.request_context.request_id
+                )
+            )
         except MCPError as exc:
             return f"refused: {exc.error.message}"
 

@@ -230,7 +230,10 @@ class Live:
         """Run ``code`` after ``django.setup()`` in another process on the server's database."""
         subprocess.run(
             [PYTHON, "-c", f"import django; django.setup()\n{code}"],
-            cwd=ROOT, env=self.env, check=True, capture_output=True,
+            cwd=ROOT,
+            env=self.env,
+            check=True,
+            capture_output=True,
         )
 
 

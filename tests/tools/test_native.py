@@ -24,6 +24,7 @@ def project(workspace: Path) -> Path:
 
 # --- the workspace root ------------------------------------------------------------------
 
+
 def test_root_is_created_empty_on_first_use(workspace):
     assert not workspace.exists()
     assert workspace_root() == workspace.resolve()
@@ -46,6 +47,7 @@ def test_unsafe_root_is_reported_by_the_tool_not_raised(settings, tmp_path):
 
 
 # --- traversal and symlinks --------------------------------------------------------------
+
 
 @pytest.mark.parametrize(
     "path",
@@ -87,6 +89,7 @@ def test_symlink_inside_the_root_is_followed(project):
 
 # --- secrets -----------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize(
     "name", [".env", ".env.local", "server.pem", "deploy.key", "db.sqlite3", ".git/config", "sub/.ENV"]
 )
@@ -121,6 +124,7 @@ def test_deny_list_is_configurable(settings, project):
 
 
 # --- view_file ---------------------------------------------------------------------------
+
 
 def test_view_file_numbers_lines_and_honours_the_range(project):
     assert view_file("src/app.py") == (
@@ -184,6 +188,7 @@ def test_single_huge_line_is_cut_on_a_character_boundary(project):
 
 # --- list_dir ----------------------------------------------------------------------------
 
+
 def test_list_dir_depth_and_order(project):
     assert list_dir() == "README.md\nsrc/"
     assert list_dir(".", depth=3) == "README.md\nsrc/\nsrc/app.py\nsrc/pkg/\nsrc/pkg/util.py"
@@ -196,6 +201,7 @@ def test_list_dir_depth_and_order(project):
 
 # --- grep --------------------------------------------------------------------------------
 
+
 def test_grep_reports_path_line_and_text(project):
     assert grep("hello") == "README.md:2: Say hello.\nsrc/app.py:4:     return 'hello'"
     assert grep("hello", ignore_case=True).count("\n") == 2
@@ -203,7 +209,8 @@ def test_grep_reports_path_line_and_text(project):
         "src/app.py:4:     return 'hello'\nsrc/pkg/util.py:2:     return 'HELLO'"
     )
     assert grep("def", glob="*.py").splitlines() == [
-        "src/app.py:3: def main():", "src/pkg/util.py:1: def helper():"
+        "src/app.py:3: def main():",
+        "src/pkg/util.py:1: def helper():",
     ]
     assert grep("def", glob="src/pkg/*") == "src/pkg/util.py:1: def helper():"
     assert grep("import", path="src/app.py") == "src/app.py:1: import os"
@@ -230,20 +237,24 @@ def test_special_files_are_refused_and_skipped_without_blocking(project):
 
 # --- grep: RE2, batches of lines, time limit ----------------------------------------------
 
+
 def test_grep_lines_are_matched_one_by_one_even_when_searched_in_batches(project):
-    (project / "notes.txt").write_text(
-        "alpha beta\nbeta\r\ngamma alpha\nend of a\nb starts\n\nlast alpha"
-    )
+    (project / "notes.txt").write_text("alpha beta\nbeta\r\ngamma alpha\nend of a\nb starts\n\nlast alpha")
     assert grep("^beta$", path="notes.txt") == "notes.txt:2: beta"  # CRLF line, anchors per line
     assert grep("alpha$", path="notes.txt").splitlines() == [
-        "notes.txt:3: gamma alpha", "notes.txt:7: last alpha"
+        "notes.txt:3: gamma alpha",
+        "notes.txt:7: last alpha",
     ]
     # \A, \z and ^ outside multi-line mode mean the start or end of each line, never of a batch.
     assert grep(r"\Abeta", path="notes.txt") == "notes.txt:2: beta"
     assert grep(r"gamma alpha\z", path="notes.txt") == "notes.txt:3: gamma alpha"
     assert grep(r"(?-m)^beta", path="notes.txt") == "notes.txt:2: beta"
     assert [line.split(":")[1] for line in grep(r"a\z", path="notes.txt").splitlines()] == [
-        "1", "2", "3", "4", "7"
+        "1",
+        "2",
+        "3",
+        "4",
+        "7",
     ]
     # Matches that would span two lines of a batch are not matches.
     assert grep(r"a\sb", path="notes.txt") == "notes.txt:1: alpha beta"
@@ -258,8 +269,12 @@ def test_grep_finds_matches_in_every_batch(project):
     (project / "long.txt").write_text("\n".join(lines) + "\n")
     output = grep(r"^line \d*7777$", path="long.txt")
     assert output.splitlines() == [
-        "long.txt:7777: line 7777", "long.txt:17777: line 17777", "long.txt:27777: line 27777",
-        "long.txt:37777: line 37777", "long.txt:47777: line 47777", "long.txt:57777: line 57777",
+        "long.txt:7777: line 7777",
+        "long.txt:17777: line 17777",
+        "long.txt:27777: line 27777",
+        "long.txt:37777: line 37777",
+        "long.txt:47777: line 47777",
+        "long.txt:57777: line 57777",
     ]
 
 

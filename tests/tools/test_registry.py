@@ -51,6 +51,7 @@ async def wait_until(hub: Hub, condition: Callable[[], bool]) -> None:
 
 # --- without MCP servers -----------------------------------------------------------------
 
+
 def test_native_tools_are_always_there_sorted():
     tools = available_tools()
     assert names(tools) == NATIVE
@@ -165,6 +166,7 @@ def test_nested_errors_are_located_and_all_reported():
 
 
 # --- against a running hub with the toolbox server ----------------------------------------
+
 
 async def test_mcp_tools_join_the_registry_with_their_schema(live_hub, toolbox_config):
     await live_hub.start([toolbox_config("tb")])

@@ -25,8 +25,11 @@ class Command(BaseCommand):
         for error in report.errors:
             self.stderr.write(self.style.WARNING(str(error)))
         self.stdout.write(report.summary())
-        for label, names in (("created", report.created), ("updated", report.updated),
-                             ("deleted", report.deleted)):
+        for label, names in (
+            ("created", report.created),
+            ("updated", report.updated),
+            ("deleted", report.deleted),
+        ):
             if names:
                 self.stdout.write(f"  {label}: {', '.join(names)}")
         if report.unusable:

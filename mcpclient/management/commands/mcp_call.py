@@ -41,5 +41,8 @@ class Command(BaseCommand):
             self.stdout.write(result.output)
         if result.is_error:
             first_line = next((line.strip() for line in result.output.splitlines() if line.strip()), "")
-            raise CommandError(f"the tool call returned an error: {first_line[:200]}" if first_line
-                               else "the tool call returned an error")
+            raise CommandError(
+                f"the tool call returned an error: {first_line[:200]}"
+                if first_line
+                else "the tool call returned an error"
+            )
