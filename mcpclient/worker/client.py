@@ -549,7 +549,7 @@ class RemoteHub(SessionReads[RemoteConnection]):
     async def get_prompt(
         self, server: str, name: str, arguments: dict[str, str], user_id: int | None
     ) -> tuple[HubPrompt, list[PromptMessage]]:
-        """``prompts/get`` in the worker; a :class:`~mcpclient.engine.PromptError` when it cannot."""
+        """``prompts/get`` in the worker; a :class:`~mcpclient.core.prompts.PromptError` when it cannot."""
 
         def unreachable(exc: Exception) -> PromptError:
             return PromptError(f'MCP server "{server}" unreachable: {exc}')
