@@ -38,7 +38,6 @@ from django.conf import settings
 from django.db import transaction
 from django.utils.crypto import salted_hmac
 
-from mcpclient import runtime
 from mcpclient.config.entries import OPENCODE_TYPES, PLACEHOLDER_RE, URL_KEYS, load_config, parse_server
 from mcpclient.config.model import STDIO, ConfigError, ServerConfig
 from mcpclient.config.resolve import command_allowed, command_refused, lookup_path
@@ -49,6 +48,7 @@ from mcpclient.core.redaction import MASK, mask_args, redact_url
 from mcpclient.engine.authorization import signed_in_servers
 from mcpclient.engine.hub import Hub
 from mcpclient.models import LOG_LEVELS, McpServer, McpState, McpTool
+from mcpclient.runtime import composition
 from mcpclient.runtime.commands import discover_servers
 from mcpclient.runtime.sync import SyncReport, config_mtime_ns, current_state, server_configs, sync_servers
 from mcpclient.secrets.inputs import input_ids
@@ -409,11 +409,11 @@ def _apply_live() -> None:
     """Let this process's hub (if any) apply the new version now and persist its state."""
 
     async def apply(hub: Hub) -> None:
-        await runtime.ensure_hub()
+        await composition.ensure_hub()
         await hub.drain_listeners()
 
     try:
-        runtime.run_on_hub_loop(apply)
+        composition.run_on_hub_loop(apply)
     except WorkerUnavailable as exc:  # saved: the worker applies it when it next reads McpState
         logger.warning("%s; the change is saved and the hub worker applies it when it reads it", exc)
 
@@ -573,7 +573,7 @@ def reconnect_servers(*, names: Sequence[str]) -> bool:
         await asyncio.gather(*(hub.reconnect(name) for name in names))
         await hub.drain_listeners()
 
-    return runtime.run_on_hub_loop(reconnect)
+    return composition.run_on_hub_loop(reconnect)
 
 
 def rediscover_servers(*, names: Sequence[str]) -> None:
@@ -589,7 +589,7 @@ def rediscover_servers(*, names: Sequence[str]) -> None:
         await asyncio.gather(*(hub.rediscover(name) for name in names))
         await hub.drain_listeners()
 
-    if not runtime.run_on_hub_loop(rediscover):
+    if not composition.run_on_hub_loop(rediscover):
         try:
             discover_servers(list(names))
         except ValueError as exc:
@@ -629,7 +629,7 @@ def set_log_level(*, name: str, level: str) -> str:
     async def apply(hub: Hub) -> None:
         outcome.append(await hub.set_log_level(name, level))
 
-    if not runtime.run_on_hub_loop(apply):
+    if not composition.run_on_hub_loop(apply):
         return "no MCP hub runs in this process: the level is used when the web server next starts"
     return outcome[0] if outcome else "the MCP hub did not answer in time; the level is stored"
 
@@ -650,10 +650,10 @@ def reconnect_servers_using(changed: Collection[str]) -> tuple[list[str], bool]:
     """
     names = servers_using(changed)
     if not names:
-        return [], runtime.get_hub() is not None
+        return [], composition.get_hub() is not None
 
     async def reconnect(hub: Hub) -> None:
         await asyncio.gather(*(hub.reconnect(name) for name in names))
         await hub.drain_listeners()
 
-    return names, runtime.run_on_hub_loop(reconnect)
+    return names, composition.run_on_hub_loop(reconnect)

@@ -15,7 +15,7 @@ from typing import Any
 from django import forms
 from django.core.exceptions import ValidationError
 
-from mcpclient.admin import changes as server_changes
+import mcpclient.admin.changes as server_changes
 from mcpclient.admin.changes import MASK, ServerChangeError
 from mcpclient.config.document import MAX_JSON_DEPTH, json_depth
 from mcpclient.core.pinning import PIN_BLOCK, PIN_MODES

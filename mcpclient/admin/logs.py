@@ -1,6 +1,6 @@
 """The server page's "Server logs" part: the log level asked of the server and its last messages.
 
-A mixin of :class:`mcpclient.admin.McpServerAdmin`. Staff who may change the server pick a
+A mixin of :class:`mcpclient.admin.servers.McpServerAdmin`. Staff who may change the server pick a
 level and press "Set level": the button posts the change form to :meth:`log_level_view`
 (a form inside the admin's form is not allowed; the view reads only the level and the CSRF
 token), which stores it and applies it to the live session at once
@@ -21,10 +21,10 @@ from django.http import HttpRequest, HttpResponse, HttpResponseNotAllowed, HttpR
 from django.urls import URLPattern, path, reverse
 from django.utils.html import format_html, format_html_join
 
-from mcpclient.admin import changes
+import mcpclient.admin.changes as changes
 from mcpclient.admin.changes import ServerChangeError
 from mcpclient.models import LOG_LEVELS, McpServer
-from mcpclient.runtime import get_hub
+from mcpclient.runtime.composition import get_hub
 
 LEVEL_FIELD = "mcp_log_level"  # the select's name (not a field of the server's form)
 

@@ -16,7 +16,7 @@ from django.db.models import F, Q, QuerySet
 from django.http import HttpRequest
 from django.utils.html import format_html, format_html_join
 
-from mcpclient.admin import changes
+import mcpclient.admin.changes as changes
 from mcpclient.admin.changes import ServerChangeError
 from mcpclient.models import ToolPin
 from mcpclient.runtime import pins

@@ -1,16 +1,16 @@
 """The hub: every configured server's connection, their tools under prefixed names, and calls.
 
-Invariants. :meth:`Hub.apply` reconciles under one lock: new or changed enabled servers start,
-the rest stop; servers connect concurrently and ``start`` returns when each has settled (ready
-or failed). The catalog of prefixed names is rebuilt from every connection in configuration
-order, so a name never changes while its server stays. ``perUser`` servers get one session per
-(server, person), opened on first need and closed after ``OAUTH_IDLE_SECONDS`` idle; a person's own
-server's session is keyed apart (``name@own``: :func:`~mcpclient.config.model.session_name`), so
-one under the name of a shared server hidden from them never meets that server's session;
-:meth:`Hub.session_for` is the one answer to "which session serves this person". Listeners
+Invariants. :meth:`Hub.apply` reconciles under one lock: new or changed enabled servers start, the rest
+stop; servers connect concurrently and ``start`` returns when each has settled (ready or failed). The
+catalog of prefixed names (:mod:`~mcpclient.engine.tool_catalog`) is rebuilt from every connection in
+configuration order, so a name never changes while its server stays. ``perUser`` servers get one session
+per (server, person), opened on first need and closed after ``OAUTH_IDLE_SECONDS`` idle; a person's own
+server's session is keyed apart (``name@own``: :func:`~mcpclient.config.model.session_name`), so one
+under the name of a shared server hidden from them never meets that server's session;
+:func:`~mcpclient.engine.serving.session_for` answers "which session serves this person". Listeners
 receive a :class:`~mcpclient.core.state.ServerSnapshot` on every change; the hub knows nothing of
-Django's models. Cancelling a caller of :meth:`Hub.call_tool` abandons the request and the SDK
-sends ``notifications/cancelled``.
+Django's models. Cancelling a caller of :meth:`Hub.call_tool` abandons the request and the SDK sends
+``notifications/cancelled``.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Collection, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -34,7 +34,6 @@ from mcpclient.config.model import (
 )
 from mcpclient.config.resolve import InputLookup
 from mcpclient.core import pinning
-from mcpclient.core.naming import assign_names
 from mcpclient.core.pinning import PinBook
 from mcpclient.core.prompts import HubPrompt, PromptMessage
 from mcpclient.core.resources import Completions, ReadResult
@@ -52,80 +51,9 @@ from mcpclient.engine.healing import Healer, HealPolicy
 from mcpclient.engine.resources import refresh_now as resources_refresh_now
 from mcpclient.engine.server_logs import EntryListener
 from mcpclient.engine.serving import allowed, hidden_from, pick, ready_servers, session_for, takes_name
+from mcpclient.engine.tool_catalog import Catalog, tool_catalog
 
 logger = logging.getLogger("mcpclient.hub")
-
-
-@dataclass(frozen=True)
-class Catalog:
-    """The tools one person sees: the model's (offered) and the views' (MCP Apps), each by name."""
-
-    tools: list[HubTool] = field(default_factory=list)
-    index: dict[str, tuple[str, str]] = field(default_factory=dict)
-    view_tools: list[HubTool] = field(default_factory=list)
-    view_index: dict[str, tuple[str, str]] = field(default_factory=dict)
-    every: list[HubTool] = field(default_factory=list)  # both, each once
-
-    @classmethod
-    def of(cls, every: list[HubTool]) -> Catalog:
-        """Split ``every`` (sorted) into the model's tools and the views' tools."""
-        tools = [tool for tool in every if tool.model]
-        view_tools = [tool for tool in every if tool.app]
-        return cls(
-            tools,
-            {tool.prefixed_name: (tool.server, tool.name) for tool in tools},
-            view_tools,
-            {tool.prefixed_name: (tool.server, tool.name) for tool in view_tools},
-            every,
-        )
-
-
-def _catalog(
-    order: Sequence[str], connections: dict[str, ServerConnection]
-) -> tuple[dict[tuple[str, str], tuple[str, str]], Catalog]:
-    """Prefixed names over the tools of ``connections`` (in ``order``), and the usable tools.
-
-    Returns ``{(server, tool): (prefixed, warning)}`` and the catalog of ready servers' tools:
-    those offered to the model and those a view may call (``_meta.ui.visibility`` holds "app" and
-    the session renders views), sorted by prefixed name.
-    """
-    names_in_order = [name for name in order if name in connections]
-    names_in_order += [name for name in connections if name not in names_in_order]
-    pairs = [(name, tool.name) for name in names_in_order for tool in connections[name].tools]
-    names = {(n.server, n.tool): (n.prefixed, n.warning) for n in assign_names(pairs)}
-    tools: list[HubTool] = []
-    for name in names_in_order:
-        connection = connections[name]
-        if connection.status is not Status.READY:
-            continue
-        for tool in connection.tools:
-            app = tool.app_callable and connection.apps
-            if not tool.offered and not app:
-                continue
-            prefixed, warning = names[(name, tool.name)]
-            tools.append(
-                HubTool(
-                    prefixed_name=prefixed,
-                    server=name,
-                    name=tool.name,
-                    description=tool.description,
-                    input_schema=tool.input_schema,
-                    annotations=tool.annotations,
-                    read_only=tool.read_only,
-                    warning=warning,
-                    title=tool.title,
-                    icons=tool.icons,
-                    output_schema=tool.output_schema,
-                    approval_reason=tool.approval_reason,
-                    # A view only where the session said it renders them (BOOCODE_APPS, "apps").
-                    ui_resource_uri=tool.ui_resource_uri if connection.apps else "",
-                    model=tool.offered,
-                    app=app,
-                    digest=tool.digest,
-                )
-            )
-    tools.sort(key=lambda tool: tool.prefixed_name)
-    return names, Catalog.of(tools)
 
 
 @dataclass
@@ -639,7 +567,7 @@ class Hub(SessionReads[ServerConnection]):
 
     def _rebuild(self) -> None:
         """Recompute prefixed names over every server, in config order, and the tool index."""
-        self._names, self._catalog = _catalog(self._order, self._connections)
+        self._names, self._catalog = tool_catalog(self._order, self._connections)
         self.generation += 1
 
     # -- queries -------------------------------------------------------------------------
@@ -678,7 +606,7 @@ class Hub(SessionReads[ServerConnection]):
                 conn.name for conn in theirs if not takes_name(self, self._configs.get(conn.name), user_id)
             }
             connections.update({conn.name: conn for conn in theirs if conn.name in own_names})
-            _, catalog = _catalog(self._order, connections)
+            _, catalog = tool_catalog(self._order, connections)
         else:
             catalog, own_names = self._catalog, set()
         if hidden - own_names:
@@ -745,7 +673,7 @@ class Hub(SessionReads[ServerConnection]):
         server, tool = target
         # The one answer to which session serves them (their own server, when the name is a
         # hidden shared server's too, never the shared session).
-        connection = self.session_for(server, user_id)
+        connection = session_for(self, server, user_id)
         if connection is None:
             return ToolResult.error(f'MCP server "{server}" unreachable: it is not connected')
         return await connection.call_tool(tool, arguments or {})

@@ -1,5 +1,7 @@
 """Which session serves a person: the one answer, for the in-process hub and the worker's mirror.
 
+:func:`session_for` is it, for every caller (``Hub.call_tool`` among them); :func:`refused` is its
+refusal alone, for a hub whose sessions live elsewhere (the worker's mirror: ``RemoteHub.call_tool``).
 A "perUser" server is served by that person's own session only (none without a person); every
 other enabled server by its shared session; a server with ``groups`` by none for a person outside
 them (:mod:`mcpclient.core.access`). A person's own server may have the name of a shared server
@@ -34,6 +36,9 @@ class Session(Protocol):
     resources: Any  # mcpclient.engine.resources.ResourceCatalog
     prompts: Any  # mcpclient.engine.prompts.PromptCatalog, None before its first watch
     skills: Any  # mcpclient.engine.skills.SkillCatalog
+
+    @property
+    def tools(self) -> Sequence[Any]: ...  # its discovered tools (mcpclient.core.state.DiscoveredTool)
 
     def mark_unavailable_if_closed(self, exc: MCPError) -> bool: ...
 
@@ -79,6 +84,14 @@ def config_for(hub: Sessions[Any], server: str, user_id: int | None) -> ServerCo
     if config is None or not config.enabled or not allowed(hub, config, user_id):
         return None
     return config
+
+
+def refused(hub: Sessions[Any], server: str, user_id: int | None) -> bool:
+    """Whether the name ``server`` means, for ``user_id``, a server whose ``groups`` they are in none
+    of: no session serves them there (:func:`session_for` says None), and its tools are unknown to
+    them. Their own server under that name is theirs (:func:`pick`), never refused."""
+    config = hub.config(server, user_id)
+    return config is not None and not allowed(hub, config, user_id)
 
 
 def session_for[S: Session](hub: Sessions[S], server: str, user_id: int | None) -> S | None:

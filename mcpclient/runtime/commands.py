@@ -21,7 +21,8 @@ from mcpclient.core.results import ToolResult
 from mcpclient.core.state import ServerSnapshot, Status
 from mcpclient.engine.hub import Hub
 from mcpclient.models import McpServer
-from mcpclient.runtime import new_hub, pins, set_hub
+from mcpclient.runtime import pins
+from mcpclient.runtime.composition import new_hub, set_hub
 from mcpclient.runtime.sync import bump_version, persist_snapshot, server_configs, sync_servers
 
 

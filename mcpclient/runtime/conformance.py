@@ -39,7 +39,7 @@ from mcpclient.core.state import DiscoveredTool, ServerSnapshot, Status
 from mcpclient.core.words import counted
 from mcpclient.engine.authorization import HeadlessConsent
 from mcpclient.engine.hub import Hub
-from mcpclient.runtime import new_hub
+from mcpclient.runtime.composition import new_hub
 
 SCENARIO_ENV = "MCP_CONFORMANCE_SCENARIO"
 CONTEXT_ENV = "MCP_CONFORMANCE_CONTEXT"

@@ -29,5 +29,6 @@ def on_server_shutdown(factory: Callable[[], Awaitable[object]]) -> bool:
     def before_shutdown() -> Deferred:
         return Deferred.fromFuture(asyncio.ensure_future(factory()))
 
-    reactor.addSystemEventTrigger("before", "shutdown", before_shutdown)
+    # (The stubs read the zope interface's method as if its first argument were self.)
+    reactor.addSystemEventTrigger("before", "shutdown", before_shutdown)  # type: ignore[arg-type]
     return True

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from channels.db import database_sync_to_async
 
@@ -35,7 +35,8 @@ from mcpclient.engine.api import HubApi
 from mcpclient.engine.connection import ServerConnection
 from mcpclient.engine.hub import Hub
 from mcpclient.engine.serving import allowed
-from mcpclient.runtime import TURN_CHECK_INTERVAL, ensure_hub, get_hub, people, personal, remote
+from mcpclient.runtime import people, personal
+from mcpclient.runtime.composition import TURN_CHECK_INTERVAL, ensure_hub, get_hub, remote
 from mcpclient.worker.client import REQUEST_TIMEOUT, WorkerUnavailable
 
 
@@ -76,13 +77,12 @@ async def connect(name: str, user_id: int, *, staff: bool, return_to: str = "/")
             hub, "connect", config.init_timeout, name=name, user_id=user_id, staff=staff, return_to=return_to
         )
         return outcome
-    connection, consent = await hub.authorize(name, user_id=user_id)
+    connection, consent = await cast(Hub, hub).authorize(name, user_id=user_id)  # (not remote: a Hub)
     consent.return_to = return_to
     settled = asyncio.ensure_future(connection.wait_settled())
+    first: set[asyncio.Future[Any]] = {consent.url, settled}
     try:
-        done, _ = await asyncio.wait(
-            {consent.url, settled}, timeout=config.init_timeout, return_when=asyncio.FIRST_COMPLETED
-        )
+        done, _ = await asyncio.wait(first, timeout=config.init_timeout, return_when=asyncio.FIRST_COMPLETED)
     finally:
         settled.cancel()
     if consent.url in done and consent.url.exception() is None:
@@ -98,14 +98,14 @@ async def finish(state: str, user_id: int, query: dict[str, str]) -> tuple[Outco
     Returns the outcome and where the person started the sign-in ("/" for an unknown link).
     """
     if remote():  # the consent waits in the hub worker, with the session it belongs to
-        hub = await ensure_hub(max_age=TURN_CHECK_INTERVAL)
-        return await _in_worker(hub, "finish", FINISH_WAIT, state=state, user_id=user_id, query=query)
+        remote_hub = await ensure_hub(max_age=TURN_CHECK_INTERVAL)
+        return await _in_worker(remote_hub, "finish", FINISH_WAIT, state=state, user_id=user_id, query=query)
     try:
         consent = authorization.complete(state, user_id, query)
     except authorization.UnknownConsent as exc:
         return Outcome(message=str(exc)), "/"
     back = consent.return_to
-    hub = get_hub()
+    hub = cast(Hub | None, get_hub())  # (not remote: a Hub)
     connection = None
     if hub is not None:
         connection = (
@@ -141,7 +141,8 @@ async def disconnect(name: str, user_id: int, *, staff: bool) -> Outcome:
         outcome, _ = await _in_worker(hub, "disconnect", 0.0, name=name, user_id=user_id, staff=staff)
         return outcome
     url = config.url or ""
-    connection = hub.user_connection(name, user_id) if owner is not None else hub.connection(name)
+    local = cast(Hub, hub)  # (not remote: a Hub)
+    connection = local.user_connection(name, user_id) if owner is not None else local.connection(name)
     if connection is not None and connection.auth is not None:
         url = connection.auth.store.url
     store = authorization.CredentialStore(name, owner, url, own=config.owner_id is not None)
@@ -209,7 +210,7 @@ def _signed_in(user_id: int) -> tuple[set[str], set[str]]:
     return authorization.signed_in_servers(user_id), authorization.signed_in_servers(user_id, own=True)
 
 
-async def person_hub(user_id: int | None, *, max_age: float = 0.0, wait: float = 0.0) -> Hub:
+async def person_hub(user_id: int | None, *, max_age: float = 0.0, wait: float = 0.0) -> HubApi:
     """The running hub with ``user_id``'s sessions open and their resource and prompt catalogs at hand.
 
     ``max_age`` as for :func:`~mcpclient.runtime.ensure_hub`; ``wait``: how long a session's

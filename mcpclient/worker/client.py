@@ -25,7 +25,7 @@ import time
 import uuid
 from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import mcp.types as types
 from channels.db import database_sync_to_async
@@ -42,13 +42,11 @@ from mcpclient.core.state import HubTool, ServerSnapshot, Status
 from mcpclient.engine.api import HubApi, SessionReads
 from mcpclient.engine.elicitation import current_asker, current_budget
 from mcpclient.engine.progress import tool_call
-from mcpclient.engine.prompts import Catalog as PromptCatalog
-from mcpclient.engine.resources import ResourceCatalog
-from mcpclient.engine.serving import hidden_from, pick, session_for, takes_name
-from mcpclient.engine.skills import SkillCatalog
+from mcpclient.engine.serving import hidden_from, pick, refused, session_for, takes_name
 from mcpclient.telemetry import tracing
 from mcpclient.telemetry.metrics import tool_step_so_far
 from mcpclient.worker import wire as worker_wire
+from mcpclient.worker.remote_sessions import IN_WORKER, RemoteConnection
 
 logger = logging.getLogger(__name__)
 
@@ -58,48 +56,6 @@ SKILLS_FRESH = 5.0  # seconds a person's skills, fetched from the worker, are us
 
 class WorkerUnavailable(RuntimeError):
     """The hub worker did not answer in time (not running, or Redis unreachable)."""
-
-
-@dataclass
-class _Logs:
-    note: str = ""
-
-
-class InWorker:
-    """A session's client as seen from a web process: it lives in the hub worker.
-
-    Reads, completions and prompts go through :class:`RemoteHub`'s methods of the same names,
-    never through this object; it only says that the session is live there.
-    """
-
-
-IN_WORKER = InWorker()
-
-
-@dataclass(eq=False)  # hashable by identity, as a ServerConnection is (catalogs are keyed by it)
-class RemoteConnection:
-    """What the web process knows of one server's session in the worker.
-
-    Its resource and prompt catalogs are those of the person's last :meth:`RemoteHub.load_catalogs`
-    (empty before one); ``client`` is :data:`IN_WORKER` while the session is ready there.
-    """
-
-    name: str
-    config: ServerConfig
-    status: Status
-    reason: str
-    tools: tuple[Any, ...] = ()
-    client: InWorker | None = None
-    logs: _Logs = field(default_factory=_Logs)
-    resources: ResourceCatalog = field(default_factory=ResourceCatalog)
-    prompts: PromptCatalog | None = None
-    # Never listed here: skills are read in the worker (RemoteHub.load_skills and read_skill).
-    skills: SkillCatalog = field(default_factory=SkillCatalog)
-    last_used: float = 0.0
-
-    def mark_unavailable_if_closed(self, exc: Exception) -> bool:
-        """The worker marks its own session (this is only its picture)."""
-        return False
 
 
 @dataclass
@@ -153,7 +109,7 @@ class RemoteHub(SessionReads[RemoteConnection]):
         self._skills: dict[int | None, list[Skill]] = {}
         self._skills_at: dict[int | None, tuple[str, float]] = {}  # (boot, monotonic time) of each fetch
         self._calls: dict[str, _Call] = {}
-        self._requests: dict[str, asyncio.Future[dict[str, Any]]] = {}
+        self._requests: dict[str, asyncio.Future[worker_wire.Reply]] = {}
         self._reader: asyncio.Task[None] | None = None
         self._watchdog: asyncio.Task[None] | None = None
         self.heard = -float("inf")  # time.monotonic() of the worker's last message
@@ -218,12 +174,11 @@ class RemoteHub(SessionReads[RemoteConnection]):
         if (absent := await self._absent(quiet_ok=op == "state")) is not None:
             raise WorkerUnavailable(f"the MCP hub worker is not running ({absent})")
         request_id = uuid.uuid4().hex
-        waiting: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+        waiting: asyncio.Future[worker_wire.Reply] = asyncio.get_running_loop().create_future()
         self._requests[request_id] = waiting
         try:
             await self.layer.group_send(
-                self.channel,
-                {"type": "hub.request", "id": request_id, "reply": self.reply, "op": op, "args": args},
+                self.channel, worker_wire.Request(request_id, self.reply, op, args).out()
             )
             async with asyncio.timeout(timeout):
                 reply = await waiting
@@ -231,13 +186,13 @@ class RemoteHub(SessionReads[RemoteConnection]):
             raise WorkerUnavailable(f"the MCP hub worker did not answer within {timeout:g} s") from None
         finally:
             self._requests.pop(request_id, None)
-        if "error" in reply:
-            raise RuntimeError(f"the MCP hub worker could not {op}: {reply['error']}")
-        if "state" in reply:  # not for queries (worker.QUERIES): the state group brings changes
-            await self._mirror(reply["state"])
-        if "refused" in reply:
-            raise worker_wire.refusal_in(reply["refused"])
-        return reply.get("result")
+        if reply.error is not None:
+            raise RuntimeError(f"the MCP hub worker could not {op}: {reply.error}")
+        if reply.state is not None:  # not for queries (server.QUERIES): the state group brings changes
+            await self._mirror(reply.state)
+        if reply.refused is not None:
+            raise worker_wire.refusal_in(reply.refused)
+        return reply.result
 
     async def _absent(self, *, quiet_ok: bool = False) -> str | None:
         """Why the worker is known to be away now (None: it may answer, so its answer is awaited).
@@ -280,98 +235,98 @@ class RemoteHub(SessionReads[RemoteConnection]):
             except Exception:
                 logger.exception("could not handle a message of the MCP hub worker")
 
-    async def _dispatch(self, message: dict[str, Any]) -> None:
+    async def _dispatch(self, received: Any) -> None:
         self.heard = time.monotonic()
-        kind = message.get("type")
-        if kind == "hub.alive":
-            if message["boot"] != self.boot:  # its state never reached this process: ask for it
+        message = worker_wire.from_worker(received)
+        if isinstance(message, worker_wire.Alive):
+            if message.boot != self.boot:  # its state never reached this process: ask for it
                 self._in_background(self.refresh(op="state", timeout=5.0, quiet=True))
             return
-        if kind == "hub.state":
-            await self._mirror(message["state"])
+        if isinstance(message, worker_wire.StateMessage):
+            await self._mirror(message.state)
             return
-        if kind == "hub.reply" and message["id"] in self._requests:
-            waiting = self._requests[message["id"]]
+        if isinstance(message, worker_wire.Reply) and message.id in self._requests:
+            waiting = self._requests[message.id]
             if not waiting.done():
                 waiting.set_result(message)
             return
-        call = self._calls.get(message.get("id", ""))
+        call = self._calls.get(message.id)
         if call is None:
             return  # a call given up on
-        if kind == "hub.reply":
+        if isinstance(message, worker_wire.Reply):
             if not call.future.done():
                 call.returned = True
-                call.future.set_result(worker_wire.result_in(message["result"]))
-        elif kind == "hub.progress":
-            await call.reply_progress(message["progress"], message["total"], message["message"])
-        elif kind == "hub.ask":
-            task = asyncio.ensure_future(self._ask(message["id"], call, message))
-            call.asks[message["ask"]] = task
-            task.add_done_callback(lambda _: call.asks.pop(message["ask"], None))
-        elif kind == "hub.ask_end":
-            asking = call.asks.get(message["ask"])
+                call.future.set_result(worker_wire.result_in(message.result))
+        elif isinstance(message, worker_wire.Progress):
+            await call.reply_progress(message.progress, message.total, message.message)
+        elif isinstance(message, worker_wire.Ask):
+            ask_id = message.ask
+            task = asyncio.ensure_future(self._ask(call, message))
+            call.asks[ask_id] = task
+            task.add_done_callback(lambda _: call.asks.pop(ask_id, None))
+        elif isinstance(message, worker_wire.AskEnd):
+            asking = call.asks.get(message.ask)
             if asking is not None:
                 asking.cancel()
-        elif kind == "hub.link_end":
-            link = call.links.pop(message["ask"], None)
+        elif isinstance(message, worker_wire.LinkEnd):
+            link = call.links.pop(message.ask, None)
             if link is not None:
-                link.finish(message["outcome"])
+                link.finish(cast(Any, message.outcome))  # (as the worker sent it)
 
-    async def _ask(self, call_id: str, call: _Call, message: dict[str, Any]) -> None:
+    async def _ask(self, call: _Call, message: worker_wire.Ask) -> None:
         """Show a forwarded form or link to the person behind the call, off the clock; send the answer.
 
         A link the person consented to stays off the clock until it ends: the worker says when
         the server finished it (``hub.link_end``), and this side tells the worker when the person
         did, its time ran out or the turn stopped.
         """
-        ask_id = message["ask"]
-        link = worker_wire.link_in(message["link"]) if "link" in message else None
+        call_id, ask_id = message.id, message.ask
+        link = worker_wire.link_in(message.link) if message.link is not None else None
         answer = Answer("cancel")
         if call.budget is not None:
             call.budget.pause()
         try:
             try:
-                answer = await call.asker(link if link is not None else worker_wire.form_in(message["form"]))
+                shown = link if link is not None else worker_wire.form_in(message.form or {})
+                answer = await call.asker(shown)
             finally:
                 if link is not None and answer.action == "accept":
                     call.links[ask_id] = link  # before the answer: the worker may end it at once
-                reply = {"type": "hub.answer", "id": call_id, "ask": ask_id, "action": answer.action}
-                self._send_soon({**reply, "content": answer.content})
+                self._send_soon(worker_wire.AnswerMessage(call_id, ask_id, answer.action, answer.content))
             if link is not None and answer.action == "accept":
                 outcome = await asyncio.shield(link.finished)
                 if call.links.pop(ask_id, None) is not None:  # ended here, not by the worker
-                    end = {"type": "hub.link_end", "id": call_id, "ask": ask_id, "outcome": outcome}
-                    self._send_soon(end)
+                    self._send_soon(worker_wire.LinkEnd(call_id, ask_id, outcome))
         finally:
             if call.budget is not None:
                 call.budget.resume()
 
-    def _send_soon(self, message: dict[str, Any]) -> None:
+    def _send_soon(self, message: worker_wire.ToWorker) -> None:
         """Send to the worker without waiting (also from a task being cancelled)."""
-        self._in_background(self.layer.group_send(self.channel, message))
+        self._in_background(self.layer.group_send(self.channel, message.out()))
 
     def _in_background(self, coroutine: Any) -> None:
         task = asyncio.ensure_future(coroutine)
         self._background.add(task)
         task.add_done_callback(self._background.discard)
 
-    async def _mirror(self, state: dict[str, Any]) -> None:
+    async def _mirror(self, state: worker_wire.WorkerState) -> None:
         """Take the worker's state as this process's (tools, snapshots, configs)."""
-        if state["boot"] != self.boot:
+        if state.boot != self.boot:
             if self.boot:
                 logger.warning("the MCP hub worker restarted: calls sent to it before are lost")
-            self.boot = state["boot"]
+            self.boot = state.boot
             self._fail_calls(
                 lambda call: call.boot != self.boot,
                 "the MCP hub worker restarted during the call (its sessions were reopened); try again",
             )
-        self._tools = [worker_wire.tool_in(tool) for tool in state["tools"]]
+        self._tools = [worker_wire.tool_in(tool) for tool in state.tools]
         self._by_use = _split(self._tools)
-        self._snapshots = [worker_wire.snapshot_in(snapshot) for snapshot in state["snapshots"]]
-        if state["version"] != self.version:
+        self._snapshots = [worker_wire.snapshot_in(snapshot) for snapshot in state.snapshots]
+        if state.version != self.version:
             configs = await database_sync_to_async(self._read_configs)()
             self._configs = {config.name: config for config in configs}
-            self.version = state["version"]
+            self.version = state.version
         self.has_state = True
 
     def _fail_calls(self, which: Any, reason: str) -> None:
@@ -653,8 +608,7 @@ class RemoteHub(SessionReads[RemoteConnection]):
         known = next((tool for tool in self._mine(user_id)[0] if tool.prefixed_name == prefixed_name), None)
         if known is None:
             known = next((tool for tool in self._tools if tool.prefixed_name == prefixed_name), None)
-            hidden = frozenset() if user_id is None else self._hidden_from(user_id) - self._own_names(user_id)
-            if known is not None and known.server in hidden:
+            if known is not None and refused(self, known.server, user_id):  # (engine.serving)
                 return unknown_tool(prefixed_name)
         # Progress names the server's own tool name, as the in-process hub's does.
         with (
@@ -665,29 +619,25 @@ class RemoteHub(SessionReads[RemoteConnection]):
         ):
             call = _Call(loop.create_future(), self.boot, on_progress, asker, current_budget())
             self._calls[call_id] = call
-            message: dict[str, Any] = {
-                "type": "hub.call",
-                "id": call_id,
-                "reply": self.reply,
-                "name": prefixed_name,
-                "arguments": arguments or {},
-                "user_id": user_id,
-                "ask": asker is not None,
-                "approval": granted(),  # the worker checks it again (core.approval)
-            }
-            if views:
-                message["views"] = True
-            # Only when there is something to carry: the trace context (W3C keys) and the tool
-            # step's time so far (mcpclient.telemetry.metrics), which the worker goes on with.
-            if carried := tracing.carrier():
-                message["trace"] = carried
-            if (step := tool_step_so_far()) is not None:
-                message["step"] = step
+            # The trace context (W3C keys) and the tool step's time so far
+            # (mcpclient.telemetry.metrics), which the worker goes on with, only when there are.
+            message = worker_wire.Call(
+                id=call_id,
+                reply=self.reply,
+                name=prefixed_name,
+                arguments=arguments or {},
+                user_id=user_id,
+                ask=asker is not None,
+                approval=granted(),  # the worker checks it again (core.approval)
+                views=views,
+                trace=tracing.carrier() or None,
+                step=tool_step_so_far(),
+            )
             try:
-                await self.layer.group_send(self.channel, message)
+                await self.layer.group_send(self.channel, message.out())
                 return await call.future
             except asyncio.CancelledError:
-                self._send_soon({"type": "hub.cancel", "id": call_id})
+                self._send_soon(worker_wire.Cancel(call_id))
                 raise
             finally:
                 del self._calls[call_id]

@@ -81,3 +81,38 @@ def test_tools_states_results_and_forms_come_back_equal() -> None:
         message="Tell me",
     )
     assert worker_wire.form_in(trip(worker_wire.form_out(form))) == form
+
+
+def test_every_envelope_comes_back_equal_and_a_broken_one_says_what_is_wrong() -> None:
+    state = worker_wire.WorkerState(boot="b" * 32, version=3, tools=[], snapshots=[])
+    envelopes = [
+        worker_wire.Request("r1", "reply.1", "view", {"user_id": 7, "wait": 0.0}),
+        worker_wire.Reply("r1", result={"ok": True}, state=state),
+        worker_wire.Reply("r1", refused={"kind": "prompt", "message": "no"}),
+        worker_wire.Reply("r1", error="KeyError: 'x'"),
+        worker_wire.Call("c1", "reply.1", "tb_echo", {"text": "hi"}, 7, ask=True, approval=4, views=True),
+        worker_wire.Call("c2", "reply.1", "tb_echo", {}, None, trace={"traceparent": "00-x"}, step=0.5),
+        worker_wire.Cancel("c1"),
+        worker_wire.Progress("c1", 1.0, None, "half"),
+        worker_wire.Ask("c1", "a1", form={"message": "?"}),
+        worker_wire.Ask("c1", "a1", link={"url": "https://example.com"}),
+        worker_wire.AskEnd("c1", "a1"),
+        worker_wire.AnswerMessage("c1", "a1", "accept", {"name": "x"}),
+        worker_wire.LinkEnd("c1", "a1", "done"),
+        worker_wire.StateMessage(state),
+        worker_wire.Alive("b" * 32),
+    ]
+    for envelope in envelopes:
+        assert type(envelope).decode(trip(envelope.out())) == envelope
+    assert worker_wire.from_worker(trip(worker_wire.Alive("b").out())) == worker_wire.Alive("b")
+
+    with pytest.raises(worker_wire.WireError, match=r"'hub\.call' message without 'reply'"):
+        worker_wire.Call.decode({"type": "hub.call", "id": "x"})
+    with pytest.raises(worker_wire.WireError, match="'user_id' is str, not a number"):
+        worker_wire.Call.decode(
+            {"type": "hub.call", "id": "x", "reply": "r", "name": "n", "arguments": {}, "user_id": "7"}
+        )
+    with pytest.raises(worker_wire.WireError, match="'id' is 200 characters long"):
+        worker_wire.Cancel.decode({"type": "hub.cancel", "id": "x" * 200})
+    with pytest.raises(worker_wire.WireError, match=r"not a message of the hub worker: 'hub\.call'"):
+        worker_wire.from_worker({"type": "hub.call"})

@@ -579,7 +579,7 @@ def test_the_hub_reads_each_persons_id_token_where_their_sign_in_keeps_it() -> N
     from unittest import mock
 
     from boocode.security import oidc
-    from mcpclient import runtime
+    from mcpclient.runtime import composition as runtime
 
     assert runtime._id_tokens is not None
     with mock.patch.object(oidc, "id_token_for", return_value="the-token") as read:

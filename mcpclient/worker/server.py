@@ -1,4 +1,13 @@
-"""The hub worker (``manage.py hub_worker``): one process that holds every MCP session for all web processes.
+"""The hub worker's side (``manage.py hub_worker``): one process holds every MCP session for all
+web processes.
+
+:func:`serve` runs it: the hub channel's listener (:class:`HubWorker`), its consumer
+(:class:`HubConsumer`), the heartbeat and the poll for changes, until SIGTERM or SIGINT. What it
+needs of the process that runs it (the process-wide hub, the people's groups and own servers,
+the sign-in steps, its ``/metrics``) it is given as a :class:`WorkerHost`
+(:func:`mcpclient.runtime.worker_host.worker_host` builds it), so this package stays below the
+runtime and makes no ORM query of its own. Every message is read and written as an envelope of
+:mod:`mcpclient.worker.wire`.
 
 Invariants. :class:`HubWorker` drops a message it cannot read instead of ending the process. One
 :class:`HubConsumer` handles messages one at a time, and every call and request runs as a task of
@@ -23,17 +32,20 @@ import asyncio
 import contextlib
 import dataclasses
 import logging
+import signal
 import time
 import uuid
-from typing import Any
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any, Protocol, cast
 
 from channels.consumer import AsyncConsumer, get_handler_name
-from channels.db import database_sync_to_async
 from channels.layers import get_channel_layer
+from channels.routing import ChannelNameRouter
 from channels.worker import Worker
+from django.conf import settings
 
-from mcpclient import runtime
-from mcpclient.config.model import per_user
+from mcpclient.config.model import ServerConfig, per_user
 from mcpclient.core.approval import approval_refusal
 from mcpclient.core.elicitation import Answer, Link
 from mcpclient.core.elicitation_form import Form
@@ -46,7 +58,6 @@ from mcpclient.engine.elicitation import asking
 from mcpclient.engine.hub import Hub
 from mcpclient.engine.progress import reporting
 from mcpclient.engine.serving import server_names, session_for
-from mcpclient.runtime import people, personal, signin
 from mcpclient.telemetry import metrics, tracing
 from mcpclient.worker import wire as worker_wire
 
@@ -59,20 +70,50 @@ BOOT = uuid.uuid4().hex  # this worker process's id, in every state it sends
 QUERIES = frozenset({"view", "read_resource", "complete", "get_prompt", "skills", "read_skill", "signin"})
 
 
-def state_of(hub: Hub) -> dict[str, Any]:
-    """What the web processes mirror: shared tools, server snapshots, McpState version, boot id."""
-    return {
-        "boot": BOOT,
-        "version": runtime.seen_version(),
-        "tools": [worker_wire.tool_out(tool) for tool in hub.every_tool()],
-        "snapshots": [worker_wire.snapshot_out(snapshot) for snapshot in hub.snapshots()],
-    }
+class MetricsRunner(Protocol):
+    """The worker's ``/metrics`` server while it runs (aiohttp's ``AppRunner``)."""
+
+    async def cleanup(self) -> None: ...
 
 
-async def broadcast_state(hub: Hub) -> None:
-    """Send the hub's state to every web process."""
-    layer = worker_wire.hub_layer()
-    await layer.group_send(worker_wire.state_group(), {"type": "hub.state", "state": state_of(hub)})
+@dataclass(frozen=True)
+class WorkerHost:
+    """What the hub worker needs of the process that runs it (built by the runtime, which composes
+    the hub and reads the database: :mod:`mcpclient.runtime.worker_host`)."""
+
+    # The process-wide hub, started on first use; changes made elsewhere applied when the last
+    # check is older than ``max_age`` seconds.
+    ensure_hub: Callable[[float], Awaitable[Hub]]
+    seen_version: Callable[[], int]  # the McpState version the hub last applied
+    check_interval: float  # seconds a call reuses the last check (and between polls for changes)
+    refresh_person: Callable[[int | None], Awaitable[None]]  # read a person's groups again if old
+    personal_configs: Callable[[int], Awaitable[list[ServerConfig]]]  # a person's own servers
+    signin: Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]  # a forwarded sign-in step
+    # Run the hub for every web process: each new state goes to them through the given sender.
+    serve_for_web_processes: Callable[[Callable[[Hub], Awaitable[None]]], None]
+    serve_metrics: Callable[[], Awaitable[MetricsRunner | None]]  # its /metrics, when configured
+    freeze_start_up: Callable[[], object]  # the start-up heap out of the collector's way
+
+
+def state_of(hub: Hub, version: int) -> worker_wire.WorkerState:
+    """What the web processes mirror: shared tools, server snapshots, McpState ``version``, boot id."""
+    return worker_wire.WorkerState(
+        boot=BOOT,
+        version=version,
+        tools=[worker_wire.tool_out(tool) for tool in hub.every_tool()],
+        snapshots=[worker_wire.snapshot_out(snapshot) for snapshot in hub.snapshots()],
+    )
+
+
+def state_sender(host: WorkerHost) -> Callable[[Hub], Awaitable[None]]:
+    """How the hub's state is sent to every web process (after every change, and at start)."""
+
+    async def broadcast_state(hub: Hub) -> None:
+        layer = worker_wire.hub_layer()
+        state = state_of(hub, host.seen_version())
+        await layer.group_send(worker_wire.state_group(), worker_wire.StateMessage(state).out())
+
+    return broadcast_state
 
 
 async def heartbeat() -> None:
@@ -80,7 +121,7 @@ async def heartbeat() -> None:
     layer = worker_wire.hub_layer()
     while True:
         try:
-            await layer.group_send(worker_wire.state_group(), {"type": "hub.alive", "boot": BOOT})
+            await layer.group_send(worker_wire.state_group(), worker_wire.Alive(BOOT).out())
         except Exception:  # Redis gone for a moment: the web processes see the silence
             logger.exception("could not send the hub worker's heartbeat")
         await asyncio.sleep(worker_wire.HEARTBEAT)
@@ -111,22 +152,6 @@ async def view_of(hub: Hub, user_id: int | None, wait: float) -> list[dict[str, 
     ]
 
 
-async def _signin(args: dict[str, Any]) -> dict[str, Any]:
-    """A sign-in step a web process forwarded: the flow lives here, with the session it opens."""
-    step, back = args["step"], ""
-    if step == "connect":
-        outcome = await signin.connect(
-            args["name"], args["user_id"], staff=args["staff"], return_to=args["return_to"]
-        )
-    elif step == "finish":
-        outcome, back = await signin.finish(args["state"], args["user_id"], args["query"])
-    elif step == "disconnect":
-        outcome = await signin.disconnect(args["name"], args["user_id"], staff=args["staff"])
-    else:
-        raise ValueError(f"unknown sign-in step {step!r}")
-    return {"outcome": dataclasses.asdict(outcome), "back": back}
-
-
 class HubWorker(Worker):
     """Channels' :class:`~channels.worker.Worker`, which drops a message it cannot read.
 
@@ -153,6 +178,10 @@ class HubConsumer(AsyncConsumer):
     """Routes the hub channel's messages to the process's hub (one instance per worker)."""
 
     channel_layer_alias = worker_wire.LAYER
+
+    def __init__(self, host: WorkerHost) -> None:
+        self.host = host
+        self.send_state = state_sender(host)
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         self.tasks: dict[str, asyncio.Task[Any]] = {}
@@ -195,15 +224,16 @@ class HubConsumer(AsyncConsumer):
 
     async def hub_request(self, message: dict[str, Any]) -> None:
         """An admin action or a query: answered with ``hub.reply``."""
-        self._spawn(message["id"], self._request(message))
+        request = worker_wire.Request.decode(message)
+        self._spawn(request.id, self._request(request))
 
-    async def _request(self, message: dict[str, Any]) -> None:
-        op, args = message["op"], message.get("args") or {}
+    async def _request(self, request: worker_wire.Request) -> None:
+        op, args, host = request.op, request.args, self.host
         try:
-            hub = await runtime.ensure_hub()
+            hub = await host.ensure_hub(0.0)
             # The person's groups as this process reads them (mcpclient.runtime.people): the
             # worker decides on its own read which servers are theirs to use.
-            await people.refresh(args.get("user_id") if isinstance(args.get("user_id"), int) else None)
+            await host.refresh_person(args.get("user_id") if isinstance(args.get("user_id"), int) else None)
             if op == "state":
                 result: Any = None
             elif op == "apply":
@@ -216,11 +246,11 @@ class HubConsumer(AsyncConsumer):
                 result = None
             elif op == "set_log_level":
                 result = await hub.set_log_level(args["name"], args["level"])
-                await broadcast_state(hub)  # no state change: every admin shows the new note
+                await self.send_state(hub)  # no state change: every admin shows the new note
             elif op == "open_user":
                 # The person's own servers as the database says, read here, not taken on the
                 # web process's word (mcpclient.runtime.personal).
-                mine = await database_sync_to_async(personal.configs_for)(args["user_id"])
+                mine = await host.personal_configs(args["user_id"])
                 await hub.set_personal(args["user_id"], mine)
                 refused = await hub.open_user_sessions(args["user_id"], args["names"])
                 tools = [worker_wire.tool_out(tool) for tool in hub.every_tool(args["user_id"])]
@@ -255,42 +285,45 @@ class HubConsumer(AsyncConsumer):
                 text = await hub.read_skill(args["server"], args["skill"], args["path"], args["user_id"])
                 result = worker_wire.skill_text_out(text)
             elif op == "signin":
-                result = await _signin(args)
+                result = await host.signin(args)
             else:
                 raise ValueError(f"unknown hub request {op!r}")
-            reply = {"result": result}
+            reply = worker_wire.Reply(request.id, result=result)
             if op not in QUERIES:
                 await hub.drain_listeners()
-                reply["state"] = state_of(hub)
+                reply = dataclasses.replace(reply, state=state_of(hub, host.seen_version()))
         except (ResourceError, PromptError, SkillError) as exc:  # a refusal the person reads, not a failure
-            reply = {"refused": worker_wire.refusal_out(exc)}
+            reply = worker_wire.Reply(request.id, refused=worker_wire.refusal_out(exc))
         except Exception as exc:  # the web process gets the error as text, the worker goes on
             logger.exception("hub request %s failed", op)
-            reply = {"error": f"{type(exc).__name__}: {exc}"}
-        await self.channel_layer.send(message["reply"], {"type": "hub.reply", "id": message["id"], **reply})
+            reply = worker_wire.Reply(request.id, error=f"{type(exc).__name__}: {exc}")
+        await self.channel_layer.send(request.reply, reply.out())
 
     async def hub_call(self, message: dict[str, Any]) -> None:
         """A tool call: progress, forms and links go back to the caller while it runs, then the result."""
-        self.replies[message["id"]] = message["reply"]
-        self._spawn(message["id"], self._call(message))
+        call = worker_wire.Call.decode(message)
+        self.replies[call.id] = call.reply
+        self._spawn(call.id, self._call(call))
 
     async def hub_cancel(self, message: dict[str, Any]) -> None:
         """The caller stopped waiting: cancel the call (the SDK tells the server)."""
-        task = self.tasks.get(message["id"])
+        task = self.tasks.get(worker_wire.Cancel.decode(message).id)
         if task is not None:
             task.cancel()
 
     async def hub_answer(self, message: dict[str, Any]) -> None:
         """The person's answer to a forwarded form."""
-        waiting = self.answers.get((message["id"], message["ask"]))
+        answer = worker_wire.AnswerMessage.decode(message)
+        waiting = self.answers.get((answer.id, answer.ask))
         if waiting is not None and not waiting.done():
-            waiting.set_result(Answer(message["action"], message.get("content")))
+            waiting.set_result(Answer(cast(Any, answer.action), answer.content))  # (as the caller sent it)
 
     async def hub_link_end(self, message: dict[str, Any]) -> None:
         """The person's side ended a consented link (done, expired, stopped)."""
-        link = self.links.pop((message["id"], message["ask"]), None)
+        ended = worker_wire.LinkEnd.decode(message)
+        link = self.links.pop((ended.id, ended.ask), None)
         if link is not None:
-            link.finish(message["outcome"])
+            link.finish(cast(Any, ended.outcome))
 
     def _follow(self, call_id: str, ask_id: str, reply: str, link: Link) -> None:
         """Tell the caller how a consented link ends here (the server completed it, the call ended)."""
@@ -299,39 +332,31 @@ class HubConsumer(AsyncConsumer):
         async def follow() -> None:
             outcome = await link.finished
             if self.links.pop((call_id, ask_id), None) is not None:  # not ended by the caller
-                end = {"type": "hub.link_end", "id": call_id, "ask": ask_id, "outcome": outcome}
-                await self.channel_layer.send(reply, end)
+                end = worker_wire.LinkEnd(call_id, ask_id, outcome)
+                await self.channel_layer.send(reply, end.out())
 
         task = asyncio.ensure_future(follow())
         self.following.add(task)
         task.add_done_callback(self.following.discard)
 
-    async def _call(self, message: dict[str, Any]) -> None:
-        call_id, reply = message["id"], message["reply"]
+    async def _call(self, call: worker_wire.Call) -> None:
+        call_id, reply, host = call.id, call.reply, self.host
         layer = self.channel_layer
 
         async def report(update: Progress) -> None:
-            await layer.send(
-                reply,
-                {
-                    "type": "hub.progress",
-                    "id": call_id,
-                    "progress": update.progress,
-                    "total": update.total,
-                    "message": update.message,
-                },
-            )
+            sent = worker_wire.Progress(call_id, update.progress, update.total, update.message)
+            await layer.send(reply, sent.out())
 
         async def ask(form: Form | Link) -> Answer:
             ask_id = uuid.uuid4().hex
             waiting: asyncio.Future[Answer] = asyncio.get_running_loop().create_future()
             self.answers[(call_id, ask_id)] = waiting
             if isinstance(form, Link):
-                shown = {"link": worker_wire.link_out(form)}
+                shown = worker_wire.Ask(call_id, ask_id, link=worker_wire.link_out(form))
             else:
-                shown = {"form": worker_wire.form_out(form)}
+                shown = worker_wire.Ask(call_id, ask_id, form=worker_wire.form_out(form))
             try:
-                await layer.send(reply, {"type": "hub.ask", "id": call_id, "ask": ask_id, **shown})
+                await layer.send(reply, shown.out())
                 answer = await waiting
                 if isinstance(form, Link) and answer.action == "accept":
                     self._follow(call_id, ask_id, reply, form)
@@ -339,47 +364,38 @@ class HubConsumer(AsyncConsumer):
             finally:
                 del self.answers[(call_id, ask_id)]
                 if not waiting.done():
-                    await asyncio.shield(
-                        layer.send(reply, {"type": "hub.ask_end", "id": call_id, "ask": ask_id})
-                    )
+                    await asyncio.shield(layer.send(reply, worker_wire.AskEnd(call_id, ask_id).out()))
 
         try:
-            hub = await runtime.ensure_hub(max_age=runtime.TURN_CHECK_INTERVAL)
-            await people.refresh(message["user_id"])
-            refusal = await _unapproved(hub, message)
+            hub = await host.ensure_hub(host.check_interval)
+            await host.refresh_person(call.user_id)
+            refusal = await _unapproved(hub, call)
             if refusal:
-                logger.warning("refused a call of %s: %s", message["name"], refusal)
+                logger.warning("refused a call of %s: %s", call.name, refusal)
                 result = ToolResult.error(refusal)
             else:
-                step = message.get("step")
-                if isinstance(step, int | float):  # the tool step's time so far, in the web process
-                    metrics.tool_step_began(time.monotonic() - step)
-                with reporting(report), tracing.attached(message.get("trace")):
-                    with asking(ask) if message.get("ask") else contextlib.nullcontext():
+                if call.step is not None:  # the tool step's time so far, in the web process
+                    metrics.tool_step_began(time.monotonic() - call.step)
+                with reporting(report), tracing.attached(call.trace):
+                    with asking(ask) if call.ask else contextlib.nullcontext():
                         result = await hub.call_tool(
-                            message["name"],
-                            message["arguments"],
-                            user_id=message["user_id"],
-                            views=message.get("views") is True,
+                            call.name, call.arguments, user_id=call.user_id, views=call.views
                         )
         except asyncio.CancelledError:
             return  # cancelled by its caller (who no longer waits) or by stop_calls (who answered)
         except Exception as exc:  # a bug must reach the caller as text, not leave it waiting
-            logger.exception('tool call "%s" failed in the hub worker', message["name"])
-            result = ToolResult.error(f'MCP tool "{message["name"]}" failed in the hub worker: {exc}')
+            logger.exception('tool call "%s" failed in the hub worker', call.name)
+            result = ToolResult.error(f'MCP tool "{call.name}" failed in the hub worker: {exc}')
         finally:
             self.replies.pop(call_id, None)
-        await layer.send(
-            reply, {"type": "hub.reply", "id": call_id, "result": worker_wire.result_out(result)}
-        )
+        await layer.send(reply, worker_wire.Reply(call_id, result=worker_wire.result_out(result)).out())
 
     async def stop_calls(self) -> None:
         """The worker is stopping: answer every call in flight with an error, then cancel it."""
         stopped = ToolResult.error("The MCP hub worker stopped during the call; try again once it is back.")
         for call_id, reply in list(self.replies.items()):
-            await self.channel_layer.send(
-                reply, {"type": "hub.reply", "id": call_id, "result": worker_wire.result_out(stopped)}
-            )
+            answered = worker_wire.Reply(call_id, result=worker_wire.result_out(stopped))
+            await self.channel_layer.send(reply, answered.out())
         for task in list(self.tasks.values()):
             task.cancel()
 
@@ -387,20 +403,18 @@ class HubConsumer(AsyncConsumer):
 _consumers: set[HubConsumer] = set()
 
 
-async def _unapproved(hub: Hub, message: dict[str, Any]) -> str:
+async def _unapproved(hub: Hub, call: worker_wire.Call) -> str:
     """Why the call may not run for want of approval ("" when it may), decided here, where it runs.
 
     The web process asked the person; a call that needs approval by the tool's current
     definition runs only with the approval it names, checked against the record of it
     (:func:`mcpclient.core.approval.approval_refusal`).
     """
-    name, user_id, views = message["name"], message["user_id"], message.get("views") is True
-    tool = next((tool for tool in hub.tools(user_id, views=views) if tool.prefixed_name == name), None)
+    name, user_id = call.name, call.user_id
+    tool = next((tool for tool in hub.tools(user_id, views=call.views) if tool.prefixed_name == name), None)
     if tool is None or not tool.approval_reason:
         return ""  # (an unknown tool: the hub's own answer says why)
-    approval = message.get("approval")
-    named = approval if isinstance(approval, int) and not isinstance(approval, bool) else None
-    return await approval_refusal(tool.approval_reason, name, message["arguments"], user_id, named)
+    return await approval_refusal(tool.approval_reason, name, call.arguments, user_id, call.approval)
 
 
 async def stop_all_calls() -> None:
@@ -409,11 +423,64 @@ async def stop_all_calls() -> None:
         await consumer.stop_calls()
 
 
-async def poll_changes(interval: float) -> None:
-    """Apply changes made by any process (McpState version, mcp.json) every ``interval`` s."""
+async def poll_changes(host: WorkerHost) -> None:
+    """Apply changes made by any process (McpState version, mcp.json) every ``check_interval`` s."""
     while True:
-        await asyncio.sleep(interval)
+        await asyncio.sleep(host.check_interval)
         try:
-            await runtime.ensure_hub()
+            await host.ensure_hub(0.0)
         except Exception:  # a broken database moment must not end the worker
             logger.exception("could not check for MCP server changes")
+
+
+async def serve(host: WorkerHost, announce: Callable[[str], None]) -> None:
+    """Run the hub worker until SIGTERM or SIGINT; ``announce`` is told once it listens.
+
+    The web processes send to the group named after the hub channel. The worker joins it with a
+    channel of its own before the hub starts, whose state changes announce this worker: pub/sub
+    drops what is sent before anyone listens, and a web process calls as soon as it hears of a
+    worker (messages wait in the channel's queue until read). On the way out the calls in flight
+    are answered, then the hub closes every session.
+    """
+    tracing.configure("hub_worker", settings.VERSION)  # only with an OTLP endpoint (docs/operations.md)
+    layer = worker_wire.hub_layer()
+    channel = settings.MCP_HUB_CHANNEL
+    name = await layer.new_channel(prefix=f"{channel}.worker.")
+    await layer.group_add(channel, name)
+    broadcast_state = state_sender(host)
+    host.serve_for_web_processes(broadcast_state)
+    hub = await host.ensure_hub(0.0)
+    worker = HubWorker(
+        application=ChannelNameRouter({name: HubConsumer.as_asgi(host=host)}),
+        channels=[name],
+        channel_layer=layer,
+    )
+    main = asyncio.current_task()
+    assert main is not None
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, main.cancel)
+    metrics_runner = await host.serve_metrics()
+    host.freeze_start_up()  # the hub and its sessions are up: out of the collector's way (runtime/heap.py)
+    announce(f'hub worker listening on channel "{channel}"')
+    await broadcast_state(hub)  # web processes learn of this boot (calls to an earlier one fail)
+    tasks = [
+        asyncio.ensure_future(worker.handle()),
+        asyncio.ensure_future(worker.application_checker()),
+        asyncio.ensure_future(poll_changes(host)),
+        asyncio.ensure_future(heartbeat()),
+    ]
+    try:
+        await asyncio.gather(*tasks)
+    except asyncio.CancelledError:
+        logger.info("hub worker stopping")
+    finally:
+        with contextlib.suppress(Exception):
+            await stop_all_calls()
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        await hub.stop()
+        if metrics_runner is not None:
+            await metrics_runner.cleanup()
+        tracing.shutdown()  # what is still batched goes out
