@@ -150,3 +150,6 @@ def make_ref(kind: str, name: str) -> types.ResourceTemplateReference | types.Pr
     if kind == "prompt":
         return types.PromptReference(name=name)
     raise ResourceError(f'A completion reference is "resource" or "prompt", not "{kind}".', 400)
+
+
+MAX_URI_CHARS = 2048

@@ -28,6 +28,7 @@ from mcp_types import CONNECTION_CLOSED, INVALID_PARAMS, REQUEST_TIMEOUT
 
 from mcpclient.config.model import per_user
 from mcpclient.core.resources import (
+    MAX_URI_CHARS,
     Completions,
     ReadResult,
     ResourceContent,
@@ -52,7 +53,6 @@ MAX_ENTRIES = 10_000
 # longer than a message may attach is left out, since cutting it would name another resource.
 MAX_NAME_CHARS = MAX_TITLE_CHARS
 MAX_DESCRIPTION_CHARS = 2000
-MAX_URI_CHARS = 2048
 MAX_VIEW_META_BYTES = 16 * 1024  # an item's _meta.ui (MCP Apps) as JSON; a larger one is not kept
 MAX_MIME_CHARS = 255
 # Completion values shown per request (the spec's own maximum) and their length.
