@@ -29,8 +29,8 @@ from typing import Any
 
 from agents.models import Agent
 from boocode.tools.skills import loaded_text, unforgeable
+from mcpclient.core.skills import SkillError, SkillText
 from mcpclient.engine.api import HubApi
-from mcpclient.engine.skills import SkillError, SkillText
 from mcpclient.runtime import TURN_CHECK_INTERVAL, ensure_hub
 
 MAX_SKILLS = 20  # entries of ``skills:`` read per turn

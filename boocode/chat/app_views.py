@@ -42,9 +42,8 @@ from boocode.chat.models import ToolCall
 from boocode.chat.payloads import VIEW_TOKEN_SALT
 from mcpclient.core import apps
 from mcpclient.core.egress import declared
-from mcpclient.engine.egress import refused_origins
-from mcpclient.engine.resources import ReadResult, ResourceError
-from mcpclient.engine.serving import allowed
+from mcpclient.core.resources import ReadResult, ResourceError
+from mcpclient.engine.api import refused_origins
 from mcpclient.runtime.signin import person_hub
 
 logger = logging.getLogger(__name__)
@@ -191,7 +190,7 @@ async def _serve(found: tuple[ToolCall, int] | None) -> HttpResponse:
     hub = await person_hub(owner_id)
     config = hub.config(call.server)
     # A server whose groups the person is no longer in is, to them, one that does not exist.
-    if config is None or not allowed(hub, config, owner_id):
+    if config is None or not hub.allowed(config, owner_id):
         gone = f'The MCP server "{call.server}" is no longer configured; its result is below.'
         return _unavailable(gone, 404)
     if not config.apps:

@@ -38,18 +38,16 @@ from typing import TYPE_CHECKING, Any
 
 from agents.policy import is_allowed
 from boocode.tools.skills import LOAD_SKILL, MAX_OTHERS_SHOWN, skill_block
+from mcpclient.core.resources import MAX_URI_CHARS, ReadResult, ResourceError
 from mcpclient.core.results import MAX_OUTPUT_BYTES, cap_output
-from mcpclient.engine import resources
-from mcpclient.engine.resources import ResourceError
-from mcpclient.engine.skills import SkillError, SkillText
+from mcpclient.core.skills import SkillError, SkillText
 from mcpclient.runtime import TURN_CHECK_INTERVAL
 from mcpclient.runtime.signin import person_hub
 
 if TYPE_CHECKING:
-    from mcpclient.engine.hub import Hub
+    from mcpclient.engine.api import HubApi
 
 MAX_ATTACHMENTS = 10
-MAX_URI_CHARS = resources.MAX_URI_CHARS
 MAX_SERVER_CHARS = 100
 MAX_NAME_CHARS = 300
 MAX_CONCURRENT_READS = 4  # attachments read at the same time (a message has at most 10)
@@ -95,19 +93,19 @@ def checked_attachments(value: Any) -> list[dict[str, str]]:
     return checked
 
 
-def reachable_servers(hub: Hub, user_id: int | None, patterns: Any = None) -> list[str]:
+def reachable_servers(hub: HubApi, user_id: int | None, patterns: Any = None) -> list[str]:
     """The servers ``user_id`` may take resources from (see the module); ``patterns``: the agent's."""
-    visible = resources.visible_servers(hub, user_id)
+    visible = hub.visible_servers(user_id)
     if patterns is None:
         return visible
     allowed = {tool.server for tool in hub.tools(user_id) if is_allowed(patterns, tool.prefixed_name)}
     return [name for name in visible if name in allowed]
 
 
-def _listed_name(hub: Hub, server: str, uri: str, user_id: int | None) -> tuple[str, str]:
+def _listed_name(hub: HubApi, server: str, uri: str, user_id: int | None) -> tuple[str, str]:
     """The listed name and MIME type of ``uri`` ("" when it is not listed, e.g. from a template)."""
     try:
-        catalog = resources.live_connection(hub, server, user_id).resources
+        catalog = hub.listed_resources(server, user_id)
     except ResourceError:
         return "", ""
     for entry in catalog.resources:
@@ -116,7 +114,7 @@ def _listed_name(hub: Hub, server: str, uri: str, user_id: int | None) -> tuple[
     return "", ""
 
 
-def _skill_name(hub: Hub, server: str, uri: str, user_id: int | None) -> str:
+def _skill_name(hub: HubApi, server: str, uri: str, user_id: int | None) -> str:
     """The label of the skill whose SKILL.md is ``uri`` ("" when it is not listed now)."""
     return next((s.label for s in hub.skills(user_id) if s.server == server and s.uri == uri), "")
 
@@ -146,7 +144,7 @@ def _earlier_read(earlier: list[dict[str, Any]], attached: dict[str, str]) -> di
 
 
 async def read_attachments(
-    hub: Hub,
+    hub: HubApi,
     attachments: list[dict[str, str]],
     user_id: int | None,
     reachable: list[str],
@@ -214,11 +212,11 @@ async def read_attachments(
     return stored
 
 
-type Read = resources.ReadResult | SkillText | ResourceError | SkillError | None
+type Read = ReadResult | SkillText | ResourceError | SkillError | None
 
 
 async def _read_all(
-    hub: Hub,
+    hub: HubApi,
     attachments: list[dict[str, str]],
     user_id: int | None,
     reachable: list[str],
@@ -272,7 +270,7 @@ async def read_for_turn(
     """A turn's attachments read through the hub (started, the person's sessions open)."""
     hub = await person_hub(user_id, max_age=TURN_CHECK_INTERVAL)
     reachable = reachable_servers(hub, user_id, patterns)
-    visible = resources.visible_servers(hub, user_id)
+    visible = hub.visible_servers(user_id)
     return await read_attachments(hub, attachments, user_id, reachable, earlier, visible)
 
 

@@ -28,7 +28,7 @@ from boocode.chat.tool_progress import tracking
 from boocode.tools.approval_gate import approving
 from boocode.tools.registry import Tool, execute_tool
 from mcpclient.core.results import ToolResult
-from mcpclient.engine.elicitation import asking
+from mcpclient.engine.api import asking
 from mcpclient.runtime import TURN_CHECK_INTERVAL, ensure_hub
 from mcpclient.runtime.signin import open_sessions
 from mcpclient.telemetry import tracing

@@ -34,12 +34,12 @@ from django.conf import settings
 
 from boocode.chat.conversations import store_prompt
 from boocode.chat.storable import text_problem
-from mcpclient.engine import prompts as hub_prompts
+from mcpclient.core import prompts as hub_prompts
 from mcpclient.runtime import TURN_CHECK_INTERVAL, get_hub
 from mcpclient.runtime.signin import person_hub
 
 if TYPE_CHECKING:
-    from mcpclient.engine.hub import Hub
+    from mcpclient.engine.api import HubApi
 
 logger = logging.getLogger(__name__)
 
@@ -99,7 +99,7 @@ def _name(content: dict[str, Any], key: str) -> str:
     return value
 
 
-def checked_frame(content: dict[str, Any], hub: Hub | None, user_id: int | None) -> PromptRequest:
+def checked_frame(content: dict[str, Any], hub: HubApi | None, user_id: int | None) -> PromptRequest:
     """The ``prompt`` frame as a request, or :class:`BadPrompt` naming what is wrong.
 
     The prompt must be listed now for ``user_id`` (shared servers, their own sessions) and the
@@ -123,7 +123,7 @@ def checked_frame(content: dict[str, Any], hub: Hub | None, user_id: int | None)
         if problem is not None:
             raise BadPrompt("bad_text", problem)
         arguments[key] = value
-    prompt = hub_prompts.find(hub, server, name, user_id) if hub is not None else None
+    prompt = hub.prompt(server, name, user_id) if hub is not None else None
     if prompt is None:
         raise BadPrompt(
             "unknown_prompt", f'No prompt "{name}" of MCP server "{server}" is available to you now.'
@@ -145,7 +145,7 @@ def _required(prompt: hub_prompts.HubPrompt, key: str) -> bool:
 LISTING_WAIT = 5.0
 
 
-async def running_hub(user_id: int | None) -> Hub | None:
+async def running_hub(user_id: int | None) -> HubApi | None:
     """The hub (started, changes applied, ``user_id``'s own sessions open) where this process runs it.
 
     Without autostart (tests, commands) the installed hub as it is.
@@ -155,9 +155,9 @@ async def running_hub(user_id: int | None) -> Hub | None:
     return await person_hub(user_id, max_age=TURN_CHECK_INTERVAL, wait=LISTING_WAIT)
 
 
-def menu(hub: Hub | None, user_id: int | None) -> dict[str, Any]:
+def menu(hub: HubApi | None, user_id: int | None) -> dict[str, Any]:
     """``GET /api/prompts``: the console commands and the prompts ``user_id`` may use now."""
-    listed = hub_prompts.prompts_for(hub, user_id) if hub is not None else []
+    listed = hub.prompts(user_id) if hub is not None else []
     return {
         "commands": [dict(command) for command in CONSOLE_COMMANDS],
         "prompts": [p.as_json() for p in listed],

@@ -10,7 +10,7 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.views.decorators.http import require_POST, require_safe
 
 from boocode.chat import prompt_insertion
-from mcpclient.engine.prompts import PromptError
+from mcpclient.core.prompts import PromptError
 
 
 @require_safe

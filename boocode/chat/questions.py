@@ -41,8 +41,8 @@ from django.conf import settings
 
 from boocode.chat import metrics as chat_metrics
 from boocode.chat.events import Emit
-from mcpclient.engine.elicitation import Answer, Asker, Link
-from mcpclient.engine.elicitation_form import AnswerError, Form, complete_answer
+from mcpclient.core.elicitation import Answer, Asker, Link
+from mcpclient.core.elicitation_form import AnswerError, Form, complete_answer
 
 logger = logging.getLogger(__name__)
 

@@ -23,8 +23,7 @@ from boocode.chat import agent_choice, conversations
 from boocode.chat.attachments import MAX_SERVER_CHARS, MAX_URI_CHARS, reachable_servers
 from boocode.chat.models import Conversation
 from boocode.chat.rendering import render_markdown
-from mcpclient.engine import resources
-from mcpclient.engine.resources import ResourceError
+from mcpclient.core.resources import ResourceContent, ResourceError, make_ref
 from mcpclient.runtime.signin import person_hub
 
 MAX_RESULTS = 200  # resources (and as many templates) in one answer of the picker
@@ -88,7 +87,7 @@ async def resources_api(request: HttpRequest) -> HttpResponse:
     servers, found, templates = [], [], []
     for name in reachable:
         try:
-            catalog = await resources.catalog_of(hub, name, user.pk, wait=LISTING_WAIT)
+            catalog = await hub.resource_catalog(name, user.pk, wait=LISTING_WAIT)
         except ResourceError:
             continue  # went down meanwhile
         if not catalog.supported:
@@ -153,11 +152,11 @@ async def read_resource_api(request: HttpRequest) -> HttpResponse:
     return JsonResponse({"server": server, "uri": uri, "contents": await viewables(result.contents)})
 
 
-def _viewables(contents: tuple[resources.ResourceContent, ...]) -> list[dict[str, Any]]:
+def _viewables(contents: tuple[ResourceContent, ...]) -> list[dict[str, Any]]:
     return [viewable(item) for item in contents]
 
 
-def viewable(item: resources.ResourceContent) -> dict[str, Any]:
+def viewable(item: ResourceContent) -> dict[str, Any]:
     """An item for the viewer; Markdown also as ``html``, rendered and sanitised like answers.
 
     Markdown over :data:`MAX_MARKDOWN_CHARS` stays text (with a note): a server must not be able
@@ -176,7 +175,7 @@ def viewable(item: resources.ResourceContent) -> dict[str, Any]:
 def _not_here(hub: Any, server: str, user_id: int) -> JsonResponse:
     """Why ``server`` cannot serve this person here: unknown (404), down (502), out of reach (404)."""
     try:
-        resources.live_connection(hub, server, user_id)
+        hub.listed_resources(server, user_id)
     except ResourceError as exc:
         return _error(str(exc), exc.status)
     return _error(f'MCP server "{server}" is not reachable by this conversation\'s agent.', 404)
@@ -205,7 +204,7 @@ async def complete_api(request: HttpRequest) -> HttpResponse:
     if isinstance(context, JsonResponse):
         return context
     try:
-        ref = resources.make_ref(params["ref"], params["name"])
+        ref = make_ref(params["ref"], params["name"])
     except ResourceError as exc:
         return _error(str(exc), exc.status)
     hub = await person_hub(user.pk)

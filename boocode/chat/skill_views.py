@@ -18,9 +18,9 @@ from django.views.decorators.http import require_safe
 
 from boocode.chat.attachments import MAX_SERVER_CHARS, MAX_URI_CHARS
 from boocode.chat.resource_views import viewable
+from mcpclient.core.resources import ResourceContent
+from mcpclient.core.skills import SkillError
 from mcpclient.engine.api import HubApi
-from mcpclient.engine.resources import ResourceContent
-from mcpclient.engine.skills import SkillError
 from mcpclient.runtime import ensure_hub
 from mcpclient.runtime.signin import open_sessions
 

@@ -30,7 +30,8 @@ from collections.abc import Awaitable, Iterator
 from typing import Any
 
 from boocode.chat.events import Emit
-from mcpclient.engine.progress import Progress, reporting
+from mcpclient.core.progress import Progress
+from mcpclient.engine.api import reporting
 
 logger = logging.getLogger(__name__)
 

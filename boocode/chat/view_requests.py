@@ -50,10 +50,9 @@ from boocode.chat.questions import asker_for
 from boocode.chat.storable import text_problem
 from boocode.tools.approval_gate import approving
 from boocode.tools.registry import agent_tools, view_tools
+from mcpclient.core.resources import ReadResult, ResourceError
 from mcpclient.core.results import ToolResult
-from mcpclient.engine.elicitation import asking
-from mcpclient.engine.resources import ReadResult, ResourceError
-from mcpclient.engine.serving import allowed
+from mcpclient.engine.api import asking
 from mcpclient.runtime import hub_tools
 from mcpclient.runtime.signin import person_hub
 
@@ -263,7 +262,7 @@ class ViewRequests:
         hub = await person_hub(self.user_id)
         config = hub.config(view.server)
         # A server whose groups the person is no longer in is, to them, one that does not exist.
-        if config is None or not allowed(hub, config, self.user_id):
+        if config is None or not hub.allowed(config, self.user_id):
             raise Refused(f'The MCP server "{view.server}" is no longer configured.')
         if not config.apps:
             raise Refused(f'Views of the MCP server "{view.server}" are turned off ("apps": false).')

@@ -30,8 +30,8 @@ from typing import Any
 
 from mcpclient.config.model import DEFAULT_TIMEOUT_MS
 from mcpclient.core.results import ToolResult
+from mcpclient.core.skills import Skill, SkillError, SkillText
 from mcpclient.engine.api import HubApi
-from mcpclient.engine.skills import Skill, SkillError, SkillText
 from mcpclient.runtime import TURN_CHECK_INTERVAL, ensure_hub
 
 LOAD_SKILL = "load_skill"

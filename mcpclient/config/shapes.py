@@ -13,7 +13,7 @@ A file holds its servers under one top-level key, which names its shape:
 
 One file uses one shape: :func:`find_servers` detects it (a file with two is an error that
 says so) and the entries are parsed in any host's dialect by
-:func:`mcpclient.config.parse_server`. Writing goes the other way: :func:`entry_for` turns a
+:func:`mcpclient.config.entries.parse_server`. Writing goes the other way: :func:`entry_for` turns a
 parsed server into an entry in a shape's own dialect (opencode's ``"type": "local"`` with a
 command array, VS Code's ``"type": "http"``, Zed's bare ``command``...), so a file written back
 by the admin or ``mcp_import`` stays in its shape.
@@ -180,7 +180,7 @@ def _ms(seconds: float) -> int:
 
 
 def entry_for(shape: Shape, config: Any) -> dict[str, Any]:
-    """``config`` (a parsed :class:`~mcpclient.config.ServerConfig`) as an entry of ``shape``.
+    """``config`` (a parsed :class:`~mcpclient.config.model.ServerConfig`) as an entry of ``shape``.
 
     Values stay as written (placeholders are never expanded); keys BooCode does not know are
     carried over as they are; limits equal to the defaults are left out.

@@ -1,5 +1,10 @@
 """What a hub offers the rest of BooCode: one ``Protocol`` for the in-process hub and the worker's.
 
+This module is the engine's one door for the chat (an import contract holds the chat to it and
+to :mod:`mcpclient.core`): :class:`HubApi`, the reads every hub answers from its sessions
+(:class:`SessionReads`) and the few context managers a caller wraps a call in (:func:`asking`,
+:func:`reporting`, :func:`timed_by`). The values they hand out live in :mod:`mcpclient.core`.
+
 :class:`~mcpclient.engine.hub.Hub` (sessions in this process) and
 :class:`~mcpclient.worker.client.RemoteHub` (sessions in the hub worker) both satisfy
 :class:`HubApi`; the type checker holds each to it (``make test`` runs mypy over the engine and
@@ -14,12 +19,63 @@ from typing import Any, Protocol
 import mcp.types as types
 
 from mcpclient.config.model import ServerConfig
+from mcpclient.core.prompts import HubPrompt, PromptMessage
+from mcpclient.core.resources import Completions, ReadResult
 from mcpclient.core.results import ToolResult
+from mcpclient.core.skills import Skill, SkillText
 from mcpclient.core.state import HubTool
-from mcpclient.engine.prompts import HubPrompt, PromptMessage
-from mcpclient.engine.resources import Completions, ReadResult
+from mcpclient.engine import prompts, resources, serving
+from mcpclient.engine.egress import refused_origins
+from mcpclient.engine.elicitation import TimeBudget, asking, timed_by
+from mcpclient.engine.progress import reporting
+from mcpclient.engine.resources import ResourceCatalog
 from mcpclient.engine.serving import Session, Sessions
-from mcpclient.engine.skills import Skill, SkillText
+
+__all__ = [
+    "HubApi",
+    "ResourceCatalog",
+    "SessionReads",
+    "TimeBudget",
+    "asking",
+    "refused_origins",
+    "reporting",
+    "timed_by",
+]
+
+
+class SessionReads[S: Session](Sessions[S]):
+    """What every hub answers from its sessions alone (the in-process hub's live ones, the worker's
+    stand-ins): which servers a person may see and use, their resource and prompt catalogs.
+
+    Which session serves a person is :func:`mcpclient.engine.serving.session_for` in every one.
+    """
+
+    def allowed(self, config: ServerConfig, user_id: int | None) -> bool:
+        """Whether ``user_id`` may use the server of ``config`` (its ``groups``; fails closed)."""
+        return serving.allowed(self, config, user_id)
+
+    def visible_servers(self, user_id: int | None) -> list[str]:
+        """The servers whose resources ``user_id`` may see now: ready shared ones and their own."""
+        return resources.visible_servers(self, user_id)
+
+    def listed_resources(self, server: str, user_id: int | None) -> ResourceCatalog:
+        """``server``'s resources as last listed for ``user_id`` (a ``ResourceError`` if not ready)."""
+        catalog: ResourceCatalog = resources.live_connection(self, server, user_id).resources
+        return catalog
+
+    async def resource_catalog(
+        self, server: str, user_id: int | None, *, wait: float = 5.0
+    ) -> ResourceCatalog:
+        """``server``'s resources for ``user_id``, after its first listing (up to ``wait`` s)."""
+        return await resources.catalog_of(self, server, user_id, wait=wait)
+
+    def prompts(self, user_id: int | None) -> list[HubPrompt]:
+        """The prompts of every ready server ``user_id`` may use."""
+        return prompts.prompts_for(self, user_id)
+
+    def prompt(self, server: str, name: str, user_id: int | None) -> HubPrompt | None:
+        """The prompt ``name`` of ``server`` as ``user_id`` sees it, or ``None``."""
+        return prompts.find(self, server, name, user_id)
 
 
 class HubApi(Sessions[Session], Protocol):
@@ -27,8 +83,23 @@ class HubApi(Sessions[Session], Protocol):
 
     Skills: :meth:`skills` is what :meth:`load_skills` last made current for the person (live on
     the in-process hub, fetched from the worker by its stand-in); :meth:`read_skill` reads one
-    verified file of a skill (:mod:`mcpclient.engine.skills`).
+    verified file of a skill (:mod:`mcpclient.engine.skills`). The reads of :class:`SessionReads`
+    are part of it (both hubs inherit them).
     """
+
+    def allowed(self, config: ServerConfig, user_id: int | None) -> bool: ...
+
+    def visible_servers(self, user_id: int | None) -> list[str]: ...
+
+    def listed_resources(self, server: str, user_id: int | None) -> ResourceCatalog: ...
+
+    async def resource_catalog(
+        self, server: str, user_id: int | None, *, wait: float = 5.0
+    ) -> ResourceCatalog: ...
+
+    def prompts(self, user_id: int | None) -> list[HubPrompt]: ...
+
+    def prompt(self, server: str, name: str, user_id: int | None) -> HubPrompt | None: ...
 
     def tools(self, user_id: int | None = None, *, views: bool = False) -> list[HubTool]: ...
 

@@ -22,9 +22,8 @@ import contextvars
 import dataclasses
 import logging
 import re
-from collections.abc import Awaitable, Callable, Iterator
-from dataclasses import dataclass
-from typing import Any, Literal
+from collections.abc import Iterator
+from typing import Any
 from urllib.parse import urlsplit
 
 import anyio
@@ -36,8 +35,8 @@ from mcp.shared._request_clock import waiting_on_a_person
 from mcp_types import URL_ELICITATION_REQUIRED
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
-from mcpclient.engine.elicitation_form import (
-    MAX_TEXT,
+from mcpclient.core.elicitation import Answer, Asker, Link
+from mcpclient.core.elicitation_form import (
     AnswerError,
     Form,
     FormError,
@@ -48,64 +47,13 @@ from mcpclient.engine.elicitation_form import (
 
 logger = logging.getLogger(__name__)
 
-Action = Literal["accept", "decline", "cancel"]
-
-
-@dataclass(frozen=True)
-class Answer:
-    """What the person (or the defaults) said: ``accept`` with content, ``decline`` or ``cancel``."""
-
-    action: Action
-    content: dict[str, Any] | None = None
-
 
 # A URL longer than this is refused: it is shown in full, and no real page needs more.
 MAX_URL = 4096
 # The characters RFC 3986 allows in a URI (unreserved, reserved, "%" of an escape).
 _RFC3986 = re.compile(r"[A-Za-z0-9\-._~:/?#\[\]@!$&'()*+,;=%]+")
 _BAD_ESCAPE = re.compile(r"%(?![0-9A-Fa-f]{2})")
-LinkOutcome = Literal["completed", "done", "expired", "stopped", "withdrawn"]
 
-
-class Link:
-    """A URL-mode elicitation: a web page of the server's that the person is asked to open.
-
-    ``finished`` is resolved once, with how the link ended after the person consented:
-    ``completed`` (the server reported completion, or the retried 2026-07-28 call returned),
-    ``done`` (the person said they finished: the spec's manual control for a server that never
-    reports), ``expired`` (the asker's time limit), ``stopped`` (the turn was stopped) or
-    ``withdrawn`` (the call ended first).
-    """
-
-    def __init__(
-        self,
-        *,
-        message: str,
-        url: str,
-        tool: str = "",
-        elicitation_id: str | None = None,
-        required: bool = False,
-    ) -> None:
-        self.message = message[:MAX_TEXT]
-        self.url = url
-        self.host = _host(url)
-        self.tool = tool
-        self.elicitation_id = elicitation_id
-        self.required = required  # from a -32042 error: the call is retried once it is done
-        self.finished: asyncio.Future[LinkOutcome] = asyncio.get_running_loop().create_future()
-
-    def finish(self, outcome: LinkOutcome) -> None:
-        """End the wait (the first outcome wins; later ones are ignored)."""
-        if not self.finished.done():
-            self.finished.set_result(outcome)
-
-
-Asker = Callable[[Form | Link], Awaitable[Answer]]
-"""Shows a form or a link to the person behind the current call and returns their answer (the chat's).
-
-For a :class:`Link`, ``accept`` is the person's consent (they opened the page); the asker
-then follows ``link.finished`` to show how it ended and bounds that wait itself.
-"""
 
 _asker: contextvars.ContextVar[Asker | None] = contextvars.ContextVar("elicitation_asker", default=None)
 _budget: contextvars.ContextVar[TimeBudget | None] = contextvars.ContextVar("elicitation_time", default=None)
@@ -114,13 +62,6 @@ _scope: contextvars.ContextVar[CallScope | None] = contextvars.ContextVar("elici
 _in_flight: dict[int, list[CallScope]] = {}
 # Links waiting for notifications/elicitation/complete, by (``id(ClientSession)``, elicitationId).
 _awaiting: dict[tuple[int, str], Link] = {}
-
-
-def _host(url: str) -> str:
-    try:
-        return urlsplit(url).hostname or ""
-    except ValueError:
-        return ""
 
 
 def url_problem(url: Any) -> str | None:

@@ -35,28 +35,29 @@ from mcpclient.config.model import (
 from mcpclient.config.resolve import InputLookup
 from mcpclient.core import pinning
 from mcpclient.core.pinning import PinBook
+from mcpclient.core.prompts import HubPrompt, PromptMessage
+from mcpclient.core.resources import Completions, ReadResult
 from mcpclient.core.results import ToolResult, unknown_tool
+from mcpclient.core.skills import Skill, SkillText
 from mcpclient.core.state import HubTool, Listener, ServerSnapshot, Status
 from mcpclient.engine import prompts, resources, skills
-from mcpclient.engine.api import HubApi
+from mcpclient.engine.api import HubApi, SessionReads
 from mcpclient.engine.authorization import (
     BrowserConsent,
     Consent,
 )
 from mcpclient.engine.connection import ServerConnection
 from mcpclient.engine.healing import Healer, HealPolicy
-from mcpclient.engine.resources import Completions, ReadResult
 from mcpclient.engine.resources import refresh_now as resources_refresh_now
 from mcpclient.engine.server_logs import EntryListener
 from mcpclient.engine.serving import allowed, hidden_from, pick, ready_servers, session_for, takes_name
-from mcpclient.engine.skills import Skill, SkillText
 from mcpclient.engine.tool_catalog import Catalog, tool_catalog
 
 logger = logging.getLogger("mcpclient.hub")
 
 
 @dataclass
-class Hub:
+class Hub(SessionReads[ServerConnection]):
     """Every configured server's connection, their tools under prefixed names, and calls."""
 
     base_dir: Path = field(default_factory=Path.cwd)
@@ -403,7 +404,7 @@ class Hub:
 
     async def get_prompt(
         self, server: str, name: str, arguments: dict[str, str], user_id: int | None
-    ) -> tuple[prompts.HubPrompt, list[prompts.PromptMessage]]:
+    ) -> tuple[HubPrompt, list[PromptMessage]]:
         """``prompts/get`` on ``user_id``'s session with ``server``: the prompt and its messages."""
         return await prompts.get(self, server, name, arguments, user_id)
 

@@ -27,25 +27,13 @@ import contextvars
 import logging
 import math
 from collections.abc import Awaitable, Callable, Iterator
-from dataclasses import dataclass
+
+from mcpclient.core.progress import Progress, Reporter
 
 logger = logging.getLogger(__name__)
 
 MAX_MESSAGE = 500  # characters of a progress message kept (a server's text, shown on the page)
 
-
-@dataclass(frozen=True)
-class Progress:
-    """One progress update of a tool call (``total`` None: the server does not know the end)."""
-
-    tool: str
-    progress: float
-    total: float | None = None
-    message: str = ""
-
-
-Reporter = Callable[[Progress], Awaitable[None] | None]
-"""Receives the progress updates of the calls made in its :func:`reporting` block."""
 
 ProgressCallback = Callable[[float, float | None, str | None], Awaitable[None]]
 

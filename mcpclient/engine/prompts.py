@@ -31,6 +31,15 @@ from mcp.client import InputRequiredRoundsExceededError
 from mcp_types import CONNECTION_CLOSED, REQUEST_TIMEOUT
 
 from mcpclient.core import tool_metadata
+from mcpclient.core.prompts import (
+    MAX_ARGUMENTS,
+    MAX_NAME_CHARS,
+    HubPrompt,
+    PromptArgument,
+    PromptError,
+    PromptMessage,
+    argument_problem,
+)
 from mcpclient.core.results import MAX_OUTPUT_BYTES, cap_output
 from mcpclient.core.state import Status
 from mcpclient.engine.catalog import KeptFresh
@@ -44,56 +53,6 @@ MAX_PROMPTS = 1000  # kept per server; more are left out with a warning in the l
 MAX_MESSAGES = 100  # of one prompts/get result; more are refused (nothing is inserted)
 MAX_TEXT_CHARS = 2000  # of a prompt's or argument's description as offered to the page
 MAX_TITLE_CHARS = tool_metadata.MAX_TITLE_CHARS  # of a prompt's title, like a tool's
-# A prompt or argument name longer than a ``prompt`` frame may carry could never be used:
-# such a prompt is left out of the listing (cutting the name would name another prompt).
-MAX_NAME_CHARS = 200
-MAX_ARGUMENTS = 50  # per prompt
-
-
-class PromptError(Exception):
-    """A prompt cannot be got; ``str()`` is a message for the person who asked."""
-
-
-@dataclass(frozen=True)
-class PromptArgument:
-    """One argument a prompt takes (untrusted text from the server, display only)."""
-
-    name: str
-    description: str = ""
-    required: bool = False
-
-
-@dataclass(frozen=True)
-class HubPrompt:
-    """A prompt of a ready session."""
-
-    server: str
-    name: str
-    title: str = ""
-    description: str = ""
-    arguments: tuple[PromptArgument, ...] = ()
-    completions: bool = False  # the server declares completions: its arguments can be completed
-
-    def as_json(self) -> dict[str, Any]:
-        """The shape of ``GET /api/prompts`` (docs/protocol.md)."""
-        return {
-            "server": self.server,
-            "name": self.name,
-            "title": self.title,
-            "description": self.description,
-            "arguments": [
-                {"name": a.name, "description": a.description, "required": a.required} for a in self.arguments
-            ],
-            "completions": self.completions,
-        }
-
-
-@dataclass(frozen=True)
-class PromptMessage:
-    """One message of a prompt as it enters the conversation: ``user`` or ``assistant``, and text."""
-
-    role: str
-    text: str
 
 
 @dataclass(eq=False)
@@ -236,18 +195,6 @@ def find(hub: Sessions[Session], server: str, name: str, user_id: int | None) ->
     for prompt in prompts_for(hub, user_id):
         if prompt.server == server and prompt.name == name:
             return prompt
-    return None
-
-
-def argument_problem(prompt: HubPrompt, arguments: dict[str, str]) -> str | None:
-    """What is wrong with ``arguments`` for ``prompt`` (unknown or missing ones), or ``None``."""
-    known = {a.name for a in prompt.arguments}
-    unknown = sorted(set(arguments) - known)
-    if unknown:
-        return f'The prompt "{prompt.name}" takes no argument {", ".join(repr(u) for u in unknown)}.'
-    missing = [a.name for a in prompt.arguments if a.required and not arguments.get(a.name, "").strip()]
-    if missing:
-        return f'The prompt "{prompt.name}" needs {", ".join(repr(m) for m in missing)}.'
     return None
 
 

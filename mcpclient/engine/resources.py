@@ -27,6 +27,15 @@ from mcp import Client, MCPError
 from mcp_types import CONNECTION_CLOSED, INVALID_PARAMS, REQUEST_TIMEOUT
 
 from mcpclient.config.model import per_user
+from mcpclient.core.resources import (
+    MAX_URI_CHARS,
+    Completions,
+    ReadResult,
+    ResourceContent,
+    ResourceEntry,
+    ResourceError,
+    TemplateEntry,
+)
 from mcpclient.core.results import MAX_OUTPUT_BYTES, cap_output
 from mcpclient.core.state import Status
 from mcpclient.core.tool_metadata import MAX_TITLE_CHARS
@@ -44,7 +53,6 @@ MAX_ENTRIES = 10_000
 # longer than a message may attach is left out, since cutting it would name another resource.
 MAX_NAME_CHARS = MAX_TITLE_CHARS
 MAX_DESCRIPTION_CHARS = 2000
-MAX_URI_CHARS = 2048
 MAX_VIEW_META_BYTES = 16 * 1024  # an item's _meta.ui (MCP Apps) as JSON; a larger one is not kept
 MAX_MIME_CHARS = 255
 # Completion values shown per request (the spec's own maximum) and their length.
@@ -52,66 +60,6 @@ MAX_COMPLETIONS = 100
 MAX_COMPLETION_CHARS = 1000
 # The spec's old "resource not found" code (2025-11-25); newer servers answer INVALID_PARAMS.
 RESOURCE_NOT_FOUND = -32002
-
-
-class ResourceError(Exception):
-    """A read, listing or completion that cannot be served; ``str()`` is for people."""
-
-    def __init__(self, message: str, status: int = 502) -> None:
-        super().__init__(message)
-        self.status = status
-
-
-@dataclass(frozen=True)
-class ResourceEntry:
-    """One listed resource (display data from the server: untrusted text)."""
-
-    server: str
-    uri: str
-    name: str
-    title: str = ""
-    description: str = ""
-    mime_type: str = ""
-    size: int | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        """The JSON shape of the API (docs/protocol.md)."""
-        return {
-            "kind": "resource",
-            "server": self.server,
-            "uri": self.uri,
-            "name": self.name,
-            "title": self.title,
-            "description": self.description,
-            "mimeType": self.mime_type,
-            "size": self.size,
-        }
-
-
-@dataclass(frozen=True)
-class TemplateEntry:
-    """One listed resource template; ``arguments`` are the names of its variables, in order."""
-
-    server: str
-    uri_template: str
-    name: str
-    title: str = ""
-    description: str = ""
-    mime_type: str = ""
-    arguments: tuple[str, ...] = ()
-
-    def to_dict(self) -> dict[str, Any]:
-        """The JSON shape of the API (docs/protocol.md)."""
-        return {
-            "kind": "template",
-            "server": self.server,
-            "uriTemplate": self.uri_template,
-            "name": self.name,
-            "title": self.title,
-            "description": self.description,
-            "mimeType": self.mime_type,
-            "arguments": list(self.arguments),
-        }
 
 
 @dataclass(eq=False)
@@ -284,60 +232,6 @@ async def catalog_of(
     return connection.resources
 
 
-# --- reading ---------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class ResourceContent:
-    """One item of a read: its text, or its bytes (a blob), or a note saying why neither is kept."""
-
-    uri: str
-    mime_type: str
-    text: str | None = None
-    data: bytes | None = None
-    note: str = ""
-    # The item's _meta with only its "ui" (an MCP Apps view's CSP domains and permissions), if small.
-    meta: dict[str, Any] | None = None
-    cut: bool = False  # the text was cut at the size limit
-
-    def to_dict(self) -> dict[str, Any]:
-        """The JSON shape of the API: ``text``, or ``blob`` as base64, or only a ``note``."""
-        shaped: dict[str, Any] = {"uri": self.uri, "mimeType": self.mime_type, "note": self.note}
-        if self.text is not None:
-            shaped["text"] = self.text
-        if self.data is not None:
-            shaped["blob"] = base64.b64encode(self.data).decode("ascii")
-            shaped["size"] = len(self.data)
-        return shaped
-
-
-@dataclass(frozen=True)
-class ReadResult:
-    """What ``resources/read`` returned, capped (see the module docstring)."""
-
-    server: str
-    uri: str
-    contents: tuple[ResourceContent, ...]
-
-    def size(self) -> int:
-        """The bytes of its texts (UTF-8) and blobs."""
-        return sum(
-            len(item.text.encode("utf-8")) if item.text is not None else len(item.data or b"")
-            for item in self.contents
-        )
-
-    def model_text(self) -> str:
-        """The contents as the model reads them: texts joined, blobs as a short note."""
-        parts = []
-        for item in self.contents:
-            if item.text is not None:
-                parts.append(item.text)
-            else:
-                size = f"{len(item.data)} bytes" if item.data is not None else item.note
-                parts.append(
-                    f"[binary content: {item.mime_type or 'unknown type'}, {size}; not shown to the model]"
-                )
-        return "\n".join(parts)
-
-
 def _blob_bytes(blob: str) -> bytes | None:
     try:
         return base64.b64decode(blob, validate=True)
@@ -447,29 +341,6 @@ def _read_error(server: str, uri: str, exc: MCPError) -> ResourceError:
     if code == REQUEST_TIMEOUT:
         return ResourceError(f'MCP server "{server}": reading {uri} timed out', 502)
     return ResourceError(f'MCP server "{server}": reading {uri} failed: {message}', 502)
-
-
-# --- completion/complete ---------------------------------------------------------------------
-@dataclass(frozen=True)
-class Completions:
-    """Suggested values for one argument (at most :data:`MAX_COMPLETIONS`)."""
-
-    values: tuple[str, ...]
-    total: int | None = None
-    has_more: bool = False
-
-    def to_dict(self) -> dict[str, Any]:
-        """The JSON shape of the API."""
-        return {"values": list(self.values), "total": self.total, "hasMore": self.has_more}
-
-
-def make_ref(kind: str, name: str) -> types.ResourceTemplateReference | types.PromptReference:
-    """A completion reference: ``kind`` is ``"resource"`` (a template's URI) or ``"prompt"`` (a name)."""
-    if kind == "resource":
-        return types.ResourceTemplateReference(uri=name)
-    if kind == "prompt":
-        return types.PromptReference(name=name)
-    raise ResourceError(f'A completion reference is "resource" or "prompt", not "{kind}".', 400)
 
 
 async def complete(

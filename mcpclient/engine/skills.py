@@ -58,6 +58,7 @@ from mcp import Client, MCPError
 from mcp_types import CONNECTION_CLOSED, INVALID_PARAMS, METHOD_NOT_FOUND, REQUEST_TIMEOUT
 
 from mcpclient.core.results import MAX_OUTPUT_BYTES
+from mcpclient.core.skills import Skill, SkillError, SkillText
 from mcpclient.core.state import Status
 from mcpclient.engine.catalog import KeptFresh
 from mcpclient.engine.protocol import SKILLS_EXTENSION, all_pages
@@ -85,50 +86,6 @@ SKILL_FILE = "SKILL.md"
 _DIGEST = re.compile(r"^sha256:[0-9a-f]{64}$")
 
 
-class SkillError(Exception):
-    """A skill or one of its files cannot be served; ``str()`` is for people (and the model).
-
-    ``status`` is HTTP-like: 404 unknown, 409 refused (not loadable, or content that does not
-    match the manifest), 502 server trouble.
-    """
-
-    def __init__(self, message: str, status: int = 502) -> None:
-        super().__init__(message)
-        self.status = status
-
-
-@dataclass(frozen=True)
-class Skill:
-    """One skill of a server as a person sees it (names and descriptions: untrusted server text).
-
-    Its identity is ``(server, uri)``; ``label`` is how it is named within its server: the name,
-    or, when two entries of the listing share it, the skill's path (the URI without its scheme
-    and ``/SKILL.md``). ``problem`` says why it cannot be loaded ("" when it can).
-    """
-
-    server: str
-    uri: str
-    name: str
-    label: str
-    description: str = ""
-    files: int = 0
-    size: int = 0
-    problem: str = ""
-
-    def to_dict(self) -> dict[str, Any]:
-        """The JSON shape of ``GET /api/skills/`` (docs/protocol.md)."""
-        return {
-            "server": self.server,
-            "uri": self.uri,
-            "name": self.name,
-            "label": self.label,
-            "description": self.description,
-            "files": self.files,
-            "size": self.size,
-            "problem": self.problem,
-        }
-
-
 @dataclass(frozen=True)
 class SkillFile:
     """One file of a skill's manifest: what its bytes must be."""
@@ -150,23 +107,6 @@ class HeldSkill:
     def root(self) -> str:
         """The skill's directory URI: its ``SKILL.md`` URI without ``/SKILL.md``."""
         return self.skill.uri[: -len(SKILL_FILE) - 1]
-
-
-@dataclass(frozen=True)
-class SkillText:
-    """One verified file of a skill: its text (or a note for binary content) and where it is from."""
-
-    server: str
-    uri: str  # the skill's SKILL.md URI (with the server, its identity)
-    name: str
-    label: str
-    path: str  # the file, relative to the skill's root ("SKILL.md" for the skill itself)
-    file_uri: str
-    mime_type: str
-    size: int
-    text: str | None = None
-    note: str = ""
-    others: tuple[str, ...] = ()  # the skill's other files (relative paths), with SKILL.md only
 
 
 @dataclass(eq=False)

@@ -34,11 +34,11 @@ from typing import Any
 
 from mcpclient.config.entries import parse_server
 from mcpclient.core.results import ToolResult
+from mcpclient.core.skills import SkillError
 from mcpclient.core.state import DiscoveredTool, ServerSnapshot, Status
 from mcpclient.core.words import counted
 from mcpclient.engine.authorization import HeadlessConsent
 from mcpclient.engine.hub import Hub
-from mcpclient.engine.skills import SkillError
 from mcpclient.runtime.composition import new_hub
 
 SCENARIO_ENV = "MCP_CONFORMANCE_SCENARIO"

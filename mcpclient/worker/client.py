@@ -33,15 +33,16 @@ from django.conf import settings
 
 from mcpclient.config.model import ServerConfig, per_user
 from mcpclient.core.approval import granted
+from mcpclient.core.elicitation import Answer, Link
+from mcpclient.core.prompts import HubPrompt, PromptError, PromptMessage
+from mcpclient.core.resources import Completions, ReadResult, ResourceError
 from mcpclient.core.results import ToolResult, unknown_tool
+from mcpclient.core.skills import Skill, SkillError, SkillText
 from mcpclient.core.state import HubTool, ServerSnapshot, Status
-from mcpclient.engine import prompts
-from mcpclient.engine.api import HubApi
-from mcpclient.engine.elicitation import Answer, Link, current_asker, current_budget
+from mcpclient.engine.api import HubApi, SessionReads
+from mcpclient.engine.elicitation import current_asker, current_budget
 from mcpclient.engine.progress import tool_call
-from mcpclient.engine.resources import Completions, ReadResult, ResourceError
 from mcpclient.engine.serving import hidden_from, pick, refused, session_for, takes_name
-from mcpclient.engine.skills import Skill, SkillError, SkillText
 from mcpclient.telemetry import tracing
 from mcpclient.telemetry.metrics import tool_step_so_far
 from mcpclient.worker import wire as worker_wire
@@ -76,7 +77,7 @@ def _resource_unreachable(server: str) -> Any:
     return unreachable
 
 
-class RemoteHub:
+class RemoteHub(SessionReads[RemoteConnection]):
     """A hub held by the hub worker, reached over the channel layer (docs/deployment.md)."""
 
     def __init__(
@@ -502,16 +503,16 @@ class RemoteHub:
 
     async def get_prompt(
         self, server: str, name: str, arguments: dict[str, str], user_id: int | None
-    ) -> tuple[prompts.HubPrompt, list[prompts.PromptMessage]]:
-        """``prompts/get`` in the worker; a :class:`~mcpclient.engine.prompts.PromptError` when it cannot."""
+    ) -> tuple[HubPrompt, list[PromptMessage]]:
+        """``prompts/get`` in the worker; a :class:`~mcpclient.core.prompts.PromptError` when it cannot."""
 
-        def unreachable(exc: Exception) -> prompts.PromptError:
-            return prompts.PromptError(f'MCP server "{server}" unreachable: {exc}')
+        def unreachable(exc: Exception) -> PromptError:
+            return PromptError(f'MCP server "{server}" unreachable: {exc}')
 
         found = await self._query(
             "get_prompt", server, unreachable, name=name, arguments=arguments, user_id=user_id
         )
-        messages = [prompts.PromptMessage(**message) for message in found["messages"]]
+        messages = [PromptMessage(**message) for message in found["messages"]]
         return worker_wire.prompt_in(found["prompt"]), messages
 
     def skills(self, user_id: int | None) -> list[Skill]:

@@ -47,16 +47,17 @@ from django.conf import settings
 
 from mcpclient.config.model import ServerConfig, per_user
 from mcpclient.core.approval import approval_refusal
+from mcpclient.core.elicitation import Answer, Link
+from mcpclient.core.elicitation_form import Form
+from mcpclient.core.progress import Progress
+from mcpclient.core.prompts import PromptError
+from mcpclient.core.resources import ResourceError, make_ref
 from mcpclient.core.results import ToolResult
-from mcpclient.engine import resources
-from mcpclient.engine.elicitation import Answer, Link, asking
-from mcpclient.engine.elicitation_form import Form
+from mcpclient.core.skills import SkillError
+from mcpclient.engine.elicitation import asking
 from mcpclient.engine.hub import Hub
-from mcpclient.engine.progress import Progress, reporting
-from mcpclient.engine.prompts import PromptError
-from mcpclient.engine.resources import ResourceError
+from mcpclient.engine.progress import reporting
 from mcpclient.engine.serving import server_names, session_for
-from mcpclient.engine.skills import SkillError
 from mcpclient.telemetry import metrics, tracing
 from mcpclient.worker import wire as worker_wire
 
@@ -264,7 +265,7 @@ class HubConsumer(AsyncConsumer):
                 found = await hub.read_resource(args["server"], args["uri"], args["user_id"], view=view)
                 result = worker_wire.read_out(found)
             elif op == "complete":
-                ref = resources.make_ref(args["ref"], args["name"])
+                ref = make_ref(args["ref"], args["name"])
                 completions = await hub.complete(
                     args["server"], ref, args["argument"], args["context"], args["user_id"]
                 )

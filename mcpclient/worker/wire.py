@@ -29,21 +29,15 @@ from channels.layers import get_channel_layer
 from django.conf import settings
 
 from mcpclient.core.apps import VISIBILITY
+from mcpclient.core.elicitation import Link
+from mcpclient.core.elicitation_form import Field, Form, Option
+from mcpclient.core.prompts import HubPrompt, PromptArgument, PromptError
+from mcpclient.core.resources import ReadResult, ResourceContent, ResourceEntry, ResourceError, TemplateEntry
 from mcpclient.core.results import ToolResult
+from mcpclient.core.skills import Skill, SkillError, SkillText
 from mcpclient.core.state import DiscoveredTool, HubTool, ServerSnapshot, Status
-from mcpclient.engine.elicitation import Link
-from mcpclient.engine.elicitation_form import Field, Form, Option
 from mcpclient.engine.prompts import Catalog as PromptCatalog
-from mcpclient.engine.prompts import HubPrompt, PromptArgument, PromptError
-from mcpclient.engine.resources import (
-    ReadResult,
-    ResourceCatalog,
-    ResourceContent,
-    ResourceEntry,
-    ResourceError,
-    TemplateEntry,
-)
-from mcpclient.engine.skills import Skill, SkillError, SkillText
+from mcpclient.engine.resources import ResourceCatalog
 
 LAYER = "hub"  # the channel layer alias of the hop (Redis pub/sub, see settings.CHANNEL_LAYERS)
 HEARTBEAT = 2.0  # seconds between the worker's ``hub.alive`` messages to the state group

@@ -12,12 +12,13 @@ import pytest
 
 from boocode.chat import attachments
 from boocode.chat.attachments import model_content, read_attachments
+from mcpclient.core.resources import ReadResult, ResourceContent, ResourceError
 from mcpclient.core.results import MAX_OUTPUT_BYTES
 from mcpclient.engine import resources
-from mcpclient.engine.resources import ReadResult, ResourceContent, ResourceError
+from mcpclient.engine.api import SessionReads
 
 
-class NoCatalogs:
+class NoCatalogs(SessionReads):
     """A hub with no server configured: names come from the URIs (the reads are stand-ins)."""
 
     def config(self, name: str, user_id: int | None = None) -> None:

@@ -21,9 +21,9 @@ from boocode.chat.attachments import model_content, read_attachments
 from boocode.chat.models import Conversation, Message
 from boocode.chat.resource_views import MAX_MARKDOWN_CHARS, viewable
 from boocode.chat.turn import TurnRequest, run_turn
+from mcpclient.core.resources import ResourceContent
 from mcpclient.engine import resources
 from mcpclient.engine.hub import Hub
-from mcpclient.engine.resources import ResourceContent
 from mcpclient.runtime import set_hub
 from tests.support.accounts import new_conversation
 from tests.support.hubs import make_config

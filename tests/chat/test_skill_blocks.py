@@ -11,7 +11,7 @@ import pytest
 from boocode.chat import attachments
 from boocode.chat.agent_skills import _target
 from boocode.tools import skills as skill_tool
-from mcpclient.engine.skills import Skill, SkillText
+from mcpclient.core.skills import Skill, SkillText
 
 
 def test_a_skills_text_cannot_end_its_block_or_forge_its_origin() -> None:

@@ -15,9 +15,10 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 
 import pytest
 
+from mcpclient.core.elicitation import Answer
+from mcpclient.core.elicitation_form import Form
 from mcpclient.core.state import Status
-from mcpclient.engine.elicitation import Answer, asking
-from mcpclient.engine.elicitation_form import Form
+from mcpclient.engine.elicitation import asking
 from mcpclient.engine.hub import Hub
 from tests.support.hubs import make_config
 from tests.support.wires import WIRES, modern_wires

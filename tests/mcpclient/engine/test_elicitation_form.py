@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from mcpclient.engine.elicitation_form import (
+from mcpclient.core.elicitation_form import (
     MAX_FORM_BYTES,
     AnswerError,
     FormError,

@@ -17,9 +17,10 @@ from collections.abc import AsyncIterator, Callable, Iterator
 
 import pytest
 
+from mcpclient.core.elicitation import Answer, Link
+from mcpclient.core.elicitation_form import Form
 from mcpclient.core.state import Status
-from mcpclient.engine.elicitation import Answer, Link, asking
-from mcpclient.engine.elicitation_form import Form
+from mcpclient.engine.elicitation import asking
 from mcpclient.engine.hub import Hub
 from tests.support.hubs import make_config
 from tests.support.processes import PYTHON, ROOT, TOOLBOX, HttpServer, free_port

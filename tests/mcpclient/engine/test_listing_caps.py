@@ -10,6 +10,7 @@ from typing import Any
 
 import mcp.types as types
 
+from mcpclient.core import prompts as core_prompts
 from mcpclient.engine import prompts, resources
 
 
@@ -57,9 +58,9 @@ def test_prompt_listings_cut_titles_and_leave_out_names_no_frame_could_carry() -
         description=huge,
         arguments=[types.PromptArgument(name="code", description=huge)],
     )
-    long_name = types.Prompt(name="p" * (prompts.MAX_NAME_CHARS + 1))
+    long_name = types.Prompt(name="p" * (core_prompts.MAX_NAME_CHARS + 1))
     long_argument = types.Prompt(
-        name="ok", arguments=[types.PromptArgument(name="a" * (prompts.MAX_NAME_CHARS + 1))]
+        name="ok", arguments=[types.PromptArgument(name="a" * (core_prompts.MAX_NAME_CHARS + 1))]
     )
 
     assert [p.name for p in (fine, long_name, long_argument) if prompts._usable(p)] == ["review"]

@@ -14,10 +14,10 @@ import json
 import anyio
 import pytest
 
+from mcpclient.core.progress import Progress
 from mcpclient.core.state import Status
 from mcpclient.engine import progress, server_logs
 from mcpclient.engine.hub import Hub
-from mcpclient.engine.progress import Progress
 from tests.support.hubs import make_config
 from tests.support.processes import NODE_DIR, PYTHON, ROOT, HttpServer, free_port, toolbox_entry
 

@@ -9,9 +9,9 @@ from __future__ import annotations
 import anyio
 import pytest
 
+from mcpclient.core.prompts import PromptError, PromptMessage
 from mcpclient.engine import prompts
 from mcpclient.engine.hub import Hub
-from mcpclient.engine.prompts import PromptError
 from tests.support.hubs import make_config
 from tests.support.processes import PYTHON, ROOT, HttpServer, free_port
 
@@ -72,7 +72,7 @@ async def test_every_page_is_listed_and_a_change_is_seen(hub: Hub, era: str) -> 
     await wait_for(found, lambda: "greeting" not in {p.name for p in found.prompts})
     assert [p.name for p in prompts.prompts_for(hub, None)] == ["code_review", "briefing", "broken", "fresh"]
     _, messages = await prompts.get(hub, "box", "fresh", {}, None)
-    assert messages == [prompts.PromptMessage("user", "I am the prompt fresh")]
+    assert messages == [PromptMessage("user", "I am the prompt fresh")]
 
 
 async def test_get_with_arguments_and_several_messages(hub: Hub) -> None:
@@ -83,9 +83,7 @@ async def test_get_with_arguments_and_several_messages(hub: Hub) -> None:
         hub, "box", "code_review", {"language": "python", "code": "print(1)", "focus": "names"}, None
     )
     assert prompt.name == "code_review"
-    assert messages == [
-        prompts.PromptMessage("user", "Please review this python code:\nprint(1) Focus on names.")
-    ]
+    assert messages == [PromptMessage("user", "Please review this python code:\nprint(1) Focus on names.")]
 
     _, messages = await prompts.get(hub, "box", "briefing", {}, None)
     assert [m.role for m in messages] == ["user", "assistant", "user", "user"]
@@ -143,15 +141,15 @@ async def test_over_streamable_http(hub: Hub) -> None:
         found = await listed(hub, "web")
         assert [p.name for p in found.prompts] == LISTED
         _, messages = await prompts.get(hub, "web", "greeting", {}, None)
-        assert messages == [prompts.PromptMessage("user", "Say hello to the team in one short sentence.")]
+        assert messages == [PromptMessage("user", "Say hello to the team in one short sentence.")]
     finally:
         server.stop()
 
 
 async def test_server_everything_prompts_arguments_and_completion(hub: Hub) -> None:
+    from mcpclient.core.resources import make_ref
     from mcpclient.core.state import Status
     from mcpclient.engine import resources
-    from mcpclient.engine.resources import make_ref
 
     config = make_config(
         "every",
@@ -172,9 +170,9 @@ async def test_server_everything_prompts_arguments_and_completion(hub: Hub) -> N
     assert by_name["completable-prompt"].completions
 
     _, messages = await prompts.get(hub, "every", "simple-prompt", {}, None)
-    assert messages == [prompts.PromptMessage("user", "This is a simple prompt without arguments.")]
+    assert messages == [PromptMessage("user", "This is a simple prompt without arguments.")]
     _, messages = await prompts.get(hub, "every", "args-prompt", {"city": "Lyon", "state": "Rhône"}, None)
-    assert messages == [prompts.PromptMessage("user", "What's weather in Lyon, Rhône?")]
+    assert messages == [PromptMessage("user", "What's weather in Lyon, Rhône?")]
     with pytest.raises(PromptError, match="needs 'city'"):
         await prompts.get(hub, "every", "args-prompt", {"state": "Rhône"}, None)
 

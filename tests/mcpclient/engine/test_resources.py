@@ -10,11 +10,11 @@ import base64
 
 import pytest
 
+from mcpclient.core.resources import ResourceError, make_ref
 from mcpclient.core.results import MAX_OUTPUT_BYTES
 from mcpclient.core.state import Status
 from mcpclient.engine import resources
 from mcpclient.engine.hub import Hub
-from mcpclient.engine.resources import ResourceError
 from tests.support.hubs import make_config
 from tests.support.processes import PYTHON, ROOT, HttpServer, free_port
 
@@ -129,7 +129,7 @@ async def test_completions_for_a_template_argument(hub: Hub) -> None:
     listed = await catalog(hub)
     assert listed.completions
 
-    ref = resources.make_ref("resource", "toolbox://cities/{city}")
+    ref = make_ref("resource", "toolbox://cities/{city}")
     found = await resources.complete(hub, "box", ref, {"name": "city", "value": "be"}, None, None)
     assert found.values == ("Berlin", "Bern") and found.total == 2 and not found.has_more
     with pytest.raises(ResourceError) as bad:
@@ -147,7 +147,7 @@ async def test_a_server_without_the_capabilities_is_never_asked(hub: Hub) -> Non
         await resources.read(hub, "bare", "toolbox://notes/readme.txt", None)
     assert no_resources.value.status == 409
     with pytest.raises(ResourceError) as no_completions:
-        ref = resources.make_ref("resource", "toolbox://cities/{city}")
+        ref = make_ref("resource", "toolbox://cities/{city}")
         await resources.complete(hub, "bare", ref, {"name": "city", "value": ""}, None, None)
     assert no_completions.value.status == 409
 
@@ -199,7 +199,7 @@ async def test_server_everything_resources_templates_and_completion(hub: Hub) ->
     assert read.contents[0].text
 
     assert listed.completions
-    ref = resources.make_ref("resource", "demo://resource/dynamic/text/{resourceId}")
+    ref = make_ref("resource", "demo://resource/dynamic/text/{resourceId}")
     found = await resources.complete(hub, "every", ref, {"name": "resourceId", "value": "7"}, None, None)
     assert found.values == ("7",)
     none = await resources.complete(hub, "every", ref, {"name": "resourceId", "value": "x"}, None, None)
@@ -241,7 +241,7 @@ async def test_a_per_user_server_is_read_through_the_persons_own_session_only(hu
                 await resources.read(hub, "mine", "toolbox://notes/readme.txt", somebody_else)
             assert refused.value.status == 502 and "Connect your account" in str(refused.value)
             with pytest.raises(ResourceError):
-                ref = resources.make_ref("resource", "toolbox://cities/{city}")
+                ref = make_ref("resource", "toolbox://cities/{city}")
                 await resources.complete(hub, "mine", ref, {"name": "city", "value": ""}, None, somebody_else)
     finally:
         await hub.stop()

@@ -19,10 +19,11 @@ from typing import Any
 import anyio
 import pytest
 
+from mcpclient.core.skills import Skill, SkillError
 from mcpclient.core.state import Status
 from mcpclient.engine import skills
 from mcpclient.engine.hub import Hub
-from mcpclient.engine.skills import HeldSkill, SkillError
+from mcpclient.engine.skills import HeldSkill
 from tests.support.hubs import make_config
 from tests.support.processes import PYTHON, ROOT, TEST_COMMANDS, TOOLBOX, HttpServer, free_port
 
@@ -63,7 +64,7 @@ async def listed(hub: Hub, name: str = "box", user_id: int | None = None) -> ski
 def test_a_valid_entry_is_held_with_its_manifest_and_frontmatter() -> None:
     held = skills.held("box", entry())
     assert isinstance(held, HeldSkill)
-    assert held.skill == skills.Skill(
+    assert held.skill == Skill(
         server="box",
         uri="skill://pdf-forms/SKILL.md",
         name="pdf-forms",

@@ -127,7 +127,8 @@ def test_a_views_declarations_open_only_origins_and_only_their_directives() -> N
 def test_a_reads_view_declarations_cross_the_hub_workers_wire() -> None:
     import mcp.types as types
 
-    from mcpclient.engine.resources import ReadResult, shape_contents
+    from mcpclient.core.resources import ReadResult
+    from mcpclient.engine.resources import shape_contents
     from mcpclient.worker.wire import read_in, read_out
 
     item = types.TextResourceContents(

@@ -9,9 +9,9 @@ import subprocess
 import msgpack
 import pytest
 
+from mcpclient.core.elicitation_form import parse_form
 from mcpclient.core.results import ToolResult
 from mcpclient.core.state import DiscoveredTool, HubTool, ServerSnapshot, Status
-from mcpclient.engine.elicitation_form import parse_form
 from mcpclient.worker import wire as worker_wire
 from tests.support.processes import PYTHON, ROOT
 
