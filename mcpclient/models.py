@@ -10,7 +10,7 @@ from __future__ import annotations
 from django.conf import settings
 from django.db import models
 
-from mcpclient.core import apps
+from mcpclient.core import mcp_apps
 
 # RFC 5424 severities, as MCP's logging/setLevel names them (least severe first).
 LOG_LEVELS = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
@@ -98,7 +98,7 @@ class McpServer(models.Model):
 
 def both_visibilities() -> list[str]:
     """A tool's visibility when its server declares none: the model's and its views'."""
-    return list(apps.VISIBILITY)
+    return list(mcp_apps.VISIBILITY)
 
 
 class McpTool(models.Model):
@@ -130,7 +130,7 @@ class McpTool(models.Model):
     )
     warning = models.TextField(blank=True)
     position = models.PositiveIntegerField(default=0)
-    # MCP Apps (mcpclient.core.apps): the view its results are shown in, and who may call it.
+    # MCP Apps (mcpclient.core.mcp_apps): the view its results are shown in, and who may call it.
     ui_resource_uri = models.CharField(
         "view",
         max_length=2048,

@@ -1,9 +1,9 @@
-"""MCP Apps: a tool call's view, served as a document for a sandboxed frame (docs/apps.md).
+"""MCP Apps: a tool call's view, served as a document for a sandboxed frame (docs/mcp_apps.md).
 
 ``GET /c/<conversation>/calls/<call>/view/`` answers the owner of the conversation with the
 HTML of the call's ``ui://`` view, read through the hub in the person's own session (a
 "perUser" server's too), under a Content-Security-Policy built only from what the resource
-declares in ``_meta.ui.csp`` (:meth:`mcpclient.core.apps.ViewPolicy.content_security_policy`):
+declares in ``_meta.ui.csp`` (:meth:`mcpclient.core.mcp_apps.ViewPolicy.content_security_policy`):
 no network, no frames, no plugins unless declared, no workers and no WebRTC at all,
 ``sandbox allow-scripts`` so the document never runs in BooCode's origin (no cookies, no storage,
 no access to the page), and only BooCode's page may frame it; a declared origin the egress
@@ -40,7 +40,7 @@ from django.views.decorators.http import require_safe
 
 from boocode.chat.models import ToolCall
 from boocode.chat.payloads import VIEW_TOKEN_SALT
-from mcpclient.core import apps
+from mcpclient.core import mcp_apps
 from mcpclient.core.egress import declared
 from mcpclient.core.resources import ReadResult, ResourceError
 from mcpclient.engine.api import refused_origins
@@ -51,7 +51,7 @@ logger = logging.getLogger(__name__)
 # A view larger than this is not served (a read is capped at 5 MB; a cut document is refused too).
 MAX_VIEW_BYTES = 4 * 1024 * 1024
 TOKEN_MAX_AGE = 24 * 3600  # seconds a view's address on BOOCODE_APPS_ORIGIN works
-# The first script of every view (what it closes: its own comments, docs/apps.md).
+# The first script of every view (what it closes: its own comments, docs/mcp_apps.md).
 GUARD = Path(__file__).with_name("view_guard.js").read_text(encoding="utf-8")
 _DOCTYPE = re.compile(r"\A\ufeff?\s*<!doctype[^>]*>", re.IGNORECASE)  # (a doctype ends at its first ">")
 _DECLARATIVE = re.compile(r"shadowroot(mode|clonable|delegatesfocus|serializable)", re.IGNORECASE)
@@ -78,7 +78,7 @@ def _the_call(user_id: int | None, conversation_id: int, call_id: int) -> tuple[
     return (call, call.message.conversation.owner_id) if call is not None else None
 
 
-def view_document(result: ReadResult, uri: str) -> tuple[str, apps.ViewPolicy]:
+def view_document(result: ReadResult, uri: str) -> tuple[str, mcp_apps.ViewPolicy]:
     """The HTML of the view ``uri`` in a read, and its policy; :class:`ViewUnavailable` if unfit."""
     item = next((content for content in result.contents if content.uri == uri), None)
     if item is None and len(result.contents) == 1:
@@ -86,7 +86,7 @@ def view_document(result: ReadResult, uri: str) -> tuple[str, apps.ViewPolicy]:
     if item is None:
         raise ViewUnavailable(f"The server returned no content for {uri}.")
     mime = "".join(item.mime_type.split()).lower()
-    if mime != apps.MIME_TYPE:
+    if mime != mcp_apps.MIME_TYPE:
         shown = item.mime_type[:80] or "none"
         raise ViewUnavailable(f'The view {uri} is not an MCP Apps document (its type is "{shown}").')
     if item.text is not None:
@@ -102,10 +102,10 @@ def view_document(result: ReadResult, uri: str) -> tuple[str, apps.ViewPolicy]:
         raise ViewUnavailable(f"The view {uri} could not be kept: {item.note or 'it is empty'}.")
     if item.cut or size > MAX_VIEW_BYTES:
         raise ViewUnavailable(f"The view {uri} is larger than {MAX_VIEW_BYTES // (1024 * 1024)} MB.")
-    return text, apps.view_policy(item.meta)
+    return text, mcp_apps.view_policy(item.meta)
 
 
-def guarded(text: str, policy: apps.ViewPolicy) -> str:
+def guarded(text: str, policy: mcp_apps.ViewPolicy) -> str:
     """The view's HTML with the guard as its first script and its declarative shadow roots disabled.
 
     The guard goes right after the doctype (before it, the document would lose standards mode),
@@ -128,7 +128,7 @@ def _framed_by() -> str:
     return f"{public.scheme}://{public.netloc}"
 
 
-def _respond(body: str, policy: apps.ViewPolicy, status: int = 200) -> HttpResponse:
+def _respond(body: str, policy: mcp_apps.ViewPolicy, status: int = 200) -> HttpResponse:
     response = HttpResponse(body, content_type="text/html; charset=utf-8", status=status)
     response["Content-Security-Policy"] = policy.content_security_policy(_framed_by())
     # Browsers follow the policy's frame-ancestors and ignore X-Frame-Options next to it; the
@@ -138,7 +138,7 @@ def _respond(body: str, policy: apps.ViewPolicy, status: int = 200) -> HttpRespo
     response["Referrer-Policy"] = "no-referrer"
     # The frame's "allow" grants what the view declared; everything else stays off here too.
     declared = set(policy.permissions)
-    features = apps.PERMISSIONS.values()
+    features = mcp_apps.PERMISSIONS.values()
     response["Permissions-Policy"] = ", ".join(
         f"{feature}=(self)" if feature in declared else f"{feature}=()" for feature in features
     )
@@ -151,7 +151,7 @@ def _unavailable(message: str, status: int) -> HttpResponse:
         "<style>body{font:14px system-ui,sans-serif;margin:12px;color:#555}</style></head>"
         f"<body><p>{html.escape(message)}</p></body></html>"
     )
-    return _respond(body, apps.ViewPolicy(), status)
+    return _respond(body, mcp_apps.ViewPolicy(), status)
 
 
 @require_safe

@@ -52,7 +52,7 @@ from mcpclient.admin.forms import McpServerForm
 from mcpclient.admin.logs import ServerLogsAdmin
 from mcpclient.admin.pins import ToolPinAdmin as ToolPinAdmin  # registers the tool definitions' pages
 from mcpclient.admin.pins import findings_list
-from mcpclient.core import apps
+from mcpclient.core import mcp_apps
 from mcpclient.core.approval import asking_summary, stored_approval_reason
 from mcpclient.core.redaction import masked_entry
 from mcpclient.core.words import counted
@@ -142,7 +142,7 @@ def read_only_text(tool: McpTool) -> str:
 
 
 def _offered(tool: McpTool) -> bool:
-    return not (tool.filtered or tool.rejected or tool.held) and apps.MODEL in (tool.visibility or ())
+    return not (tool.filtered or tool.rejected or tool.held) and mcp_apps.MODEL in (tool.visibility or ())
 
 
 def approval_reasons(server: McpServer) -> list[str]:
@@ -161,10 +161,10 @@ def tool_state(tool: McpTool) -> str:
         state = label = "filtered" if tool.filtered else "rejected"
     elif tool.held:
         state, label = "held", "held for review"
-    elif apps.MODEL in (tool.visibility or ()):
+    elif mcp_apps.MODEL in (tool.visibility or ()):
         state = label = "offered"
     else:
-        state, label = "hidden", "views only" if apps.APP in (tool.visibility or ()) else "not callable"
+        state, label = "hidden", "views only" if mcp_apps.APP in (tool.visibility or ()) else "not callable"
     return format_html('<span class="mcp-tool-{}">{}</span>', state, label)
 
 

@@ -19,7 +19,7 @@ from typing import Any
 
 import mcp.types as types
 
-from mcpclient.core import apps
+from mcpclient.core import mcp_apps
 from mcpclient.core.approval import WRITE_TOOLS_APPROVE, WRITE_TOOLS_REJECT, approval_reason, vouched
 from mcpclient.core.patterns import glob_match
 from mcpclient.core.tool_metadata import safe_icons, tool_title
@@ -62,9 +62,9 @@ class DiscoveredTool:
     icons: tuple[dict[str, Any], ...] = ()
     output_schema: dict[str, Any] | None = None
     approval_reason: str = ""
-    # MCP Apps (mcpclient.core.apps): the tool's view, who may call it, what of _meta.ui was ignored.
+    # MCP Apps (mcpclient.core.mcp_apps): the tool's view, who may call it, what of _meta.ui was ignored.
     ui_resource_uri: str = ""
-    visibility: tuple[str, ...] = apps.VISIBILITY
+    visibility: tuple[str, ...] = mcp_apps.VISIBILITY
     ui_note: str = ""
     # Pinning (mcpclient.core.pinning): the digest of its definition; held back until an
     # administrator accepts a changed or new definition; the sentence the admin shows; what the
@@ -92,12 +92,12 @@ class DiscoveredTool:
     @property
     def offered(self) -> bool:
         """True when the model may be offered this tool (usable, and visible to the model)."""
-        return self.usable and apps.MODEL in self.visibility
+        return self.usable and mcp_apps.MODEL in self.visibility
 
     @property
     def app_callable(self) -> bool:
         """True when its server's views may call this tool (usable, and visible to apps)."""
-        return self.usable and apps.APP in self.visibility
+        return self.usable and mcp_apps.APP in self.visibility
 
 
 @dataclass(frozen=True)
@@ -199,7 +199,7 @@ def discover_tool(
     entry's ``readOnly`` globs) vouches for it (``own``: a person's own server, said so).
     """
     annotations = tool.annotations.model_dump(by_alias=True, exclude_none=True) if tool.annotations else None
-    ui = apps.tool_ui(tool.meta)
+    ui = mcp_apps.tool_ui(tool.meta)
     discovered = DiscoveredTool(
         name=tool.name,
         description=tool.description or "",

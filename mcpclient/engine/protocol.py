@@ -37,7 +37,7 @@ from mcp.shared.message import SessionMessage
 from mcp_types import CONNECTION_CLOSED, URL_ELICITATION_REQUIRED, JSONRPCResponse
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
-from mcpclient.core import apps as apps_extension
+from mcpclient.core import mcp_apps
 from mcpclient.engine import elicitation, listing, progress
 
 logger = logging.getLogger(__name__)
@@ -172,7 +172,7 @@ def open_client(
     callback: roots a server asks for mid-call are refused by the SDK's default, so the call
     ends as a readable tool error. ``notifications/elicitation/complete`` is taken here, before
     ``message_handler`` sees the message. With ``apps`` the client advertises the MCP Apps
-    extension (:mod:`mcpclient.core.apps`) on every revision, so the server may list its views.
+    extension (:mod:`mcpclient.core.mcp_apps`) on every revision, so the server may list its views.
     The skills extension (:data:`SKILLS_EXTENSION`, no settings) is advertised always.
     """
 
@@ -188,7 +188,7 @@ def open_client(
         message_handler=handle,
         elicitation_callback=elicitation.answer,
         extensions=[
-            *([advertise(apps_extension.EXTENSION, apps_extension.settings())] if apps else []),
+            *([advertise(mcp_apps.EXTENSION, mcp_apps.settings())] if apps else []),
             advertise(SKILLS_EXTENSION),
         ],
     )

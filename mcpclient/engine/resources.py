@@ -271,7 +271,7 @@ def shape_contents(
 
 
 def _view_meta(meta: dict[str, Any] | None) -> dict[str, Any] | None:
-    """An item's ``_meta.ui`` (checked later, by :func:`mcpclient.core.apps.view_policy`) if small."""
+    """An item's ``_meta.ui`` (checked later, by :func:`mcpclient.core.mcp_apps.view_policy`) if small."""
     ui = (meta or {}).get("ui")
     if not isinstance(ui, dict):
         return None

@@ -23,7 +23,7 @@ from mcpclient.config.model import ConfigError, ServerConfig
 from mcpclient.config.resolve import lookup_path
 from mcpclient.config.sandbox import MISSING_BWRAP, find_bwrap, sandboxed
 from mcpclient.config.shapes import MCP_SERVERS, Shape
-from mcpclient.core import apps
+from mcpclient.core import mcp_apps
 from mcpclient.core.state import ServerSnapshot, Status
 from mcpclient.models import McpServer, McpState, McpTool, ToolPin
 
@@ -284,7 +284,7 @@ def _store_tools(row: McpServer, snapshot: ServerSnapshot) -> None:
             "rejected": tool.rejected,
             "filtered": tool.filtered,
             # A usable tool the model is not offered says why too (its _meta.ui.visibility).
-            "reject_reason": tool.reject_reason or apps.visibility_note(tool.visibility),
+            "reject_reason": tool.reject_reason or mcp_apps.visibility_note(tool.visibility),
             "warning": "; ".join(filter(None, (snapshot.warnings.get(tool.name, ""), tool.ui_note))),
             "position": position,
             "ui_resource_uri": tool.ui_resource_uri,

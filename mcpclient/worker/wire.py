@@ -28,9 +28,9 @@ from typing import Any, ClassVar
 from channels.layers import get_channel_layer
 from django.conf import settings
 
-from mcpclient.core.apps import VISIBILITY
 from mcpclient.core.elicitation import Link
 from mcpclient.core.elicitation_form import Field, Form, Option
+from mcpclient.core.mcp_apps import VISIBILITY
 from mcpclient.core.prompts import HubPrompt, PromptArgument, PromptError
 from mcpclient.core.resources import ReadResult, ResourceContent, ResourceEntry, ResourceError, TemplateEntry
 from mcpclient.core.results import ToolResult

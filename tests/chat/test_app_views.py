@@ -22,7 +22,7 @@ from boocode.asgi import application
 from boocode.chat import app_views
 from boocode.chat.models import Conversation, ToolCall
 from boocode.chat.turn import TurnRequest, run_turn
-from mcpclient.core import apps
+from mcpclient.core import mcp_apps
 from mcpclient.engine.hub import Hub
 from mcpclient.runtime import set_hub
 from tests.support.hubs import make_config
@@ -205,8 +205,8 @@ async def test_views_can_be_served_from_an_origin_of_their_own(
 
 def test_the_guard_is_a_views_first_script_and_declarative_shadow_roots_are_disabled() -> None:
     """After the doctype (standards mode kept), else first; frames kept only with declared origins."""
-    nothing = apps.ViewPolicy()
-    framing = apps.view_policy({"ui": {"csp": {"frameDomains": ["https://maps.example"]}}})
+    nothing = mcp_apps.ViewPolicy()
+    framing = mcp_apps.view_policy({"ui": {"csp": {"frameDomains": ["https://maps.example"]}}})
     framed = f"<script>{app_views.GUARD.replace('__ALLOW_FRAMES__', 'true')}</script>"
     assert app_views.guarded("<p>no doctype", nothing) == f"{GUARD}<p>no doctype"
     bom = "\ufeff <!doctype HTML>"

@@ -36,7 +36,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
 from boocode.chat.llm import LLMError, LLMSettings, fetch_models
-from mcpclient.core import apps
+from mcpclient.core import mcp_apps
 from mcpclient.core.egress import EgressAllow, declared, refusal
 from mcpclient.engine.authorization import ConsentFailed
 from mcpclient.engine.egress import EgressRefused, EgressTransport, refused_origins
@@ -477,7 +477,7 @@ async def test_a_view_gets_no_private_origin_into_its_policy(settings: Any) -> N
         ],
         "resourceDomains": ["https://*.localhost", "https://93.184.215.14"],
     }
-    policy = apps.view_policy({"ui": {"csp": declared_by_view}})
+    policy = mcp_apps.view_policy({"ui": {"csp": declared_by_view}})
     refused = await refused_origins(policy.origins(), declared("http://127.0.0.1:8123/mcp"))
     kept = policy.without(refused)
     assert kept.domains == {

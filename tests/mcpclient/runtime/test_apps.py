@@ -20,7 +20,7 @@ from django.urls import reverse
 from mcpclient.config.entries import parse_server
 from mcpclient.config.model import ConfigError
 from mcpclient.config.shapes import SHAPES, entry_for
-from mcpclient.core import apps
+from mcpclient.core import mcp_apps
 from mcpclient.core.state import Status
 from mcpclient.engine.hub import Hub
 from mcpclient.engine.protocol import SKILLS_EXTENSION
@@ -66,10 +66,10 @@ CLOCK = "ui://toolbox/clock.html"
             "_meta.ui.resourceUri ignored: it holds spaces or control characters",
         ),
         (
-            {"ui": {"resourceUri": "ui://" + "x" * apps.MAX_URI_CHARS}},
+            {"ui": {"resourceUri": "ui://" + "x" * mcp_apps.MAX_URI_CHARS}},
             "",
             ("model", "app"),
-            f"_meta.ui.resourceUri ignored: it is longer than {apps.MAX_URI_CHARS} characters",
+            f"_meta.ui.resourceUri ignored: it is longer than {mcp_apps.MAX_URI_CHARS} characters",
         ),
         ({"ui": {"visibility": ["app", "pip"]}}, "", ("app",), "_meta.ui.visibility: unknown 'pip' left out"),
         ({"ui": ["resourceUri"]}, "", ("model", "app"), "_meta.ui ignored: it is not an object but list"),
@@ -78,7 +78,7 @@ CLOCK = "ui://toolbox/clock.html"
 def test_a_tools_view_and_visibility_are_checked(
     meta: dict[str, Any] | None, uri: str, visibility: tuple[str, ...], note: str
 ) -> None:
-    assert apps.tool_ui(meta) == apps.ToolUi(resource_uri=uri, visibility=visibility, note=note)
+    assert mcp_apps.tool_ui(meta) == mcp_apps.ToolUi(resource_uri=uri, visibility=visibility, note=note)
 
 
 def test_a_views_declarations_open_only_origins_and_only_their_directives() -> None:
@@ -96,7 +96,7 @@ def test_a_views_declarations_open_only_origins_and_only_their_directives() -> N
         "permissions": {"camera": {}, "microphone": {}, "usb": {}},
         "prefersBorder": False,
     }
-    policy = apps.view_policy({"ui": declared})
+    policy = mcp_apps.view_policy({"ui": declared})
     assert policy.domains == {
         "connectDomains": ("https://api.example.com", "wss://live.example.com:8443"),
         "resourceDomains": ("https://*.cdn.example",),
@@ -117,11 +117,13 @@ def test_a_views_declarations_open_only_origins_and_only_their_directives() -> N
     assert header["frame-src"] == header["base-uri"] == header["object-src"] == "'none'"
     assert "unsafe-eval" not in policy.content_security_policy()
     assert (header["worker-src"], header["webrtc"]) == ("'none'", "'block'")
-    many = apps.view_policy({"ui": {"csp": {"connectDomains": [f"https://h{n}.example" for n in range(40)]}}})
-    assert len(many.domains["connectDomains"]) == apps.MAX_DOMAINS
-    default = apps.ViewPolicy().content_security_policy()
+    many = mcp_apps.view_policy(
+        {"ui": {"csp": {"connectDomains": [f"https://h{n}.example" for n in range(40)]}}}
+    )
+    assert len(many.domains["connectDomains"]) == mcp_apps.MAX_DOMAINS
+    default = mcp_apps.ViewPolicy().content_security_policy()
     for nothing in (None, {}, {"ui": "x"}, {"ui": {"csp": []}}):
-        assert apps.view_policy(nothing).content_security_policy() == default
+        assert mcp_apps.view_policy(nothing).content_security_policy() == default
 
 
 def test_a_reads_view_declarations_cross_the_hub_workers_wire() -> None:
@@ -132,7 +134,10 @@ def test_a_reads_view_declarations_cross_the_hub_workers_wire() -> None:
     from mcpclient.worker.wire import read_in, read_out
 
     item = types.TextResourceContents(
-        uri=CLOCK, mime_type=apps.MIME_TYPE, text="<p>hi", _meta={"ui": {"prefersBorder": True}, "other": 1}
+        uri=CLOCK,
+        mime_type=mcp_apps.MIME_TYPE,
+        text="<p>hi",
+        _meta={"ui": {"prefersBorder": True}, "other": 1},
     )
     [content] = shape_contents([item])
     assert (content.meta, content.cut) == ({"ui": {"prefersBorder": True}}, False)
@@ -278,7 +283,10 @@ async def test_the_extension_is_advertised_on_every_wire_unless_turned_off(
         assert versions[wire] == version
         extensions = (await declared(hub, wire)).get("extensions")
         # (The skills extension is advertised always: mcpclient.engine.skills.)
-        assert extensions == {apps.EXTENSION: {"mimeTypes": [apps.MIME_TYPE]}, SKILLS_EXTENSION: {}}, wire
+        assert extensions == {
+            mcp_apps.EXTENSION: {"mimeTypes": [mcp_apps.MIME_TYPE]},
+            SKILLS_EXTENSION: {},
+        }, wire
     assert (await declared(hub, "off"))["extensions"] == {SKILLS_EXTENSION: {}}  # the server's "apps": false
 
     whole = Hub(base_dir=ROOT, allowed_commands=TEST_COMMANDS, apps=False)  # BOOCODE_APPS off
