@@ -59,6 +59,7 @@ from mcpclient.config.shapes import (
 )
 from mcpclient.core.access import MAX_GROUP_NAME
 from mcpclient.core.approval import WRITE_TOOLS, WRITE_TOOLS_REJECT
+from mcpclient.core.headers import HEADER_NAME_RE
 from mcpclient.core.pinning import PIN_BLOCK, PIN_MODES
 from mcpclient.core.redaction import redact_url
 
@@ -77,8 +78,6 @@ _TRANSPORT_ALIASES: dict[str, str] = {
 }
 
 
-# RFC 9110 token characters.
-_HEADER_NAME_RE = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
 # ${VAR}, ${env:VAR}, {env:VAR}, ${VAR:-default} and ${input:ID}; anything else (e.g.
 # "${not a name}") stays literal.
 PLACEHOLDER_RE = re.compile(
@@ -291,7 +290,7 @@ def parse_server(name: str, entry: object, *, source: str = "mcp.json") -> Serve
     else:
         command, args = check.string("command"), check.string_list("args")
 
-    headers = check.string_map("headers", key_re=_HEADER_NAME_RE, key_kind="header name")
+    headers = check.string_map("headers", key_re=HEADER_NAME_RE, key_kind="header name")
     for header, value in headers.items():
         if "\r" in value or "\n" in value:
             raise check.fail(f'"headers.{header}" must not contain a line break')

@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import dataclasses
 import ipaddress
-import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -47,6 +46,7 @@ from django.db import transaction
 from mcpclient.config.entries import parse_server
 from mcpclient.config.model import SERVER_NAME_RE, ConfigError, ServerConfig
 from mcpclient.core.egress import EgressAllow, normalize_host
+from mcpclient.core.headers import HEADER_NAME_RE
 from mcpclient.engine import authorization
 from mcpclient.models import McpServer, PersonalServer
 from mcpclient.runtime import people
@@ -65,7 +65,6 @@ HEADERS_KIND = "personal-headers"  # the secret store's kind for a personal serv
 MAX_NAME = 40
 MAX_URL = 2000
 MAX_HEADER_VALUE = 4096
-HEADER_NAME_RE = re.compile(r"^[A-Za-z0-9!#$%&'*+.^_`|~-]{1,100}$")  # an RFC 9110 token
 # Headers a person may not set: the transport's own, and ones that would speak for BooCode.
 RESERVED_HEADERS = frozenset(
     {
