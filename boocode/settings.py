@@ -462,7 +462,7 @@ MCP_SANDBOX_HIDDEN = [
     *_sqlite_files,
     *([Path(_env_file).resolve()] if _env_file else []),
 ]
-# OAuth sign-in to remote servers (mcpclient/engine/authorization.py). PUBLIC_URL is where browsers and
+# OAuth sign-in to remote servers (mcpclient/engine/authorization/). PUBLIC_URL is where browsers and
 # authorization servers reach BooCode: the redirect URI (<PUBLIC_URL>/oauth/callback/) and, over
 # https, the Client ID Metadata Document (<PUBLIC_URL>/oauth/client-metadata.json) derive from it.
 PUBLIC_URL = env_url("BOOCODE_PUBLIC_URL", "http://127.0.0.1:8000")

@@ -60,15 +60,11 @@ from mcpclient.core.results import ToolResult, extract_result
 from mcpclient.core.state import DiscoveredTool, ServerSnapshot, Status, discover_tool
 from mcpclient.core.words import counted
 from mcpclient.engine import listing, prompts, protocol, skills
-from mcpclient.engine.authorization import (
-    AuthFailure,
-    BrowserConsent,
-    Consent,
-    CredentialStore,
-    HubOAuth,
-    NoConsent,
-    preregistered_client,
-)
+from mcpclient.engine.authorization.consent import BrowserConsent, Consent, NoConsent
+from mcpclient.engine.authorization.failures import AuthFailure
+from mcpclient.engine.authorization.provider import HubOAuth
+from mcpclient.engine.authorization.registration import preregistered_client
+from mcpclient.engine.authorization.storage import CredentialStore
 from mcpclient.engine.catalog import KeptFresh
 from mcpclient.engine.egress import EgressRefused
 from mcpclient.engine.healing import Healer, RetryState, ping_loop
