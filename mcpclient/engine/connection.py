@@ -12,137 +12,67 @@ an open circuit: :mod:`mcpclient.engine.healing`); sign-in failures, configurati
 package its launcher's registry does not have (:mod:`mcpclient.engine.server_stderr`) and
 stopped servers are not retried. Stop: the owner leaves its ``async with`` blocks (stdio
 children get stdin closed, SIGTERM, then SIGKILL).
+
+What the owner delegates, one job a module: the entry for this session
+(:mod:`mcpclient.engine.session_entry`), its sign-in (:mod:`mcpclient.engine.connection_auth`),
+what ended an attempt (:mod:`mcpclient.engine.connection_failures`), the stderr and exit record
+(:mod:`mcpclient.engine.stderr_record`), the tool listings' review against the pins
+(:mod:`mcpclient.engine.tool_review`) and one ``tools/call`` with what its failure means
+(:mod:`mcpclient.engine.tool_calls`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 import datetime as dt
 import functools
 import logging
 import time
-from collections import deque
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 import anyio
-import httpx2
 import mcp.types as types
-import pydantic
-from channels.db import database_sync_to_async
 from mcp import Client, MCPError
-from mcp.client import InputRequiredRoundsExceededError
-from mcp_types import CONNECTION_CLOSED, REQUEST_TIMEOUT
+from mcp_types import CONNECTION_CLOSED
 
-from mcpclient.config.entries import inputs_used
 from mcpclient.config.model import (
-    IDENTITY_ASSERTION,
     SSE,
     STDIO,
     STREAMABLE_HTTP,
     ConfigError,
-    Person,
     ResolvedServer,
     ServerConfig,
-    per_user_process,
-    person_slug,
 )
-from mcpclient.config.resolve import InputLookup, resolve_server
-from mcpclient.core import pinning
-from mcpclient.core.approval import UNDECLARED_REASON, asking_summary
+from mcpclient.config.resolve import InputLookup
 from mcpclient.core.egress import OWN_SERVER_REFUSED
 from mcpclient.core.pinning import PinBook
-from mcpclient.core.redaction import redact_text
 from mcpclient.core.results import ToolResult, extract_result
-from mcpclient.core.state import DiscoveredTool, ServerSnapshot, Status, discover_tool
+from mcpclient.core.state import DiscoveredTool, ServerSnapshot, Status
 from mcpclient.core.words import counted
-from mcpclient.engine import listing, prompts, protocol, skills
-from mcpclient.engine.authorization.consent import BrowserConsent, Consent, NoConsent
+from mcpclient.engine import prompts, protocol, skills, tool_calls, tool_review
+from mcpclient.engine.authorization.consent import BrowserConsent, Consent
 from mcpclient.engine.authorization.failures import AuthFailure
 from mcpclient.engine.authorization.provider import HubOAuth
-from mcpclient.engine.authorization.registration import preregistered_client
-from mcpclient.engine.authorization.storage import CredentialStore
 from mcpclient.engine.catalog import KeptFresh
-from mcpclient.engine.egress import EgressRefused
+from mcpclient.engine.connection_auth import connection_auth
+from mcpclient.engine.connection_failures import PACKAGE_NOT_FOUND, describe, egress_refused
 from mcpclient.engine.healing import Healer, RetryState, ping_loop
 from mcpclient.engine.prompts import Catalog as PromptCatalog
 from mcpclient.engine.resources import ResourceCatalog, keep_listed
-from mcpclient.engine.sandbox_failures import explain as explain_sandbox_failure
 from mcpclient.engine.server_logs import ServerLogs
-from mcpclient.engine.server_stderr import missing_package, telling_stderr
+from mcpclient.engine.session_entry import resolve_entry
 from mcpclient.engine.skills import SkillCatalog
+from mcpclient.engine.stderr_record import StderrRecord
 from mcpclient.engine.transports import EndWatcher, FallbackFailed, FirstAnswer, ServerStream, open_streams
 from mcpclient.secrets.store import SecretStoreError
-from mcpclient.telemetry import metrics, tracing
 
 logger = logging.getLogger("mcpclient.hub")
 
-# The servers whose tools that declare nothing were said to ask (once per server and process: the
-# start-up log tells an existing configuration what changed, not every reconnect or person).
-_told_undeclared: set[str] = set()
-
-
-STDERR_LINES = 200
 # How long a ready session waits for its server-message stream to be answered (transports.ServerStream).
 SERVER_STREAM_WAIT = 2.0
-
-
-# Why a stdio server whose launcher found no package is not tried again (the stderr line follows).
-PACKAGE_NOT_FOUND = (
-    "its package was not found in the registry, so it is not retried until its entry in mcp.json "
-    "changes or an administrator reconnects it"
-)
-
-# How the SDK's RuntimeError begins when a tool's structured content breaks its outputSchema.
-_OUTPUT_SCHEMA_ERRORS = ("Invalid structured content returned by tool", "Invalid schema for tool")
-
-
-def _describe(exc: BaseException) -> str:
-    """A one-line description of a connection failure, without secrets from URLs."""
-    return redact_text(_description(exc))
-
-
-def _egress_refused(exc: BaseException) -> bool:
-    """Whether ``exc`` is, holds or was caused by an :class:`EgressRefused`."""
-    seen: list[BaseException] = [exc]
-    while seen:
-        current = seen.pop()
-        if isinstance(current, EgressRefused):
-            return True
-        if isinstance(current, BaseExceptionGroup):
-            seen.extend(current.exceptions)
-        seen.extend(e for e in (current.__cause__, current.__context__) if e is not None and e is not current)
-        if len(seen) > 100:  # a cycle of causes: give up rather than loop
-            return False
-    return False
-
-
-def _description(exc: BaseException) -> str:
-    if isinstance(exc, BaseExceptionGroup):
-        inner = [e for e in exc.exceptions if not isinstance(e, anyio.get_cancelled_exc_class())]
-        if inner:
-            return _description(inner[0])
-    if isinstance(exc, FileNotFoundError):
-        return f"command not found: {exc.filename or exc}"
-    if isinstance(exc, PermissionError):
-        return f"permission denied: {exc.filename or exc}"
-    if isinstance(exc, MCPError):
-        return exc.error.message if hasattr(exc, "error") else str(exc)
-    if isinstance(exc, EgressRefused):  # not the server's answer: BooCode did not connect
-        return f"not connected: the egress policy refused it ({exc})"
-    if isinstance(exc, httpx2.ConnectError):
-        return f"connection refused or unreachable ({exc})"
-    if isinstance(exc, httpx2.HTTPStatusError):
-        return f"HTTP {exc.response.status_code} from the server"
-    if isinstance(exc, pydantic.ValidationError) and exc.errors():  # one sentence, not pydantic's dump
-        errors = exc.errors(include_url=False, include_input=False)
-        said = listing.sentence(errors, whole="the answer")
-        return f"the server's answer does not follow the protocol: {said}"
-    text = str(exc) or type(exc).__name__
-    return text if len(text) < 500 else text[:500] + "..."
 
 
 class ServerConnection:
@@ -171,8 +101,6 @@ class ServerConnection:
         self._person_id_token = person_id_token
         # A person's username by id, for ${user.name} (reads the database: run in its thread).
         self._person_name = person_name
-        # Where accepted tool definitions are kept (mcpclient.core.pinning; None: nothing pinned).
-        self._pins = pins
         # Handed down by the hub (mcpclient.runtime.new_hub fills them from the settings): where
         # ${input:} values come from, how long a person may take to sign in, what the hub calls itself.
         self._input_value = input_value
@@ -200,17 +128,9 @@ class ServerConnection:
         self.server_info: dict[str, Any] = {}
         self.transport = ""  # the transport the live session uses
         self.tools: list[DiscoveredTool] = []
-        self.tools_note = ""  # the tools past protocol.MAX_TOOLS, for the admin
-        # What identifies the last reviewed listing (each tool's name and digest, the notes): a
-        # relist that lists it again costs no review, no state change, no write and no re-index.
-        self._listed: tuple[object, ...] | None = None
-        self._review_wanted = False  # an administrator's rediscovery reviews even an unchanged listing
-        self.stderr_tail: deque[str] = deque(maxlen=STDERR_LINES)
-        # Lines the server wrote to stderr in all, and how many before the current attempt began.
-        self._stderr_count = 0
-        self._attempt_from = 0
-        # A stdio server's exit status, when its process exited on its own (None: it did not).
-        self.exit_status: int | None = None
+        # The review of each listing against the pins (mcpclient.engine.tool_review) and its note.
+        self.review = tool_review.ToolReview(config, pins)
+        self.stderr = StderrRecord()  # the server's stderr lines and exit (mcpclient.engine.stderr_record)
         self._resolved: ResolvedServer | None = None
         # notifications/message of this session and the log level asked for (mcpclient.engine.server_logs).
         self.logs = ServerLogs(config.name)
@@ -283,7 +203,7 @@ class ServerConnection:
     async def relist(self) -> None:
         """List the tools again and wait for the result (an administrator's rediscovery)."""
         if self.client is not None and self.status is Status.READY:
-            self._review_wanted = True  # (accepted pins change verdicts, not digests)
+            self.review.wanted = True  # (accepted pins change verdicts, not digests)
             await self.tool_list.refresh_now(2 * self.config.timeout + 1)
 
     @property
@@ -298,27 +218,13 @@ class ServerConnection:
 
     # -- calls (any task) ---------------------------------------------------------------
     async def call_tool(self, tool: str, arguments: dict[str, Any]) -> ToolResult:
-        """Call ``tool`` on the live session, bounded by the server's timeout.
-
-        The call is the MCP request span (``tools/call <tool>``, whose context its ``_meta``
-        carries) and counts in ``boocode_mcp_tool_calls_total`` (:mod:`mcpclient.telemetry`).
-        """
-        attributes = {
-            "mcp.method.name": "tools/call",
-            "gen_ai.operation.name": "execute_tool",
-            "gen_ai.tool.name": tool,
-            "boocode.mcp.server": self.name,
-            "mcp.protocol.version": self.protocol_version,
-            "network.transport": "pipe" if self.config.transport == STDIO else "tcp",
-        }
-        outcome = "cancelled"
-        with tracing.span(f"tools/call {tool}", kind="client", attributes=attributes) as span:
-            try:
-                result, outcome = await self._call_tool(tool, arguments)
-            finally:
-                metrics.MCP_TOOL_CALLS.labels(self.name, outcome).inc()
-                tracing.outcome(span, "" if outcome == "ok" else outcome, **{"boocode.outcome": outcome})
-        return result
+        """Call ``tool`` on the live session, bounded by the server's timeout: the MCP request span,
+        counted (:func:`mcpclient.engine.tool_calls.traced`)."""
+        call = functools.partial(self._call_tool, tool, arguments)
+        stdio = self.config.transport == STDIO
+        return await tool_calls.traced(
+            call, server=self.name, tool=tool, protocol_version=self.protocol_version, stdio=stdio
+        )
 
     async def _call_tool(self, tool: str, arguments: dict[str, Any]) -> tuple[ToolResult, str]:
         """The call and its outcome (one of :data:`mcpclient.telemetry.metrics.MCP_OUTCOMES`)."""
@@ -327,69 +233,32 @@ class ServerConnection:
             return self.unreachable(self.reason or f"the server is {self.status.value}"), "unreachable"
         self.last_used = time.monotonic()
         try:
-            # Client.call_tool answers a 2026-07-28 InputRequiredResult itself (elicitation through
-            # mcpclient.engine.elicitation); an input the hub cannot give (sampling, roots) ends as an
-            # MCPError below. The _meta carries the trace context (MCP reserves traceparent,
-            # tracestate and baggage there) beside the log-level opt-in.
-            meta = tracing.meta_with_context(self.logs.call_meta())
-            timeout = self.config.timeout
-            metrics.tool_step_reached()
-            typed_meta = cast("types.RequestParamsMeta | None", meta)
-            result = await client.call_tool(tool, arguments, read_timeout_seconds=timeout, meta=typed_meta)
-        except MCPError as exc:
-            if exc.error.code == REQUEST_TIMEOUT:
-                return ToolResult.error(
-                    f'MCP server "{self.name}": tool "{tool}" timed out after {self.config.timeout:g} s '
-                    f'(the server\'s "timeout" in mcp.json)'
-                ), "timeout"
-            if self.mark_unavailable_if_closed(exc, client):
-                return self.unreachable(self.reason), "unreachable"
-            if self.auth is not None and self.auth.failure is not None:
-                # The token was refused (revoked, expired and not refreshable): sign in again.
-                self._set_auth_failure(self.auth.failure)
-                return self.unreachable(self.reason), "unreachable"
-            message = f'MCP server "{self.name}": tool "{tool}" failed: {exc.error.message}'
-            return ToolResult.error(message), "failed"
-        except pydantic.ValidationError as exc:
-            # e.g. a 2026-07-28 result without ``resultType``: the server broke the protocol.
-            first = str(exc).splitlines()[0]
-            return ToolResult.error(
-                f'MCP server "{self.name}": tool "{tool}" returned an invalid result '
-                f"for protocol {self.protocol_version}: {first}"
-            ), "failed"
-        except RuntimeError as exc:
-            # The SDK checks structured content against the tool's outputSchema and raises a bare
-            # RuntimeError when it does not match: the server broke its own contract.
-            if not str(exc).startswith(_OUTPUT_SCHEMA_ERRORS) and "has an output schema" not in str(exc):
+            meta, timeout = self.logs.call_meta(), self.config.timeout
+            result = await tool_calls.send(client, tool, arguments, meta=meta, timeout=timeout)
+        except tool_calls.CALL_ERRORS as exc:
+            failure = tool_calls.call_failure(
+                exc,
+                server=self.name,
+                tool=tool,
+                timeout=self.config.timeout,
+                protocol_version=self.protocol_version,
+            )
+            if failure is None:
                 raise
-            first = str(exc).splitlines()[0]
-            return ToolResult.error(
-                f'MCP server "{self.name}": tool "{tool}" returned a result that does not match its '
-                f"output schema: {first}"
-            ), "failed"
-        except InputRequiredRoundsExceededError:
-            return ToolResult.error(
-                f'MCP server "{self.name}": tool "{tool}" failed: the server kept asking for more input'
-            ), "failed"
-        except httpx2.TransportError as exc:
-            # One HTTP exchange failed (the transport turns most of these into an error answer,
-            # see mcpclient.engine.transports.DeliveryGuard): the call fails, the session stays. A dead
-            # session shows as the end of its stream or a failed ping instead.
-            return ToolResult.error(
-                f'MCP server "{self.name}": tool "{tool}" failed: the HTTP request failed ({_describe(exc)})'
-            ), "failed"
-        except (anyio.ClosedResourceError, anyio.BrokenResourceError, OSError) as exc:
-            self._set_unavailable(_describe(exc), client)
-            return self.unreachable(self.reason), "unreachable"
+            return self._call_failed(failure, client)
         extracted = extract_result(result)
         return extracted, "tool_error" if extracted.is_error else "ok"
 
-    async def _list_within_timeout(self, client: Client, *, fresh: bool = False) -> list[types.Tool]:
-        try:
-            with anyio.fail_after(self.config.timeout):
-                return await protocol.list_all_tools(client, fresh=fresh)
-        except TimeoutError:
-            raise MCPError(code=REQUEST_TIMEOUT, message="tools/list timed out") from None
+    def _call_failed(self, failure: tool_calls.CallFailure, client: Client) -> tuple[ToolResult, str]:
+        """Record what a failed call says of the session and answer the call."""
+        if failure.outcome == "unreachable":  # the session is lost (its stream closed, its pipe broke)
+            self._set_unavailable(failure.message, client)
+            return self.unreachable(self.reason), "unreachable"
+        if failure.refused_token and self.auth is not None and self.auth.failure is not None:
+            # The token was refused (revoked, expired and not refreshable): sign in again.
+            self._set_auth_failure(self.auth.failure)
+            return self.unreachable(self.reason), "unreachable"
+        return ToolResult.error(failure.message), failure.outcome
 
     def unreachable(self, reason: str) -> ToolResult:
         """The error result a call to this server gets while it is not ready (with the retry plan)."""
@@ -425,134 +294,14 @@ class ServerConnection:
             tools=tuple(self.tools),
             prefixed_names={},
             warnings={},
-            stderr_tail=tuple(self.stderr_tail),
+            stderr_tail=tuple(self.stderr.tail),
             transport=self.transport if self.status is Status.READY else "",
             attempts=self.retry.attempts,
             next_retry_at=self.retry.next_retry_at,
             circuit_open=self.retry.circuit_open,
             log_note=self.logs.note,
-            tools_note=self.tools_note,
+            tools_note=self.review.note,
         )
-
-    @staticmethod
-    def _notes(tools: list[types.Tool], client: Client) -> str:
-        """The tools note of a listing: what was repaired, held for size or left out."""
-        notes = [protocol.listing_note(client), protocol.tools_over_limit(tools)]
-        return " ".join(note for note in notes if note)
-
-    def _identity(
-        self, tools: list[types.Tool], seen: list[pinning.Seen], client: Client
-    ) -> tuple[object, ...]:
-        """What a listing is, as far as a relist must tell: its tools' names and digests, its notes
-        (a held tool's size is in them) and what its pins are checked under."""
-        config = self.config
-        return (
-            tuple((item.name, item.digest) for item in seen),
-            self._notes(tools, client),
-            (config.pin_tools, config.accept_new_tools),
-        )
-
-    def _discover(self, tools: list[types.Tool], client: Client) -> list[DiscoveredTool]:
-        config = self.config
-        self.tools_note = self._notes(tools, client)
-        if self.tools_note:
-            logger.warning('MCP server "%s": %s', self.name, self.tools_note)
-        oversized = protocol.oversized_tools(client)
-        parameters_unknown = protocol.parameters_unknown(client)
-        discovered = []
-        for tool in tools[: protocol.MAX_TOOLS]:
-            found = discover_tool(
-                tool,
-                include=config.include_tools,
-                exclude=config.exclude_tools,
-                write_tools=config.write_tools,
-                trusted=config.trusted,
-                read_only=config.read_only,
-                own=config.owner_id is not None,
-            )
-            if tool.name in parameters_unknown:  # not "takes none": the server did not say
-                found = dataclasses.replace(
-                    found, description=listing.with_parameters_note(found.description)
-                )
-            if why := oversized.get(tool.name):  # listed as a stub: held whatever the policy says
-                found = dataclasses.replace(
-                    found, rejected=True, filtered=False, approval_reason="", reject_reason=f"held: {why}"
-                )
-            discovered.append(found)
-        self._tell_undeclared(discovered)
-        return discovered
-
-    def _tell_undeclared(self, discovered: list[DiscoveredTool]) -> None:
-        """Log once which of the server's tools ask because they do not declare ``readOnlyHint: true``."""
-        reasons = [tool.approval_reason for tool in discovered if tool.usable]
-        if self.name in _told_undeclared or UNDECLARED_REASON not in reasons:
-            return  # (a person's own server has no entry to fix: nothing for the operator)
-        _told_undeclared.add(self.name)
-        logger.warning(
-            'MCP server "%s": %s. Tools that declare nothing now ask: the MCP default is that they '
-            "may change things.",
-            self.name,
-            asking_summary(reasons),
-        )
-
-    @staticmethod
-    def _seen(tools: list[types.Tool]) -> list[pinning.Seen]:
-        """Each kept tool's pinned definition and digest (bounded: :mod:`mcpclient.engine.listing`)."""
-        seen = []
-        for tool in tools[: protocol.MAX_TOOLS]:
-            definition = pinning.definition(tool)
-            seen.append(pinning.Seen(tool.name, pinning.digest(definition), definition))
-        return seen
-
-    async def _reviewed(
-        self, tools: list[types.Tool], client: Client, seen: list[pinning.Seen] | None = None
-    ) -> list[DiscoveredTool]:
-        """The listed tools discovered, each with its pinned digest and the pin review's verdict.
-
-        Every listed tool is reviewed (a filtered one too, so that including it later is no
-        surprise) but those held for their size, of which only a stub was kept; a verdict holds
-        back only what the policy would offer. A review that cannot be made (the database is
-        down) holds back every tool: fail closed.
-        """
-        discovered = self._discover(tools, client)
-        seen = self._seen(tools) if seen is None else seen
-        identity = self._identity(tools, seen, client)
-        if self._pins is None or self.config.owner_id is not None:  # (a person's own: theirs to trust)
-            self._listed = identity
-            return [
-                dataclasses.replace(d, digest=item.digest) for d, item in zip(discovered, seen, strict=True)
-            ]
-        config = self.config
-        oversized = protocol.oversized_tools(client)
-        reviewable = [item for item in seen if item.name not in oversized]
-        try:
-            verdicts = await self._pins.review(
-                self.name, reviewable, mode=config.pin_tools, accept_new=config.accept_new_tools
-            )
-            self._listed = identity
-        except Exception:
-            logger.exception('MCP server "%s": its tools could not be checked against their pins', self.name)
-            unchecked = pinning.Verdict(
-                held=True, note="could not be checked against its accepted definition"
-            )
-            verdicts = {item.name: unchecked for item in seen}
-            self._listed = None  # the next listing is reviewed again, changed or not
-        reviewed = []
-        for tool, item in zip(discovered, seen, strict=True):
-            verdict = verdicts.get(item.name, pinning.ACCEPTED)
-            reviewed.append(
-                dataclasses.replace(
-                    tool,
-                    digest=item.digest,
-                    held=verdict.held,
-                    pin_note=verdict.note,
-                    findings=verdict.findings,
-                )
-            )
-        if held := [tool.name for tool in reviewed if tool.held]:
-            shown = ", ".join(held[:10])
-            logger.warning('MCP server "%s": %d tool(s) held for review: %s', self.name, len(held), shown)
-        return reviewed
 
     def _set_tools(self, tools: list[DiscoveredTool]) -> None:
         self.tools = tools
@@ -564,7 +313,7 @@ class ServerConnection:
         A person's own server refused by the egress policy: the setting that would allow it is
         the operator's (``last_error`` and the log name it); the person reads a sentence for them.
         """
-        if self.config.owner_id is not None and _egress_refused(exc):
+        if self.config.owner_id is not None and egress_refused(exc):
             return OWN_SERVER_REFUSED
         return ""
 
@@ -595,45 +344,20 @@ class ServerConnection:
         self._commands.put_nowait("closed")
         self._notify(self)
 
-    def _stderr_line(self, line: str) -> None:
-        self.stderr_tail.append(line)
-        self._stderr_count += 1
-
     def _package_not_found(self) -> bool:
         """Whether this attempt's stderr says the stdio server's launcher found no such package."""
-        if self.config.transport != STDIO:
-            return False
-        count = min(self._stderr_count - self._attempt_from, len(self.stderr_tail))
-        return count > 0 and missing_package(list(self.stderr_tail)[-count:])
+        return self.config.transport == STDIO and self.stderr.package_not_found()
 
     def _stderr_hint(self, *, timed_out: bool = False) -> str:
-        said = telling_stderr(self.stderr_tail)
-        hint = f" (stderr: {said})" if said else ""
-        why = self._sandbox_hint(timed_out=timed_out)
-        return f"; {why}{hint}" if why else hint
-
-    def _sandbox_hint(self, *, timed_out: bool) -> str:
-        """What the sandbox did, when the server's exit and stderr point at it (staff read it)."""
-        resolved = self._resolved
-        if resolved is None or resolved.sandbox is None:
-            return ""
-        return explain_sandbox_failure(
-            resolved.sandbox,
-            resolved.command or "",
-            resolved.args,
-            resolved.env,
-            exit_status=self.exit_status,
-            stderr=self.stderr_tail,
-            timed_out=timed_out,
-        )
+        return self.stderr.hint(self._resolved, timed_out=timed_out)
 
     def _exited(self, status: int) -> None:
         """The server's process is over (its stderr read): a session that ended before its exit
         was known gets what the sandbox did added to its last error."""
-        self.exit_status = status
+        self.stderr.exit_status = status
         if self.status is not Status.UNAVAILABLE or not self.last_error:
             return
-        why = self._sandbox_hint(timed_out=False)
+        why = self.stderr.sandbox_hint(self._resolved, timed_out=False)
         if why and why not in self.last_error:
             self.last_error = self.reason + self._stderr_hint()
             logger.warning('MCP server "%s": %s', self.name, why)
@@ -651,7 +375,7 @@ class ServerConnection:
             return
         except Exception as exc:  # the owner is a top-level loop: e.g. the database is down
             prefix = f'{self.config.source}: server "{self.name}"'
-            self._fail(f"{prefix}: cannot resolve the entry: {_describe(exc)}")
+            self._fail(f"{prefix}: cannot resolve the entry: {describe(exc)}")
             return
         self._resolved = resolved
         try:
@@ -668,7 +392,7 @@ class ServerConnection:
 
     async def _attempt(self, resolved: ResolvedServer) -> None:
         """One connection: connect, serve until the session ends; any failure is recorded on the server."""
-        self._attempt_from = self._stderr_count
+        self.stderr.begin_attempt()
         try:
             await self._serve(resolved)
         except anyio.get_cancelled_exc_class():
@@ -680,12 +404,12 @@ class ServerConnection:
                 status = Status.AUTH_REQUIRED if failure.sign_in_required else None
                 self._fail(failure.describe(self.name), status=status)
             elif self.status is Status.READY:
-                self._set_unavailable(_describe(exc), person=self._person_reason(exc))
+                self._set_unavailable(describe(exc), person=self._person_reason(exc))
             elif self.status is Status.CONNECTING and self._package_not_found():
                 self._no_retry = True  # the registry will not have it in a few seconds either
                 self._fail(PACKAGE_NOT_FOUND, self._stderr_hint())
             elif self.status is Status.CONNECTING:
-                self._fail(_describe(exc), self._stderr_hint(), person=self._person_reason(exc))
+                self._fail(describe(exc), self._stderr_hint(), person=self._person_reason(exc))
             logger.debug('MCP server "%s" owner ended with %r', self.name, exc)
 
     async def _wait_for_retry(self) -> bool:
@@ -740,31 +464,15 @@ class ServerConnection:
             self._healer.slots.release()
 
     async def _resolve(self) -> ResolvedServer:
-        """The entry with its placeholders expanded (see :func:`~mcpclient.config.resolve.resolve_server`).
-
-        A person's own process of a ``"scope": "perUser"`` server gets their ``${user.id}`` and
-        ``${user.name}`` (the name read where the hub was told to read it: the database).
-        """
-        owner, lookup = self.owner_id, self._person_name
-        person_wanted = owner is not None and per_user_process(self.config)
-
-        def resolve() -> ResolvedServer:
-            person = None
-            if person_wanted and owner is not None:
-                name = lookup(owner) if lookup is not None else ""
-                person = Person(owner, person_slug(name, owner))
-            return resolve_server(
-                self.config,
-                base_dir=self._base_dir,
-                allowed_commands=self._allowed_commands,
-                input_value=self._input_value,
-                person=person,
-            )
-
-        if inputs_used(self.config.raw) or (person_wanted and lookup is not None):
-            # ${input:} values may come from the secret store: the ORM runs in the database thread.
-            return await database_sync_to_async(resolve)()
-        return resolve()
+        """The entry for this session (:func:`mcpclient.engine.session_entry.resolve_entry`)."""
+        return await resolve_entry(
+            self.config,
+            owner_id=self.owner_id,
+            person_name=self._person_name,
+            base_dir=self._base_dir,
+            allowed_commands=self._allowed_commands,
+            input_value=self._input_value,
+        )
 
     def _fail(
         self, message: str, stderr: str = "", *, status: Status | None = None, person: str = ""
@@ -818,7 +526,7 @@ class ServerConnection:
         except Exception as exc:
             if self.status is not Status.CONNECTING:
                 raise
-            message = f"{answer.describe()}, and legacy SSE failed too: {_describe(exc)}"
+            message = f"{answer.describe()}, and legacy SSE failed too: {describe(exc)}"
             raise FallbackFailed(message) from exc
 
     async def _session(
@@ -855,7 +563,7 @@ class ServerConnection:
             await watchers.start(keep_listed, self, client)
             await watchers.start(prompts.watch, self, client)  # mcpclient.engine.prompts keeps them listed
             await watchers.start(skills.keep_listed, self, client)  # and mcpclient.engine.skills these
-            tools = await self._reviewed(await protocol.list_all_tools(client), client)
+            tools = await self.review.reviewed(await protocol.list_all_tools(client), client)
             await self.logs.apply(client)  # the log level, applied at every connect (server_logs)
             if not await server_stream.settled(SERVER_STREAM_WAIT):
                 logger.info(
@@ -913,11 +621,9 @@ class ServerConnection:
         and costs nothing more: no review, no snapshot (so no write and no re-index).
         """
         try:
-            listed = await self._list_within_timeout(client, fresh=True)
-            forced, self._review_wanted = self._review_wanted, False
-            seen = self._seen(listed)
-            if forced or self._identity(listed, seen, client) != self._listed:
-                self._set_tools(await self._reviewed(listed, client, seen))
+            tools = await self.review.relist(client)
+            if tools is not None:
+                self._set_tools(tools)
             self.tool_list.error = ""
         except MCPError as exc:
             if self.mark_unavailable_if_closed(exc, client):
@@ -964,7 +670,7 @@ class ServerConnection:
         answer: FirstAnswer | None = None,
         server_stream: ServerStream | None = None,
     ) -> AsyncIterator[tuple[Any, Any]]:
-        self.exit_status = None
+        self.stderr.exit_status = None
         async with open_streams(
             resolved,
             transport,
@@ -974,46 +680,18 @@ class ServerConnection:
             auth=self._authorization(resolved) if transport != STDIO else None,
             answer=answer,
             server_stream=server_stream,
-            on_stderr=self._stderr_line,
+            on_stderr=self.stderr.line,
             on_exit=self._exited,
         ) as streams:
             yield streams
 
     def _authorization(self, resolved: ResolvedServer) -> HubOAuth | None:
         """The OAuth provider of this connection (None when the entry signs in by itself)."""
-        oauth = self.config.oauth
-        if oauth is None:
-            self.auth = None
-            return None
-        credential_owner = self.owner_id if oauth.per_user else None
-        store = CredentialStore(
-            self.name,
-            credential_owner,
-            resolved.url or "",
-            preregistered_client(oauth, resolved.oauth_secrets.client_secret),
-            own=self.config.owner_id is not None,
-        )
-        consent = self.consent or NoConsent(
-            "connect your account from the chat (Connect beside the server's name)"
-            if oauth.per_user
-            else "an administrator must connect it (Connect on the server's admin page)"
-        )
-        subject_token = None
-        owner, lookup = self.owner_id, self._person_id_token
-        if oauth.per_user and oauth.grant == IDENTITY_ASSERTION and owner is not None and lookup is not None:
-
-            async def subject_token() -> str | None:
-                assert owner is not None and lookup is not None
-                return await database_sync_to_async(lookup)(owner)  # the person's ID token (SEP-990)
-
-        self.auth = HubOAuth(
-            server=self.name,
-            url=resolved.url or "",
-            store=store,
-            consent=consent,
-            oauth=oauth,
-            secrets=resolved.oauth_secrets,
-            subject_token=subject_token,
-            declared=self.config.owner_id is None,  # a person's own server: its host is checked too
+        self.auth = connection_auth(
+            self.config,
+            resolved,
+            owner_id=self.owner_id,
+            consent=self.consent,
+            person_id_token=self._person_id_token,
         )
         return self.auth
