@@ -74,7 +74,7 @@ def approval_rule(rules: object, name: str) -> tuple[str, str]:
     in ``ask: ["*"]``, ``allow: ["*_read_*"]``), then ``ask``. No rule approves what the server's
     settings ask the person for (``writeTools``, ``trusted: false``): ``allow`` takes back the
     agent's own asking, and vouches for a tool that asks only because it declares nothing
-    (:func:`boocode.tools.registry.agent_tools`). Rules that
+    (:func:`boocode.tools.agent_rules.agent_tools`). Rules that
     cannot be read (a row edited by hand) deny: fail closed.
     """
     if not rules:

@@ -47,7 +47,8 @@ from mcp import ClientSession, StdioServerParameters, stdio_client  # noqa: E402
 from mcp.client.streamable_http import streamable_http_client  # noqa: E402
 from mcp.shared._httpx_utils import create_mcp_http_client  # noqa: E402
 
-from boocode.tools.registry import available_tools, execute_tool  # noqa: E402
+from boocode.tools.execution import execute_tool  # noqa: E402
+from boocode.tools.registry import available_tools  # noqa: E402
 from mcpclient import runtime  # noqa: E402
 from mcpclient.config.entries import parse_server  # noqa: E402
 from mcpclient.engine.hub import Hub  # noqa: E402

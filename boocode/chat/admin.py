@@ -53,7 +53,9 @@ from boocode.chat.models import (
 )
 from boocode.chat.turn import fixed_tokens
 from boocode.chat.windows import configured_window, window_problem
-from boocode.tools.registry import Tool, agent_tools, available_tools
+from boocode.tools.agent_rules import agent_tools
+from boocode.tools.registry import available_tools
+from boocode.tools.tool import Tool
 from mcpclient.admin.access import groups_summary, server_groups, who_can_use
 from mcpclient.models import McpServer
 from mcpclient.runtime import get_hub

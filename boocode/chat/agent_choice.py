@@ -14,8 +14,9 @@ from agents.roster import default_agent, get_agent, list_agents, refresh_agents_
 from boocode.chat import conversations, windows
 from boocode.chat.rendering import shorten
 from boocode.chat.request_budget import tools_limit
+from boocode.tools.agent_rules import agent_tools
 from boocode.tools.deferred import search_on
-from boocode.tools.registry import agent_tools, available_tools
+from boocode.tools.registry import available_tools
 from mcpclient.config.model import STDIO, per_user
 from mcpclient.core.access import may_use
 from mcpclient.runtime import get_hub, hub_tools, people

@@ -26,7 +26,8 @@ from boocode.chat.events import Emit
 from boocode.chat.questions import asker_for
 from boocode.chat.tool_progress import tracking
 from boocode.tools.approval_gate import approving
-from boocode.tools.registry import Tool, execute_tool
+from boocode.tools.execution import execute_tool
+from boocode.tools.tool import Tool
 from mcpclient.core.results import ToolResult
 from mcpclient.engine.api import asking
 from mcpclient.runtime import TURN_CHECK_INTERVAL, ensure_hub

@@ -19,7 +19,8 @@ from boocode.chat import conversations
 from boocode.chat.audit import AuditRecord
 from boocode.chat.calls import call_scope, execute, prepare_hub
 from boocode.chat.events import Emit
-from boocode.tools.registry import Tool, agent_tools
+from boocode.tools.agent_rules import agent_tools
+from boocode.tools.tool import Tool
 
 # "/compact" is run by the turn itself (boocode.chat.turn): it asks the model for a summary.
 COMMANDS = ("/tools", "/call", "/compact", "/help")

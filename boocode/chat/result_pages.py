@@ -27,7 +27,7 @@ from boocode.tools.native import (
     ToolTimeoutError,
     page_text,
 )
-from boocode.tools.registry import NATIVE_SOURCE, Tool
+from boocode.tools.tool import NATIVE_SOURCE, Tool
 from boocode.tools.workspace import WorkspaceError
 from mcpclient.core.results import ToolResult
 

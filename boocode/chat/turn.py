@@ -105,14 +105,9 @@ from boocode.chat.request_budget import (
 from boocode.chat.result_pages import read_result_tool
 from boocode.chat.sizes import delta_pieces, utf16_length
 from boocode.chat.status import status_payload
+from boocode.tools.agent_rules import agent_tools
 from boocode.tools.deferred import DeferredTools, search_on
-from boocode.tools.registry import (
-    MAX_MODEL_TOOL_BYTES,
-    MAX_MODEL_TOOLS,
-    Tool,
-    agent_tools,
-    within_model_bounds,
-)
+from boocode.tools.tool import MAX_MODEL_TOOL_BYTES, MAX_MODEL_TOOLS, Tool, within_model_bounds
 from mcpclient.core.results import ToolResult
 from mcpclient.runtime import WorkerUnavailable
 from mcpclient.runtime.signin import remember_person

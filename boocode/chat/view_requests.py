@@ -48,8 +48,9 @@ from boocode.chat.events import group_emitter
 from boocode.chat.models import ToolCall
 from boocode.chat.questions import asker_for
 from boocode.chat.storable import text_problem
+from boocode.tools.agent_rules import agent_tools
 from boocode.tools.approval_gate import approving
-from boocode.tools.registry import agent_tools, view_tools
+from boocode.tools.registry import view_tools
 from mcpclient.core.resources import ReadResult, ResourceError
 from mcpclient.core.results import ToolResult
 from mcpclient.engine.api import asking

@@ -4,7 +4,7 @@ A tool needs approval unless it declares ``readOnlyHint: true`` on a trusted ser
 server's entry vouches for it (``readOnly``); ``writeTools: "approve"`` offers the tools whose
 ``readOnlyHint`` is false, each call approved; ``trusted: false`` makes all of them ask
 (:mod:`mcpclient.core.approval`).
-:func:`boocode.tools.registry.execute_tool` calls :func:`check_approval` after the arguments
+:func:`boocode.tools.execution.execute_tool` calls :func:`check_approval` after the arguments
 were validated and before the tool runs, so the tool's time limit does not run while the
 person decides. Whoever runs the call puts a gate in the context with :func:`approving` (the
 chat turn: :func:`boocode.chat.approval_requests.gate_for`); without one, the call is refused:
@@ -22,7 +22,7 @@ from mcpclient.core.results import ToolResult
 
 
 class GatedTool(Protocol):
-    """What a gate knows of the tool being called (:class:`boocode.tools.registry.Tool` is one)."""
+    """What a gate knows of the tool being called (:class:`boocode.tools.tool.Tool` is one)."""
 
     @property
     def name(self) -> str: ...

@@ -32,7 +32,8 @@ from django.conf import settings
 
 from agents.policy import is_allowed
 from boocode.tools import ranking
-from boocode.tools.registry import NATIVE_SOURCE, Tool, available_tools, within_model_bounds
+from boocode.tools.registry import available_tools
+from boocode.tools.tool import NATIVE_SOURCE, Tool, within_model_bounds
 from mcpclient.core.results import ToolResult
 from mcpclient.core.words import counted
 from mcpclient.runtime import get_hub

@@ -23,7 +23,7 @@ from django.urls import reverse
 from boocode.chat.approval_requests import approvals
 from boocode.chat.models import Conversation, ToolApproval
 from boocode.chat.turn_registry import registry
-from boocode.tools import registry as tool_registry
+from boocode.tools import runners as tool_runners
 from mcpclient.core.state import Status
 from mcpclient.engine.hub import Hub
 from mcpclient.runtime import set_hub
@@ -200,7 +200,7 @@ async def test_an_unanswered_call_expires_denied_and_the_call_limit_waits(
     llm: ScriptedLLM, writes_hub: Hub, writes_log: Path, settings: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     settings.APPROVAL_TIMEOUT = 0.5
-    monkeypatch.setattr(tool_registry, "MCP_GRACE", 0.0)
+    monkeypatch.setattr(tool_runners, "MCP_GRACE", 0.0)
     cookie = await login("alice")
     conversation = await conversation_of("alice")
     tab = Tab(conversation, cookie)
@@ -294,7 +294,7 @@ async def test_the_time_limit_of_the_call_waits_for_the_person(
     )
     await hub.start([make_config("notes", entry)])
     set_hub(hub)
-    monkeypatch.setattr(tool_registry, "MCP_GRACE", 0.1)
+    monkeypatch.setattr(tool_runners, "MCP_GRACE", 0.1)
     cookie = await login("alice")
     tab = Tab(await conversation_of("alice"), cookie)
     await tab.open()

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from boocode.chat.questions import forms
-from boocode.tools import registry as tool_registry
+from boocode.tools import runners as tool_runners
 from mcpclient.core.state import Status
 from mcpclient.engine.hub import Hub
 from mcpclient.runtime import set_hub
@@ -216,7 +216,7 @@ async def test_the_time_limits_of_the_call_wait_for_the_person(
     llm: ScriptedLLM, tight_hub: Hub, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # "legacy" allows 0.3 s per call, and the registry gives up 0.1 s after that.
-    monkeypatch.setattr(tool_registry, "MCP_GRACE", 0.1)
+    monkeypatch.setattr(tool_runners, "MCP_GRACE", 0.1)
     cookie = await login("alice")
     tab = Tab(await conversation_of("alice"), cookie)
     await tab.open()

@@ -397,7 +397,8 @@ async def test_the_servers_tools_are_indexed_when_they_change_not_at_the_first_s
     search_hub: Hub, settings: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from boocode.tools.deferred import candidates, warmer
-    from boocode.tools.registry import NATIVE_SOURCE, available_tools
+    from boocode.tools.registry import available_tools
+    from boocode.tools.tool import NATIVE_SOURCE
 
     settings.DATA_DIR = tmp_path
     monkeypatch.setattr(ranking, "EMBEDDINGS", ranking.Embeddings())  # (nothing embedded yet)
@@ -430,7 +431,7 @@ async def test_the_servers_tools_are_indexed_when_they_change_not_at_the_first_s
 
 def test_auto_defers_without_the_model_only_what_cannot_all_be_offered(settings: Any) -> None:
     from boocode.tools.deferred import search_on
-    from boocode.tools.registry import MAX_MODEL_TOOLS, Tool
+    from boocode.tools.tool import MAX_MODEL_TOOLS, Tool
 
     async def run(arguments: dict[str, Any]) -> Any:
         raise AssertionError("never called")
@@ -456,7 +457,7 @@ def test_auto_defers_without_the_model_only_what_cannot_all_be_offered(settings:
 
 def test_a_servers_tool_named_like_the_search_tool_is_left_out() -> None:
     from boocode.tools.deferred import DeferredTools
-    from boocode.tools.registry import Tool
+    from boocode.tools.tool import Tool
 
     async def run(arguments: dict[str, Any]) -> Any:
         raise AssertionError("never called")

@@ -17,8 +17,11 @@ from asgiref.sync import sync_to_async
 
 from boocode.chat.approval_requests import allowance, begin_approval
 from boocode.chat.models import Conversation
+from boocode.tools.agent_rules import agent_tools
 from boocode.tools.approval_gate import GatedTool, approving
-from boocode.tools.registry import Tool, agent_tools, available_tools, execute_tool
+from boocode.tools.execution import execute_tool
+from boocode.tools.registry import available_tools
+from boocode.tools.tool import Tool
 from mcpclient.core.results import ToolResult
 from mcpclient.engine.hub import Hub
 from mcpclient.runtime import set_hub

@@ -16,7 +16,7 @@ from django.contrib.auth import get_user_model
 
 from boocode.chat.models import Conversation, Message
 from boocode.chat.turn import TurnRequest, run_turn
-from boocode.tools.registry import execute_tool
+from boocode.tools.execution import execute_tool
 from tests.support.accounts import conversation_of_new, login
 from tests.support.llm import Raw, ScriptedLLM
 from tests.support.tabs import Tab

@@ -26,8 +26,10 @@ from typing import Any
 import aiohttp
 import pytest
 
+from boocode.tools.arguments import validate_arguments
+from boocode.tools.execution import execute_tool
 from boocode.tools.native import NATIVE_TOOLS
-from boocode.tools.registry import Tool, execute_tool, validate_arguments
+from boocode.tools.tool import Tool
 from mcpclient.core.results import ToolResult
 from tests.support.hubs import make_config
 from tests.support.live import create_accounts, live_daphne, server_log
@@ -75,7 +77,7 @@ _RUN_TOOLS = """
 import asyncio, json, sys, time
 import django
 django.setup()
-from boocode.tools.registry import execute_tool
+from boocode.tools.execution import execute_tool
 for name, arguments in json.loads(sys.argv[1]):
     started = time.monotonic()
     result = asyncio.run(execute_tool(name, arguments))
@@ -361,7 +363,8 @@ def test_a_schema_pattern_cannot_stall_argument_validation(tmp_path: Path) -> No
     code = """
 import django
 django.setup()
-from boocode.tools.registry import Tool, validate_arguments
+from boocode.tools.arguments import validate_arguments
+from boocode.tools.tool import Tool
 schema = {"type": "object", "properties": {"q": {"type": "string", "pattern": "^(a+)+$"},
           "n": {"type": "integer"}}, "patternProperties": {"^(x+)+$": {"type": "string"}},
           "additionalProperties": False}

@@ -11,16 +11,13 @@ import anyio
 import pytest
 
 from agents.parser import AgentSpec
-from boocode.tools import registry
+from boocode.tools import runners
+from boocode.tools.agent_rules import agent_tools
+from boocode.tools.arguments import validate_arguments
+from boocode.tools.execution import execute_tool
 from boocode.tools.native import Deadline, NativeTool
-from boocode.tools.registry import (
-    Tool,
-    agent_tools,
-    available_tools,
-    execute_tool,
-    openai_tools,
-    validate_arguments,
-)
+from boocode.tools.registry import available_tools
+from boocode.tools.tool import Tool, openai_tools
 from mcpclient.core.results import ToolResult
 from mcpclient.engine.hub import Hub
 
@@ -129,7 +126,7 @@ async def test_native_tools_run_off_the_event_loop():
         return "released" if released.wait(5) else "the event loop was blocked"
 
     tool = NativeTool("block", "", {"type": "object"}, blocking)
-    task = asyncio.create_task(registry._run_native(tool, {}))
+    task = asyncio.create_task(runners.run_native(tool, {}))
     await asyncio.sleep(0)  # let the task start; on the loop it would block us right here
     released.set()
     assert (await task).output == "released"

@@ -21,7 +21,8 @@ from django.core.management import call_command
 from django.test import Client
 from django.urls import reverse
 
-from boocode.tools.registry import available_tools, execute_tool
+from boocode.tools.execution import execute_tool
+from boocode.tools.registry import available_tools
 from mcpclient.admin import changes
 from mcpclient.config.entries import parse_server
 from mcpclient.config.model import ConfigError

@@ -23,7 +23,8 @@ from django.test import AsyncClient
 from django.urls import reverse
 
 from boocode.chat.approval_requests import allowance
-from boocode.tools.registry import available_tools, execute_tool
+from boocode.tools.execution import execute_tool
+from boocode.tools.registry import available_tools
 from mcpclient import runtime
 from mcpclient.config.entries import parse_server
 from mcpclient.config.model import ConfigError

@@ -23,8 +23,8 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from agents.models import Agent
 from agents.roster import refresh_agents_if_changed
 from boocode.tools import ranking
+from boocode.tools.agent_rules import agent_tools
 from boocode.tools.deferred import candidates
-from boocode.tools.registry import agent_tools
 from mcpclient.management.base import require_migrated_database
 from mcpclient.runtime.commands import with_live_tools
 
