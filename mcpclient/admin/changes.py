@@ -38,7 +38,8 @@ from django.conf import settings
 from django.db import transaction
 from django.utils.crypto import salted_hmac
 
-from mcpclient.config.entries import OPENCODE_TYPES, PLACEHOLDER_RE, URL_KEYS, load_config, parse_server
+from mcpclient.config.entries import OPENCODE_TYPES, PLACEHOLDER_RE, URL_KEYS, parse_server
+from mcpclient.config.loading import load_config
 from mcpclient.config.model import STDIO, ConfigError, ServerConfig
 from mcpclient.config.resolve import command_allowed, command_refused, lookup_path
 from mcpclient.config.shapes import entry_for

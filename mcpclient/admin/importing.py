@@ -24,7 +24,8 @@ from django.conf import settings
 
 from mcpclient.admin.changes import ServerChangeError, write_through
 from mcpclient.config.document import parse_json_document, read_config_text
-from mcpclient.config.entries import inputs_used, load_config_text
+from mcpclient.config.entries import inputs_used
+from mcpclient.config.loading import load_config_text
 from mcpclient.config.model import ConfigError, LoadedConfig, ServerConfig
 from mcpclient.config.shapes import (
     VSCODE,

@@ -18,7 +18,8 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.db.models import F
 
-from mcpclient.config.entries import load_config, parse_server
+from mcpclient.config.entries import parse_server
+from mcpclient.config.loading import load_config
 from mcpclient.config.model import ConfigError, ServerConfig
 from mcpclient.config.resolve import lookup_path
 from mcpclient.config.sandbox import MISSING_BWRAP, find_bwrap, sandboxed

@@ -12,7 +12,8 @@ import pytest
 from django.test import override_settings
 
 from mcpclient.config.dotenv import parse_env_file
-from mcpclient.config.entries import load_config, parse_server
+from mcpclient.config.entries import parse_server
+from mcpclient.config.loading import load_config
 from mcpclient.config.model import ConfigError, ServerConfig
 from mcpclient.config.resolve import resolve_server
 

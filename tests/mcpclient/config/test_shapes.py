@@ -20,7 +20,7 @@ from django.core.management import call_command
 
 from mcpclient.admin import changes as admin_services
 from mcpclient.admin.importing import ImportError_, import_servers
-from mcpclient.config.entries import load_config, load_config_text
+from mcpclient.config.loading import load_config, load_config_text
 from mcpclient.config.model import ConfigError, ServerConfig
 from mcpclient.config.shapes import MCP_SERVERS, OPENCODE, SHAPES, VSCODE, ZED
 from mcpclient.core.state import Status

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from mcpclient.config import writeback
-from mcpclient.config.entries import load_config
+from mcpclient.config.loading import load_config
 from mcpclient.config.writeback import WritebackError, set_enabled, update_server, write_servers
 
 pytestmark = pytest.mark.processes

@@ -80,11 +80,11 @@ def test_sync_refuses_a_broken_file_without_touching_rows(mcp_file):
 @pytest.mark.django_db
 def test_a_file_written_while_it_is_synced_is_synced_again(mcp_file, monkeypatch):
     """mcp.json edited between the sync's read and its bookkeeping: the next check sees the edit."""
-    from mcpclient.config import entries
+    from mcpclient.config import loading
     from mcpclient.runtime.sync import config_mtime_ns, current_state
 
     write_config(mcp_file, {"first": {"url": "https://example.invalid/a"}})
-    read = entries.load_config
+    read = loading.load_config
 
     def read_then_edit(path):
         loaded = read(path)
