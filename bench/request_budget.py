@@ -129,10 +129,10 @@ def main() -> None:
 
     from django.core.management import call_command
 
-    from boocode.chat import model_history
-    from boocode.chat.llm import build_request
-    from boocode.chat.request_budget import Calibration, Counter, fit, result_limit
-    from boocode.chat.windows import Window
+    from boocode.chat.llm.client import build_request
+    from boocode.chat.llm.request_budget import Calibration, Counter, fit, result_limit
+    from boocode.chat.llm.windows import Window
+    from boocode.chat.turn import history as model_history
 
     call_command("migrate", verbosity=0)
     conversation = fill(args.messages, args.results, args.result_chars)

@@ -489,8 +489,8 @@ def _leave_in_sql(user_id: int) -> None:
 def test_the_turns_read_brings_the_owners_groups_fresh_even_a_change_no_signal_told() -> None:
     # Another process (or a hand-made row) changed the membership: no signal reached this one,
     # and its own read of the person's groups is recent. The turn's one read finds it all the same.
-    from boocode.chat import turn
     from boocode.chat.models import Conversation
+    from boocode.chat.turn import loop as turn
     from mcpclient.models import PersonalServer
 
     bob = get_user_model().objects.create_user("bob")
