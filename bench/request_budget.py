@@ -150,7 +150,7 @@ def main() -> None:
         for n in range(14)
     ]
 
-    read_chars = result_limit(window) * 5  # as the turn reads (turn._read_for_model)
+    read_chars = result_limit(window) * 5  # as the turn reads (boocode.chat.turn.context.read_for_model)
     history = model_history.llm_history(conversation, prompt, result_chars=read_chars)
     fitted = fit(history, tools, window, Calibration(), Counter())
     characters = sum(len(str(m["content"] or "")) for m in history)

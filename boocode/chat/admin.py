@@ -52,7 +52,7 @@ from boocode.chat.models import (
     ToolCall,
     ToolCallAudit,
 )
-from boocode.chat.turn.loop import fixed_tokens
+from boocode.chat.turn.context import fixed_tokens
 from boocode.tools.registry import Tool, agent_tools, available_tools
 from mcpclient.admin.access import groups_summary, server_groups, who_can_use
 from mcpclient.models import McpServer

@@ -39,7 +39,6 @@ answer costs about a quarter of the CPU; see docs/benchmarks.md).
 from __future__ import annotations
 
 import asyncio
-import codecs
 import contextlib
 import errno
 import json
@@ -47,8 +46,7 @@ import logging
 import random
 import re
 import time
-import uuid
-from collections.abc import AsyncGenerator, AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -61,7 +59,7 @@ from boocode.chat.llm import ollama
 from boocode.chat.llm import server as model_server
 from boocode.chat.llm.server import close_http_session as close_http_session
 from boocode.chat.llm.server import http_session, proxy_for
-from boocode.chat.llm.thinking import ThinkSplitter, split_thinking
+from boocode.chat.llm.streams import error_detail, parse_stream
 from boocode.chat.llm.types import Completion as Completion
 from boocode.chat.llm.types import LLMError as LLMError
 from boocode.chat.llm.types import LLMSettings as LLMSettings
@@ -78,8 +76,6 @@ logger = logging.getLogger(__name__)
 RETRY_BASE_DELAY = 0.5  # seconds; doubled per attempt, plus jitter
 RETRY_AFTER_CAP = 20.0  # never wait longer than this for a Retry-After header
 ERROR_BODY_LIMIT = 64 * 1024
-MAX_LINE_CHARS = 16 * 1024 * 1024  # one server-sent-events line; longer is a broken stream
-_LINE_BREAK = re.compile(r"\r\n|\r|\n")  # the SSE line ends (not str.splitlines' Unicode ones)
 
 # The last connection-level failure seen in this process (None after a success), for the status line.
 last_error: str | None = None
@@ -88,7 +84,6 @@ last_error_kind: str | None = None  # the LLMError kind of last_error
 _NOT_CLEARED_BY_CHECK = frozenset({"model", "request"})
 MODELS_CACHE_SECONDS = 60.0
 MAX_LISTED_MODELS = 1000
-MAX_TOKENS_STORED = 2_147_483_647  # the database column's limit
 
 
 def note_error(exc: LLMError) -> None:
@@ -284,7 +279,7 @@ async def _stream_chat(
                     retry_delay = _retry_delay(response, attempt)
                     logger.warning("LLM %s; retrying in %.1f s", error, retry_delay)
                 else:
-                    async for event in _parse_stream(response, llm, first_token, native=native):
+                    async for event in parse_stream(response, llm, first_token, native=native):
                         yield event
                     return
         except aiohttp.ConnectionTimeoutError:
@@ -372,7 +367,7 @@ async def _status_error(response: aiohttp.ClientResponse, llm: LLMSettings) -> L
                 break
     except aiohttp.ClientError:
         pass  # the status says enough; the body was a courtesy
-    detail = _error_detail(raw.decode("utf-8", errors="replace"))
+    detail = error_detail(raw.decode("utf-8", errors="replace"))
     status = response.status
     suffix = f": {detail}" if detail else ""
     if 300 <= status < 400:
@@ -454,223 +449,6 @@ def context_refusal(body: str) -> tuple[int | None, int | None] | None:
     return (int(found[1]) if found else None), None
 
 
-def _error_detail(text: str) -> str:
-    """The human message inside an error body (OpenAI, Ollama and plain-text shapes)."""
-    try:
-        data = json.loads(text)
-    except ValueError:
-        return text.strip()[:300]
-    if isinstance(data, dict):
-        error = data.get("error", data)
-        if isinstance(error, dict):
-            message = error.get("message") or error.get("detail") or ""
-            return str(message)[:300] if message else json.dumps(error)[:300]
-        if error:
-            return str(error)[:300]
-        for key in ("message", "detail"):
-            if data.get(key):
-                return str(data[key])[:300]
-    return text.strip()[:300]
-
-
-class _ToolCallBuilder:
-    """Assembles tool calls from streamed deltas, keyed by their ``index``."""
-
-    def __init__(self) -> None:
-        self.calls: dict[int, dict[str, Any]] = {}
-
-    def add(self, deltas: list[Any]) -> None:
-        for position, delta in enumerate(deltas):
-            if not isinstance(delta, dict):
-                raise ValueError(f"tool call delta is not an object: {delta!r}")
-            index = delta.get("index")
-            if not isinstance(index, int):
-                # Some servers omit the index: a new id starts a new call, otherwise continue the last.
-                if delta.get("id") and all(c["id"] != delta["id"] for c in self.calls.values()):
-                    index = len(self.calls) + position
-                else:
-                    index = max(self.calls, default=0)
-            call = self.calls.setdefault(index, {"id": "", "name": "", "arguments": []})
-            if delta.get("id"):
-                call["id"] = str(delta["id"])
-            function = delta.get("function") or {}
-            name = function.get("name")
-            if name and name != call["name"]:
-                call["name"] += storable(name)
-            arguments = function.get("arguments")
-            if isinstance(arguments, dict):
-                arguments = json.dumps(arguments)
-            if arguments:
-                call["arguments"].append(storable(arguments))
-
-    def build(self) -> list[ToolCallRequest]:
-        return [
-            ToolCallRequest(
-                id=call["id"] or f"call_{uuid.uuid4().hex[:16]}",
-                name=call["name"],
-                arguments="".join(call["arguments"]),
-            )
-            for _, call in sorted(self.calls.items())
-        ]
-
-
-async def _lines(response: aiohttp.ClientResponse) -> AsyncGenerator[str]:
-    """The body's lines, split at CRLF, LF or CR (a CR ending one chunk may pair with the next LF)."""
-    decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
-    pending = ""
-    async for chunk in response.content.iter_any():
-        text = pending + decoder.decode(chunk)
-        held = text.endswith("\r")
-        lines = _LINE_BREAK.split(text[:-1] if held else text)
-        pending = lines.pop() + ("\r" if held else "")
-        if len(pending) > MAX_LINE_CHARS:
-            raise ValueError(f"a line longer than {MAX_LINE_CHARS} characters")
-        for line in lines:
-            yield line
-    pending += decoder.decode(b"", final=True)
-    for line in _LINE_BREAK.split(pending):
-        if line:
-            yield line
-
-
-async def _parse_stream(
-    response: aiohttp.ClientResponse,
-    llm: LLMSettings,
-    first_token: Callable[[], None] | None = None,
-    *,
-    native: bool = False,
-) -> AsyncIterator[TextDelta | ReasoningDelta | Completion]:
-    """Read server-sent events until ``[DONE]``; yield text, thinking and, last, the completion.
-
-    ``first_token()`` is called once, at the first piece of text, thinking or a tool call.
-    ``native``: Ollama's NDJSON instead (:func:`boocode.chat.llm.ollama.events`).
-    """
-    if native:
-        async for event in _native_stream(response, llm, first_token):
-            yield event
-        return
-    text: list[str] = []
-    reasoning: list[str] = []
-    splitter = ThinkSplitter()
-    tools = _ToolCallBuilder()
-    finish_reason: str | None = None
-    usage: tuple[int, int] | None = None
-    model = ""
-    done = False
-    lines = _lines(response)
-    try:
-        async for line in lines:
-            # After [DONE] the body is read to its end (not abandoned) so the connection is reused.
-            if done or not line.startswith("data:"):
-                continue  # also blank separators, comments (": keep-alive"), event:/id: fields
-            data = line[5:].strip()
-            if data == "[DONE]":
-                done = True
-                continue
-            if not data:
-                continue
-            try:
-                chunk = json.loads(data)
-                if not isinstance(chunk, dict):
-                    raise ValueError("not an object")
-                if chunk.get("error"):
-                    raise LLMError(
-                        f"The model server reported an error mid-stream: {_error_detail(data)}", kind="server"
-                    )
-                if chunk.get("usage") is not None:
-                    usage = _usage(chunk["usage"]) or usage
-                if not model and isinstance(chunk.get("model"), str):
-                    model = storable(chunk["model"][:200])
-                for choice in chunk.get("choices") or []:
-                    delta = choice.get("delta") or {}
-                    content = delta.get("content")
-                    # One of the two, not both: some servers send the same thinking under each name.
-                    thought = delta.get("reasoning_content") or delta.get("reasoning")
-                    if first_token is not None and (content or thought or delta.get("tool_calls")):
-                        first_token()
-                        first_token = None
-                    if thought:
-                        if not isinstance(thought, str):
-                            raise ValueError("reasoning is not a string")
-                        thought = storable(thought)
-                        reasoning.append(thought)
-                        yield ReasoningDelta(thought)
-                    if content:
-                        if not isinstance(content, str):
-                            raise ValueError("content is not a string")
-                        content = storable(content)  # a "\ud800" escape cannot be encoded anywhere
-                        for event in split_thinking(splitter.feed(content), text, reasoning):
-                            yield event
-                    if delta.get("tool_calls"):
-                        tools.add(delta["tool_calls"])
-                    if choice.get("finish_reason"):
-                        finish_reason = str(choice["finish_reason"])
-            except (ValueError, TypeError, AttributeError, RecursionError) as exc:  # hostile JSON too
-                raise LLMError(
-                    f"The model server sent a malformed stream ({exc}): {data[:200]!r}", kind="malformed"
-                ) from None
-    except (ValueError, aiohttp.ClientError) as exc:
-        raise _stream_failure(exc, llm) from None
-    finally:
-        await lines.aclose()
-    if not done and finish_reason is None:
-        raise LLMError("The model server's stream ended before the answer was complete.", kind="disconnected")
-    for event in split_thinking(splitter.finish(), text, reasoning):
-        yield event
-    yield Completion(
-        text="".join(text),
-        tool_calls=tools.build(),
-        finish_reason=finish_reason,
-        usage=usage,
-        model=model,
-        reasoning="".join(reasoning),
-    )
-
-
-def _stream_failure(exc: ValueError | aiohttp.ClientError, llm: LLMSettings) -> LLMError:
-    """A stream that broke, as the person reads it: a line with no end in sight (``_lines``'s
-    ValueError), the model's silence past ``BOOCODE_LLM_TIMEOUT``, or the connection lost."""
-    if isinstance(exc, ValueError):
-        return LLMError(f"The model server sent a malformed stream ({exc}).", kind="malformed")
-    if isinstance(exc, aiohttp.ServerTimeoutError):
-        return LLMError(
-            f"The model stopped sending for {llm.timeout:g} s (BOOCODE_LLM_TIMEOUT).", kind="timeout"
-        )
-    return LLMError(
-        "The connection to the model server closed in the middle of the answer.", kind="disconnected"
-    )
-
-
-async def _native_stream(
-    response: aiohttp.ClientResponse, llm: LLMSettings, first_token: Callable[[], None] | None
-) -> AsyncIterator[TextDelta | ReasoningDelta | Completion]:
-    """Ollama's ``/api/chat`` stream, its failures told as the OpenAI route tells them."""
-    lines = _lines(response)
-    try:
-        async with contextlib.aclosing(ollama.events(lines, first_token)) as events:
-            async for event in events:
-                yield event
-    except (ValueError, aiohttp.ClientError) as exc:
-        raise _stream_failure(exc, llm) from None
-    finally:
-        await lines.aclose()
-
-
-def _usage(value: Any) -> tuple[int, int] | None:
-    """``(prompt tokens, completion tokens)`` from a ``usage`` object, or ``None`` if it has neither."""
-    if not isinstance(value, dict):
-        return None
-    counts = []
-    for key in ("prompt_tokens", "completion_tokens"):
-        number = value.get(key)
-        valid = isinstance(number, int) and not isinstance(number, bool) and number >= 0
-        counts.append(min(number, MAX_TOKENS_STORED) if valid else None)
-    if counts[0] is None and counts[1] is None:
-        return None
-    return counts[0] or 0, counts[1] or 0
-
-
-# --- the model list and the health check ----------------------------------------------------
 _models_cache: dict[tuple[str, str], tuple[float, list[str], str]] = {}
 
 

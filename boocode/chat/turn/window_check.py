@@ -29,7 +29,7 @@ from agents.roster import list_agents, refresh_agents_if_changed
 from boocode.chat.llm import windows
 from boocode.chat.llm.model_windows import server_window
 from boocode.chat.llm.types import LLMSettings
-from boocode.chat.turn.loop import fixed_tokens
+from boocode.chat.turn.context import fixed_tokens
 
 __all__ = ["WINDOW_QUERY_SECONDS", "agent_window_problems", "warn_small_windows"]
 

@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from boocode.chat.llm import client as llm_client
+from boocode.chat.llm import streams
 from boocode.chat.llm.client import Completion, LLMError, LLMSettings, TextDelta, stream_chat
 from tests.support.llm import Bytes, Call, Drop, Error, Raw, ScriptedLLM, Stall, Text, ToolCalls
 from tests.support.processes import free_port
@@ -217,7 +218,7 @@ async def test_lines_split_anywhere_with_any_line_ending(server: ScriptedLLM) ->
 async def test_a_line_that_never_ends_is_a_malformed_stream(
     server: ScriptedLLM, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(llm_client, "MAX_LINE_CHARS", 1000)  # the real limit is 16 MiB
+    monkeypatch.setattr(streams, "MAX_LINE_CHARS", 1000)  # the real limit is 16 MiB
     server.script(Bytes([b"data: " + b"x" * 600, b"y" * 600]))
     with pytest.raises(LLMError) as caught:
         await collect(settings_for(server))
