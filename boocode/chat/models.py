@@ -11,6 +11,8 @@ page, the history frame, the exports and everything sent to the model.
 
 from __future__ import annotations
 
+from typing import cast
+
 from django.conf import settings
 from django.db import models
 from django.utils import timezone
@@ -222,9 +224,11 @@ class ToolApproval(models.Model):
         PENDING = "pending"
         APPROVED = "approved"
         DENIED = "denied"
-        ALLOWED = "allowed", "allowed for the conversation"
-        EXPIRED = "expired", "expired (denied)"
-        STOPPED = "stopped", "stopped with the turn"
+        # A member given a label is a (value, label) pair in the class body, a str once Django's
+        # enum has made it: cast says the latter to the type checker, which knows no Django.
+        ALLOWED = cast(str, ("allowed", "allowed for the conversation"))
+        EXPIRED = cast(str, ("expired", "expired (denied)"))
+        STOPPED = cast(str, ("stopped", "stopped with the turn"))
 
     conversation = models.ForeignKey(Conversation, on_delete=models.CASCADE, related_name="approvals")
     tool_call = models.ForeignKey(
@@ -271,7 +275,7 @@ class ToolCallAudit(models.Model):
     class Outcome(models.TextChoices):
         OK = "ok"
         ERROR = "error"
-        REFUSED = "refused", "refused (not run)"
+        REFUSED = cast(str, ("refused", "refused (not run)"))  # a str, as Decision's labelled members
         CANCELLED = "cancelled"
 
     created_at = models.DateTimeField(default=timezone.now, db_index=True, help_text="When the call began.")

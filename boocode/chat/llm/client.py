@@ -46,7 +46,7 @@ import logging
 import random
 import re
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncGenerator, Callable
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -128,7 +128,7 @@ async def stream_chat(
     temperature: float | None = None,
     top_p: float | None = None,
     num_ctx: int | None = None,
-) -> AsyncIterator[TextDelta | ReasoningDelta | Completion]:
+) -> AsyncGenerator[TextDelta | ReasoningDelta | Completion]:
     """Stream one Chat Completions call: text and thinking deltas, then one ``Completion``.
 
     When the server is Ollama (:func:`boocode.chat.llm.server.is_ollama`) the call goes to its
@@ -203,7 +203,7 @@ async def _stream_chat(
     top_p: float | None,
     num_ctx: int | None,
     first_token: Callable[[], None],
-) -> AsyncIterator[TextDelta | ReasoningDelta | Completion]:
+) -> AsyncGenerator[TextDelta | ReasoningDelta | Completion]:
     """:func:`stream_chat`'s request, its retries and its stream (``first_token()`` at the first token)."""
     if not llm.configured:
         raise LLMError(

@@ -17,7 +17,7 @@ import contextlib
 import json
 import re
 import uuid
-from collections.abc import AsyncGenerator, AsyncIterator, Callable
+from collections.abc import AsyncGenerator, Callable
 from typing import Any
 
 import aiohttp
@@ -124,7 +124,7 @@ async def parse_stream(
     first_token: Callable[[], None] | None = None,
     *,
     native: bool = False,
-) -> AsyncIterator[TextDelta | ReasoningDelta | Completion]:
+) -> AsyncGenerator[TextDelta | ReasoningDelta | Completion]:
     """Read server-sent events until ``[DONE]``; yield text, thinking and, last, the completion.
 
     ``first_token()`` is called once, at the first piece of text, thinking or a tool call.
@@ -228,7 +228,7 @@ def _stream_failure(exc: ValueError | aiohttp.ClientError, llm: LLMSettings) -> 
 
 async def _native_stream(
     response: aiohttp.ClientResponse, llm: LLMSettings, first_token: Callable[[], None] | None
-) -> AsyncIterator[TextDelta | ReasoningDelta | Completion]:
+) -> AsyncGenerator[TextDelta | ReasoningDelta | Completion]:
     """Ollama's ``/api/chat`` stream, its failures told as the OpenAI route tells them."""
     lines = _lines(response)
     try:
@@ -245,11 +245,13 @@ def _usage(value: Any) -> tuple[int, int] | None:
     """``(prompt tokens, completion tokens)`` from a ``usage`` object, or ``None`` if it has neither."""
     if not isinstance(value, dict):
         return None
-    counts = []
+    counts: list[int | None] = []
     for key in ("prompt_tokens", "completion_tokens"):
         number = value.get(key)
-        valid = isinstance(number, int) and not isinstance(number, bool) and number >= 0
-        counts.append(min(number, MAX_TOKENS_STORED) if valid else None)
+        if isinstance(number, int) and not isinstance(number, bool) and number >= 0:
+            counts.append(min(number, MAX_TOKENS_STORED))
+        else:
+            counts.append(None)
     if counts[0] is None and counts[1] is None:
         return None
     return counts[0] or 0, counts[1] or 0

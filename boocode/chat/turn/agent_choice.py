@@ -128,9 +128,9 @@ def resolve_agent(name: str, user_id: int | None) -> Agent:
     management command).
     """
     if not name:
-        agent = default_agent()
-        if may_pick(agent, user_id):
-            return agent
+        default = default_agent()
+        if may_pick(default, user_id):
+            return default
         mine = agents_for(user_id)
         if not mine:
             raise AgentUnavailable(

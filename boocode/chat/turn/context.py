@@ -161,6 +161,8 @@ def turn_context(
     window = window or windows.configured_window(agent, model)
     allowed = agent_tools(agent, user_id=user_id)
     deferred = None
+    tools: list[Tool]
+    definitions: list[dict[str, Any]]
     if search_on(agent.tool_search, allowed, tools_limit(window)):
         deferred = DeferredTools(
             allowed,

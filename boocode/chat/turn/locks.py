@@ -136,7 +136,7 @@ class SharedTurns:
         self._channel: str | None = None
         self._channel_ready: asyncio.Lock | None = None
         self._held: dict[int, tuple[str, str]] = {}  # conversation -> (lock value, turn id)
-        self._on_lost: Callable[[int], None] | None = None
+        self._on_lost: Callable[[int], object] | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self._replies: dict[str, asyncio.Future[dict[str, Any]]] = {}  # request id -> its answer
         self._acquire = self._client.register_script(_ACQUIRE)
@@ -150,7 +150,7 @@ class SharedTurns:
     def _open_key(self, conversation_id: int) -> str:
         return f"{self._prefix}:turn-open:{conversation_id}"
 
-    def on_lost(self, callback: Callable[[int], None]) -> None:
+    def on_lost(self, callback: Callable[[int], object]) -> None:
         """Call ``callback(conversation_id)`` when a held lock turns out to be gone."""
         self._on_lost = callback
 

@@ -515,8 +515,8 @@ class Turn:
         else:
             self.storing = asyncio.ensure_future(self._store_message(answer=configured))
         # The first turn may wait here while the MCP servers start; the echo goes out meanwhile.
-        for refused in await prepare_hub(self.request.user_id):
-            await self._notice(refused)
+        for refusal in await prepare_hub(self.request.user_id):
+            await self._notice(refusal)
         # AGENTS.md skills: (boocode.chat.turn.agent_skills) go after the system prompt, read each turn.
         before = len(history)
         skills_notice = await start_with_skills(agent, history, self.request.user_id)

@@ -202,6 +202,7 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
         except BadAttachments as exc:
             await self._error("bad_attachments", str(exc))
             return
+        assert self.user_id is not None  # a socket is connected only for a person
         admission = Admission(partial(sessions.session_is_current, self.session_key, self.user_id))
         request = TurnRequest(
             self.conversation_id, text, user_id=self.user_id, attachments=attached, admission=admission
