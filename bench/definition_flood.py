@@ -113,7 +113,7 @@ async def phase(name: str, turns: int, flood: Any, user_id: int) -> None:
     from channels.db import database_sync_to_async
 
     from boocode.chat.models import Conversation
-    from boocode.chat.turn import TurnRequest, run_turn
+    from boocode.chat.turn.loop import TurnRequest, run_turn
     from tests.support.loop_lag import LoopLag
 
     async def emit(event: dict[str, Any]) -> None:
@@ -160,7 +160,7 @@ async def main(opts: argparse.Namespace) -> None:
     from django.contrib.auth import get_user_model
     from django.core.management import call_command
 
-    from boocode.chat import llm as llm_client
+    from boocode.chat.llm import client as llm_client
     from mcpclient import runtime
     from mcpclient.engine.hub import Hub
 

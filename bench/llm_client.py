@@ -1,4 +1,5 @@
-"""The model client's transport: aiohttp (what boocode/chat/llm.py uses) against httpx2 (the MCP SDK's).
+"""The model client's transport: aiohttp (what boocode/chat/llm/client.py uses) against httpx2
+(the MCP SDK's).
 
 Both stream the same Chat Completions answer (12 SSE chunks after 20 ms) from the scripted
 OpenAI-compatible server, run in a process of its own, through one shared client with

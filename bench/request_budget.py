@@ -129,10 +129,10 @@ def main() -> None:
 
     from django.core.management import call_command
 
-    from boocode.chat import model_history
-    from boocode.chat.llm import build_request
-    from boocode.chat.request_budget import Calibration, Counter, fit, result_limit
-    from boocode.chat.windows import Window
+    from boocode.chat.llm.client import build_request
+    from boocode.chat.llm.request_budget import Calibration, Counter, fit, result_limit
+    from boocode.chat.llm.windows import Window
+    from boocode.chat.turn import history as model_history
 
     call_command("migrate", verbosity=0)
     conversation = fill(args.messages, args.results, args.result_chars)
@@ -150,7 +150,7 @@ def main() -> None:
         for n in range(14)
     ]
 
-    read_chars = result_limit(window) * 5  # as the turn reads (turn._read_for_model)
+    read_chars = result_limit(window) * 5  # as the turn reads (boocode.chat.turn.context.read_for_model)
     history = model_history.llm_history(conversation, prompt, result_chars=read_chars)
     fitted = fit(history, tools, window, Calibration(), Counter())
     characters = sum(len(str(m["content"] or "")) for m in history)

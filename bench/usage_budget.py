@@ -139,8 +139,9 @@ def main() -> None:
     from django.db.models import Count, F, Sum
     from django.db.models.functions import TruncDate
 
-    from boocode.chat import budgets, conversations, daily_usage
+    from boocode.chat.ledger import budgets, daily_usage
     from boocode.chat.models import DailyUsage, Message
+    from boocode.chat.turn import conversations
 
     call_command("migrate", verbosity=0)
     started = time.perf_counter()

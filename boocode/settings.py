@@ -212,7 +212,7 @@ if _redis_url:
         "CONFIG": {
             "signing_key": layer_key(SECRET_KEY),
             # A pooled connection broken by a Redis restart is opened again and the command sent
-            # once more (as boocode.chat.locks._reconnect_once does for the turn locks).
+            # once more (as boocode.chat.turn.locks._reconnect_once does for the turn locks).
             "hosts": [
                 {
                     "address": _redis_url,
@@ -548,7 +548,7 @@ if 0 < LLM_CHECK_INTERVAL < 5:
 # memory the model server gives a conversation grows with it (docs/models.md).
 OLLAMA_MAX_CTX = env_int("BOOCODE_OLLAMA_MAX_CTX", 32768, minimum=2048, maximum=2_097_152)
 # The model's context window in tokens when its server does not say (docs/models.md): an agent's
-# ``context:`` comes first, then this, then DEFAULT_CONTEXT_TOKENS (boocode.chat.windows). 0: unset.
+# ``context:`` comes first, then this, then DEFAULT_CONTEXT_TOKENS (boocode.chat.llm.windows). 0: unset.
 LLM_CONTEXT_TOKENS = env_int("BOOCODE_LLM_CONTEXT_TOKENS", 0, minimum=0, maximum=100_000_000)
 if 0 < LLM_CONTEXT_TOKENS < 1024:
     raise ImproperlyConfigured(

@@ -15,7 +15,7 @@ import pytest
 from channels.layers import channel_layers
 
 from agents.roster import reset_sync_state
-from boocode.chat import llm as llm_client
+from boocode.chat.llm import client as llm_client
 from mcpclient.config.model import ServerConfig
 from mcpclient.engine.hub import Hub
 from mcpclient.runtime import set_hub

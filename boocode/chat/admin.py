@@ -3,15 +3,15 @@
 Superseded messages (replaced by a regenerated answer or an edit) are listed with the others,
 with the time they were replaced: nothing a user replaces is lost.
 
-The audit log of tool calls (:mod:`boocode.chat.audit`) is append-only here as well, with
+The audit log of tool calls (:mod:`boocode.chat.ledger.audit`) is append-only here as well, with
 filters and CSV / JSON export of the selected rows ("select all" takes every filtered row).
 
 Tool approvals are an audit trail: staff see every decision (who, when, which tool and
 arguments, whether it was remembered for the conversation), filterable, and nobody can add,
 change or delete one here.
 
-Usage per person and day (:mod:`boocode.chat.daily_usage`) is read-only, filtered by person and
-by a range of days, and exported as CSV; daily token budgets (:mod:`boocode.chat.budgets`) of a
+Usage per person and day (:mod:`boocode.chat.ledger.daily_usage`) is read-only, filtered by person and
+by a range of days, and exported as CSV; daily token budgets (:mod:`boocode.chat.ledger.budgets`) of a
 person or a group are set here.
 
 Agents are read-only too (AGENTS.md is their source): each shows its patterns as written, the
@@ -41,7 +41,8 @@ from django.utils.html import format_html, format_html_join
 from agents import roster
 from agents.models import Agent
 from agents.policy import unmatched_patterns
-from boocode.chat import audit, daily_usage
+from boocode.chat.ledger import audit, daily_usage
+from boocode.chat.llm.windows import configured_window, window_problem
 from boocode.chat.models import (
     Conversation,
     DailyUsage,
@@ -51,8 +52,7 @@ from boocode.chat.models import (
     ToolCall,
     ToolCallAudit,
 )
-from boocode.chat.turn import fixed_tokens
-from boocode.chat.windows import configured_window, window_problem
+from boocode.chat.turn.context import fixed_tokens
 from boocode.tools.agent_rules import agent_tools
 from boocode.tools.registry import available_tools
 from boocode.tools.tool import Tool

@@ -13,7 +13,7 @@ class ChatConfig(AppConfig):
         # (Imported here: models load once the app registry is ready.)
         from channels.db import database_sync_to_async
 
-        from boocode.chat.approval_requests import approval_holds
+        from boocode.chat.calls.approvals import approval_holds
         from mcpclient.core.approval import check_approvals_with
 
         check = database_sync_to_async(approval_holds, thread_sensitive=False)
@@ -31,7 +31,7 @@ class ChatConfig(AppConfig):
 
         # Once the MCP servers' tools are known, an agent whose model's window cannot hold them
         # (and the system prompt) is named in the log with what to change.
-        from boocode.chat.window_check import warn_small_windows
+        from boocode.chat.turn.window_check import warn_small_windows
         from mcpclient.runtime import on_hub_started
 
         on_hub_started(warn_small_windows)

@@ -11,6 +11,8 @@ page, the history frame, the exports and everything sent to the model.
 
 from __future__ import annotations
 
+from typing import cast
+
 from django.conf import settings
 from django.db import models
 from django.utils import timezone
@@ -222,9 +224,11 @@ class ToolApproval(models.Model):
         PENDING = "pending"
         APPROVED = "approved"
         DENIED = "denied"
-        ALLOWED = "allowed", "allowed for the conversation"
-        EXPIRED = "expired", "expired (denied)"
-        STOPPED = "stopped", "stopped with the turn"
+        # A member given a label is a (value, label) pair in the class body, a str once Django's
+        # enum has made it: cast says the latter to the type checker, which knows no Django.
+        ALLOWED = cast(str, ("allowed", "allowed for the conversation"))
+        EXPIRED = cast(str, ("expired", "expired (denied)"))
+        STOPPED = cast(str, ("stopped", "stopped with the turn"))
 
     conversation = models.ForeignKey(Conversation, on_delete=models.CASCADE, related_name="approvals")
     tool_call = models.ForeignKey(
@@ -257,10 +261,10 @@ class ToolApproval(models.Model):
 class ToolCallAudit(models.Model):
     """One tool call, kept for audit: append-only (the admin neither changes nor deletes rows).
 
-    Written by every process that runs calls (:mod:`boocode.chat.audit`), whichever way the
+    Written by every process that runs calls (:mod:`boocode.chat.ledger.audit`), whichever way the
     call came: the model, the tool console or a view (MCP Apps). No foreign key to the
     conversation: the row outlives it. Arguments are kept with secrets masked, cut at
-    ``boocode.chat.audit.MAX_ARGUMENTS`` characters; results only by size.
+    ``boocode.chat.ledger.audit.MAX_ARGUMENTS`` characters; results only by size.
     """
 
     class Origin(models.TextChoices):
@@ -271,7 +275,7 @@ class ToolCallAudit(models.Model):
     class Outcome(models.TextChoices):
         OK = "ok"
         ERROR = "error"
-        REFUSED = "refused", "refused (not run)"
+        REFUSED = cast(str, ("refused", "refused (not run)"))  # a str, as Decision's labelled members
         CANCELLED = "cancelled"
 
     created_at = models.DateTimeField(default=timezone.now, db_index=True, help_text="When the call began.")
@@ -310,7 +314,7 @@ class ToolCallAudit(models.Model):
 class DailyUsage(models.Model):
     """What one person spent on one day (UTC): tokens, model answers and tool calls.
 
-    One row per (user, day), added to where the spending is stored (:mod:`boocode.chat.daily_usage`,
+    One row per (user, day), added to where the spending is stored (:mod:`boocode.chat.ledger.daily_usage`,
     ``F()`` increments), so the budget check reads one row and the admin lists one row per person
     and day. Kept when a conversation is deleted or the audit log is pruned: it is what was spent.
     """
@@ -330,7 +334,7 @@ class DailyUsage(models.Model):
         default=0, help_text="Tool calls run (the model's, /call, a view's); refused calls are not counted."
     )
     # Model requests in flight hold their estimated tokens here until their usage is counted
-    # (boocode.chat.budgets): the budget check before each request counts them. A hold that
+    # (boocode.chat.ledger.budgets): the budget check before each request counts them. A hold that
     # nobody released (a process that died mid-request) no longer counts after reserved_until.
     reserved_tokens = models.PositiveBigIntegerField(
         db_default=0, help_text="Tokens held by model requests in flight (their estimate)."
@@ -355,7 +359,10 @@ class DailyUsage(models.Model):
 
 
 class TokenBudget(models.Model):
-    """A daily token budget of one person or one group (which one applies: :mod:`boocode.chat.budgets`)."""
+    """A daily token budget of one person or one group.
+
+    Which one applies: :mod:`boocode.chat.ledger.budgets`.
+    """
 
     user = models.ForeignKey(
         settings.AUTH_USER_MODEL,

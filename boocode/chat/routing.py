@@ -2,7 +2,7 @@
 
 from django.urls import path
 
-from boocode.chat.consumers import ChatConsumer
+from boocode.chat.web.consumers import ChatConsumer
 
 websocket_urlpatterns = [
     path("ws/conversations/<int:conversation_id>/", ChatConsumer.as_asgi()),

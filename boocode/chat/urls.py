@@ -2,7 +2,7 @@
 
 from django.urls import path
 
-from boocode.chat import app_views, prompt_views, resource_views, server_views, skill_views, views
+from boocode.chat.web import app_views, prompt_views, resource_views, server_views, skill_views, views
 
 app_name = "chat"
 urlpatterns = [

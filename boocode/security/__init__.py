@@ -3,4 +3,6 @@ throttling, headers, single sign-on with OpenID Connect (``oidc``, ``sso_account
 
 A small Django app (``boocode.security``) so its signal receivers are connected in every
 process, the web server and management commands alike (see :mod:`boocode.security.apps`).
+May import: ``mcpclient`` (the people's groups, the secret store) and Django; never the chat or
+the tools (the product's layers contract).
 """

@@ -10,7 +10,7 @@ logout, a password change or a deactivation. So:
   the group gets ``session.check``: every socket of the user re-checks its session;
 - before handling an incoming frame, and every ``SESSION_CHECK_INTERVAL`` seconds (expiry with
   no frames), the socket re-checks (:func:`session_is_current`); a ``user_message``'s check runs
-  in its turn's first database read (``boocode.chat.turn.Admission``), before the turn has any
+  in its turn's first database read (``boocode.chat.turn.loop.Admission``), before the turn has any
   effect.
 
 A socket whose session is gone, expired, no longer matches the user's password (Django's

@@ -7,7 +7,7 @@ server's entry vouches for it (``readOnly``); ``writeTools: "approve"`` offers t
 :func:`boocode.tools.execution.execute_tool` calls :func:`check_approval` after the arguments
 were validated and before the tool runs, so the tool's time limit does not run while the
 person decides. Whoever runs the call puts a gate in the context with :func:`approving` (the
-chat turn: :func:`boocode.chat.approval_requests.gate_for`); without one, the call is refused:
+chat turn: :func:`boocode.chat.calls.approvals.gate_for`); without one, the call is refused:
 nothing that needs approval ever runs unapproved. A gate sees the tool as a :class:`GatedTool`.
 """
 

@@ -556,7 +556,7 @@ def page_text(
     :data:`PAGE_MAX_MATCHES`) as ``line:offset: text``, each line at most
     ``GREP_MAX_LINE_CHARS`` characters; the output is bounded either way.
 
-    ``read_result`` (:mod:`boocode.chat.result_pages`) serves stored tool results through it.
+    ``read_result`` (:mod:`boocode.chat.llm.result_pages`) serves stored tool results through it.
     """
     deadline = deadline or Deadline.from_settings()
     if pattern is not None:

@@ -7,7 +7,7 @@ symbols, and the bytes of non-ASCII characters), each at the tokens per byte tha
 tokenizers give it, fitted on tool outputs (JSON, logs, code) and prose: see docs/models.md for
 the fit and its error. Counting is a few passes of ``bytes.translate`` in C (about 1 ms per MB);
 the chat multiplies it by what the server's own ``usage.prompt_tokens`` says
-(:mod:`boocode.chat.request_budget`).
+(:mod:`boocode.chat.llm.request_budget`).
 """
 
 from __future__ import annotations

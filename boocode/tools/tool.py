@@ -50,7 +50,7 @@ class Tool:
     rule_reason: str = ""
     # The agent's ``approve: allow`` pattern that vouches for a tool whose only reason to ask is
     # that it does not declare ``readOnlyHint: true`` ("" for none): its calls are allowed, on the
-    # record, without a card (boocode.chat.approval_requests).
+    # record, without a card (boocode.chat.calls.approvals).
     allowed_by: str = ""
 
     async def execute(self, arguments: dict[str, Any]) -> ToolResult:

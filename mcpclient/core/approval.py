@@ -19,7 +19,7 @@ everything else asks. An mcp.json entry decides with three BooCode keys (docs/co
 
 The hub applies this at discovery (:func:`mcpclient.core.state.discover_tool`); the admin's tool pages
 use :func:`stored_approval_reason` to say the same thing about stored tools. Nothing here asks
-anybody: the chat turn does (:mod:`boocode.chat.approval_requests`).
+anybody: the chat turn does (:mod:`boocode.chat.calls.approvals`).
 
 Where the call runs in another process (the hub worker), approval is enforced there too: the
 caller names the approval it got (:func:`grant`, carried by ``hub.call``), and the worker runs a

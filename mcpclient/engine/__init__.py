@@ -5,6 +5,7 @@ Owns: the protocol revision (``protocol``), transports, healing, the OAuth provi
 tools (``hub``), the lists kept fresh on each session (``catalog``: tools, prompts, resources,
 skills), elicitation, progress and server logs. The hub knows nothing of Django's models: listeners
 receive snapshots, and the settings it needs are handed to it (``mcpclient.runtime.new_hub``).
+The chat reaches it through one door, ``api`` (a contract says so).
 May import: ``mcpclient.core``, ``mcpclient.telemetry``, ``mcpclient.config``,
 ``mcpclient.secrets``. Logs under ``mcpclient.hub``.
 """

@@ -161,7 +161,7 @@ def _tools_changed_listener(snapshot: ServerSnapshot) -> None:
 
 
 # Called once this process's own hub has started its servers (Daphne's, or the hub worker's):
-# the chat weighs its agents' models' windows against their tools then (boocode.chat.window_check).
+# the chat weighs its agents' models' windows against their tools then (boocode.chat.turn.window_check).
 _hub_started: list[Callable[[], Awaitable[object]]] = []
 _start_hooks: set[asyncio.Future[object]] = set()  # running, kept until they end
 

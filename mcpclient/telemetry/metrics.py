@@ -4,7 +4,7 @@ One registry per process (``prometheus_client``'s default, with its ``process_*`
 ``python_*`` figures): every Daphne process and the hub worker report their own figures, each
 scraped on its own (docs/operations.md). The metrics here belong to whichever process holds the
 hub (each web process with ``BOOCODE_HUB=inprocess``, the hub worker otherwise); the chat's
-own metrics register in the same registry (``boocode.chat.metrics``).
+own metrics register in the same registry (``boocode.chat.ledger.metrics``).
 
 Costs. A call adds one counter increment and at most one histogram observation (a lock and a
 few additions); nothing is counted per streamed token. The servers' states are read from the

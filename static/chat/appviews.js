@@ -15,7 +15,7 @@
 //
 // What a view asks of its server (`tools/call`, `resources/read`) and its model context
 // (`ui/update-model-context`) go over the conversation's socket as `view_request` frames
-// (boocode/chat/view_requests.py checks and bounds them); a message it wants to add to the
+// (boocode/chat/web/view_requests.py checks and bounds them); a message it wants to add to the
 // conversation (`ui/message`) is shown and sent only when the person clicks Send. Fullscreen
 // (`ui/request-display-mode`) is only asked of the person: the card says which server asks, and
 // the view fills the window when the person clicks Allow, below BooCode's own bar that names the

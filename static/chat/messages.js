@@ -23,7 +23,7 @@
 // person scrolls up to them (or presses "Show earlier messages").
 //
 // Safety: the only HTML inserted is a message's "html" field, rendered from Markdown and
-// sanitized by the server (boocode/chat/rendering.py). Everything else goes in as text.
+// sanitized by the server (boocode/chat/wire/rendering.py). Everything else goes in as text.
 
 import { copyButton, el, formatCount, getJSON, iconButton, markScrollable } from "./dom.js";
 import { showAttachments } from "./resources.js";

@@ -11,7 +11,7 @@
 // SKILL.md, verified, through GET /api/skills/read/.
 //
 // Safety: everything a server sends is untrusted. Names, URIs, text and JSON go in as text; the
-// only HTML inserted is Markdown the server rendered and sanitised (boocode/chat/rendering.py);
+// only HTML inserted is Markdown the server rendered and sanitised (boocode/chat/wire/rendering.py);
 // images only as data: URLs of raster types (never SVG as markup); links open in a new tab with
 // rel="noopener noreferrer".
 

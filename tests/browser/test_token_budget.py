@@ -25,7 +25,7 @@ pytestmark = pytest.mark.browser
 BUDGETED = """
 from django.contrib.auth import get_user_model
 from django.utils import timezone
-from boocode.chat.daily_usage import day_of
+from boocode.chat.ledger.daily_usage import day_of
 from boocode.chat.models import DailyUsage, TokenBudget
 user = get_user_model().objects.create_user({name!r}, password={password!r})
 TokenBudget.objects.create(user=user, tokens_per_day=50000)
@@ -35,7 +35,7 @@ DailyUsage.objects.create(user=user, day=day_of(timezone.now()), prompt_tokens=1
 SPENT = """
 from django.contrib.auth import get_user_model
 from django.utils import timezone
-from boocode.chat.daily_usage import day_of
+from boocode.chat.ledger.daily_usage import day_of
 from boocode.chat.models import DailyUsage, TokenBudget
 user = get_user_model().objects.create_user({name!r}, password={password!r})
 TokenBudget.objects.create(user=user, tokens_per_day=20000)
@@ -136,7 +136,7 @@ def test_a_person_sees_their_budget_use_where_they_see_usage_and_only_with_a_bud
     # Nearly spent: the warning colour, and the phone's summary names it.
     site.db(
         "from django.utils import timezone\n"
-        "from boocode.chat.daily_usage import day_of\n"
+        "from boocode.chat.ledger.daily_usage import day_of\n"
         "from boocode.chat.models import DailyUsage\n"
         f"DailyUsage.objects.filter(user__username={name!r}, day=day_of(timezone.now()))"
         ".update(prompt_tokens=45000, completion_tokens=0)"

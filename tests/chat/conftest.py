@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from boocode.chat import llm as llm_client
-from boocode.chat import status
+from boocode.chat.llm import client as llm_client
+from boocode.chat.llm import status
 from mcpclient.engine import resources
 from mcpclient.engine.hub import Hub
 from mcpclient.runtime import set_hub

@@ -14,7 +14,7 @@ from django.test import AsyncClient, Client
 from django.utils import timezone
 
 from boocode.chat.models import Conversation, Message, Preference, ToolCall
-from boocode.chat.turn import TurnRequest, run_turn
+from boocode.chat.turn.loop import TurnRequest, run_turn
 from mcpclient.engine.hub import Hub
 from mcpclient.runtime import set_hub
 from tests.support.hubs import stop_process_hub

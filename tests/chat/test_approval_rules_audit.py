@@ -23,7 +23,7 @@ from django.urls import reverse
 
 from agents.parser import parse_agents_text
 from agents.policy import approval_rule
-from boocode.chat import audit
+from boocode.chat.ledger import audit
 from boocode.chat.models import ToolApproval, ToolCallAudit
 from mcpclient.core.state import Status
 from mcpclient.engine.hub import Hub

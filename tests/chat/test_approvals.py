@@ -20,9 +20,9 @@ from django.contrib.auth import get_user_model
 from django.test import Client
 from django.urls import reverse
 
-from boocode.chat.approval_requests import approvals
+from boocode.chat.calls.approvals import approvals
 from boocode.chat.models import Conversation, ToolApproval
-from boocode.chat.turn_registry import registry
+from boocode.chat.turn.registry import registry
 from boocode.tools import runners as tool_runners
 from mcpclient.core.state import Status
 from mcpclient.engine.hub import Hub
@@ -440,7 +440,7 @@ async def test_a_tool_that_declares_nothing_waits_for_the_person(
 
 @pytest.mark.django_db
 def test_an_approval_left_pending_by_a_dead_process_is_stopped_at_the_next_turn(django_user_model) -> None:
-    from boocode.chat.conversations import close_interrupted
+    from boocode.chat.turn.conversations import close_interrupted
 
     owner = django_user_model.objects.create_user("restarted", password="x")
     conversation = Conversation.objects.create(owner=owner)

@@ -18,10 +18,10 @@ import pytest
 from asgiref.sync import sync_to_async
 from django.contrib.auth import get_user_model
 
-from boocode.chat.compaction import SUMMARY_PROMPT
-from boocode.chat.llm import context_refusal
+from boocode.chat.llm.client import context_refusal
+from boocode.chat.llm.compaction import SUMMARY_PROMPT
 from boocode.chat.models import ContextSummary, Conversation, Message, ToolCall
-from boocode.chat.turn import TurnRequest, run_turn
+from boocode.chat.turn.loop import TurnRequest, run_turn
 from mcpclient.engine.hub import Hub
 from mcpclient.runtime import set_hub
 from tests.support.hubs import make_config

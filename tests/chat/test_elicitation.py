@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from boocode.chat.questions import forms
+from boocode.chat.calls.questions import forms
 from boocode.tools import runners as tool_runners
 from mcpclient.core.state import Status
 from mcpclient.engine.hub import Hub

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from boocode.chat.questions import forms
+from boocode.chat.calls.questions import forms
 from mcpclient.core.state import Status
 from mcpclient.engine.hub import Hub
 from mcpclient.runtime import set_hub

@@ -489,8 +489,8 @@ def _leave_in_sql(user_id: int) -> None:
 def test_the_turns_read_brings_the_owners_groups_fresh_even_a_change_no_signal_told() -> None:
     # Another process (or a hand-made row) changed the membership: no signal reached this one,
     # and its own read of the person's groups is recent. The turn's one read finds it all the same.
-    from boocode.chat import turn
     from boocode.chat.models import Conversation
+    from boocode.chat.turn import context
     from mcpclient.models import PersonalServer
 
     bob = get_user_model().objects.create_user("bob")
@@ -504,11 +504,11 @@ def test_the_turns_read_brings_the_owners_groups_fresh_even_a_change_no_signal_t
             f"INSERT INTO {memberships._meta.db_table} (user_id, group_id) VALUES (%s, %s)", [bob.pk, eng.pk]
         )
     assert people.load(bob.pk) == frozenset()  # the cache of the last read: still "no group"
-    turn._read_for_model(conversation.pk, "hello")
+    context.read_for_model(conversation.pk, "hello")
     assert people.groups_of(bob.pk) == frozenset({"eng"})
     # No server of his own: nothing to read before his turn; one added: read in the same read.
     assert personal._read[bob.pk][1] == []
     personal._read.pop(bob.pk)
     PersonalServer.objects.create(owner=bob, name="mine", url="https://mcp.example.com/mcp")
-    turn._read_for_model(conversation.pk, "hello again")
+    context.read_for_model(conversation.pk, "hello again")
     assert [config.name for config in personal._read[bob.pk][1]] == ["mine"]

@@ -17,9 +17,9 @@ from typing import Any
 import pytest
 from markdown_it import MarkdownIt
 
-from boocode.chat.live_markdown import HTML_BYTES, RENDER_INTERVAL, LiveHtml
-from boocode.chat.rendering import render_markdown
-from boocode.chat.sizes import utf16_length
+from boocode.chat.wire.live_markdown import HTML_BYTES, RENDER_INTERVAL, LiveHtml
+from boocode.chat.wire.rendering import render_markdown
+from boocode.chat.wire.sizes import utf16_length
 from tests.support.accounts import stored
 from tests.support.llm import ScriptedLLM, Stall
 from tests.support.tabs import Tab, logged_in_tab

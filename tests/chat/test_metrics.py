@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from django.test import AsyncClient, Client
 
-from boocode.chat.turn import TurnRequest, run_turn
+from boocode.chat.turn.loop import TurnRequest, run_turn
 from tests.support.accounts import conversation_of, login, new_conversation
 from tests.support.llm import Call, Error, ScriptedLLM, Text, ToolCalls
 from tests.support.scrape import Figures

@@ -20,7 +20,7 @@ from django.contrib.auth.models import Group
 from django.test import AsyncClient, Client
 from django.urls import reverse
 
-from boocode.chat.status import status_payload
+from boocode.chat.llm.status import status_payload
 from mcpclient.core.egress import OWN_SERVER_REFUSED, EgressAllow
 from mcpclient.engine.hub import Hub
 from mcpclient.models import McpServer, PersonalServer, StoredSecret

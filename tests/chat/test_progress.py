@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from boocode.chat import tool_progress as progress
+from boocode.chat.calls import progress
 from mcpclient.core.state import Status
 from mcpclient.engine.hub import Hub
 from mcpclient.runtime import set_hub

@@ -17,10 +17,10 @@ import pytest
 from asgiref.sync import sync_to_async
 from django.test import AsyncClient
 
-from boocode.chat import prompt_insertion as prompting
-from boocode.chat.console import COMMANDS
 from boocode.chat.models import Message
-from boocode.chat.turn_registry import registry
+from boocode.chat.turn import prompt_insertion as prompting
+from boocode.chat.turn.console import COMMANDS
+from boocode.chat.turn.registry import registry
 from mcpclient.engine import prompts
 from mcpclient.engine.hub import Hub
 from mcpclient.runtime import set_hub

@@ -14,11 +14,12 @@ import pytest
 from asgiref.sync import sync_to_async
 from django.contrib.auth import get_user_model
 
-from boocode.chat import exports, titles
-from boocode.chat.llm import Completion, LLMSettings, ReasoningDelta, TextDelta, stream_chat
+from boocode.chat.llm.client import Completion, LLMSettings, ReasoningDelta, TextDelta, stream_chat
 from boocode.chat.models import Conversation, Message
-from boocode.chat.search import search_conversations
-from boocode.chat.turn import TurnRequest, run_turn
+from boocode.chat.turn import titles
+from boocode.chat.turn.loop import TurnRequest, run_turn
+from boocode.chat.web import exports
+from boocode.chat.web.search import search_conversations
 from tests.support.llm import MODEL, Call, Raw, ScriptedLLM, Text, ToolCalls
 
 THOUGHT = "The person greets me; a short greeting back will do."

@@ -75,7 +75,7 @@ async def test_two_tabs_get_every_event_through_redis(redis_layer: None, llm: Sc
 
 async def test_held_turn_locks_are_renewed_in_one_round_trip(redis_layer: None, settings: Any) -> None:
     """200 turns held by one process: each renewal is one script call, and every lock stays."""
-    from boocode.chat.locks import SharedTurns
+    from boocode.chat.turn.locks import SharedTurns
 
     async def ignore(message: dict[str, Any]) -> None:
         return None

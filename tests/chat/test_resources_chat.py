@@ -16,9 +16,9 @@ from asgiref.sync import sync_to_async
 from django.contrib.auth import get_user_model
 from django.test import AsyncClient
 
-from boocode.chat.attachments import MAX_ATTACHMENTS
 from boocode.chat.models import Message
-from boocode.chat.turn import TurnRequest, run_turn
+from boocode.chat.turn.loop import TurnRequest, run_turn
+from boocode.chat.wire.attachments import MAX_ATTACHMENTS
 from mcpclient.engine.hub import Hub
 from tests.support.accounts import conversation_of, new_conversation
 from tests.support.llm import ScriptedLLM, Text

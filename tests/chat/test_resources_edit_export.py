@@ -17,10 +17,10 @@ from asgiref.sync import sync_to_async
 from django.contrib.auth import get_user_model
 from django.test import AsyncClient
 
-from boocode.chat.attachments import model_content, read_attachments
 from boocode.chat.models import Conversation, Message
-from boocode.chat.resource_views import MAX_MARKDOWN_CHARS, viewable
-from boocode.chat.turn import TurnRequest, run_turn
+from boocode.chat.turn.loop import TurnRequest, run_turn
+from boocode.chat.web.resource_views import MAX_MARKDOWN_CHARS, viewable
+from boocode.chat.wire.attachments import model_content, read_attachments
 from mcpclient.core.resources import ResourceContent
 from mcpclient.engine import resources
 from mcpclient.engine.hub import Hub

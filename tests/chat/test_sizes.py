@@ -1,4 +1,4 @@
-"""Frame sizes: every object a frame carries is bounded (boocode/chat/sizes.py), and the last guard.
+"""Frame sizes: every object a frame carries is bounded (boocode/chat/wire/sizes.py), and the last guard.
 
 The live case (Daphne's 1 MiB limit, a 9 MB conversation, a 600,000-character answer) is
 tests/security/test_frame_sizes.py; these are the rules one by one.
@@ -10,9 +10,10 @@ import json
 
 import pytest
 
-from boocode.chat import consumers, sizes
 from boocode.chat.models import Message
-from boocode.chat.sizes import (
+from boocode.chat.web import consumers
+from boocode.chat.wire import sizes
+from boocode.chat.wire.sizes import (
     APPROVAL_PREVIEW_CHARS,
     CALL_INLINE_BYTES,
     DELTA_CHARS,

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import pytest
 
-from boocode.chat import attachments
-from boocode.chat.agent_skills import _target
+from boocode.chat.turn.agent_skills import _target
+from boocode.chat.wire import attachments
 from boocode.tools import skills as skill_tool
 from mcpclient.core.skills import Skill, SkillText
 

@@ -17,9 +17,9 @@ from asgiref.sync import sync_to_async
 from django.contrib.auth import get_user_model
 from django.test import AsyncClient
 
-from boocode.chat import exports
 from boocode.chat.models import Conversation, Message, ToolCall
-from boocode.chat.turn import TurnRequest, run_turn
+from boocode.chat.turn.loop import TurnRequest, run_turn
+from boocode.chat.web import exports
 from mcpclient.engine.hub import Hub
 from mcpclient.runtime import set_hub
 from tests.support.accounts import new_conversation

@@ -15,10 +15,11 @@ import pytest
 from asgiref.sync import sync_to_async
 from django.contrib.auth import get_user_model
 
-from boocode.chat import daily_usage, exports
-from boocode.chat import titles as turns
+from boocode.chat.ledger import daily_usage
+from boocode.chat.llm.windows import Window, answer_tokens
 from boocode.chat.models import Conversation, DailyUsage, Message
-from boocode.chat.windows import Window, answer_tokens
+from boocode.chat.turn import titles as turns
+from boocode.chat.web import exports
 from tests.support.accounts import client_of, conversation_of
 from tests.support.llm import MODEL, Error, ScriptedLLM, Text
 from tests.support.tabs import Tab, finished, logged_in_tab

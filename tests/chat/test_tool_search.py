@@ -22,7 +22,7 @@ from django.core.management.base import CommandError
 from django.test import AsyncClient
 
 from boocode.chat.models import Conversation
-from boocode.chat.turn import TurnRequest, run_turn
+from boocode.chat.turn.loop import TurnRequest, run_turn
 from boocode.tools import embedding, ranking
 from boocode.tools.deferred import SEARCH_TOOL, used_in
 from mcpclient.engine.hub import Hub

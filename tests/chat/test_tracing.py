@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 from django.test import AsyncClient
 
-from boocode.chat.turn import TurnRequest, run_turn
+from boocode.chat.turn.loop import TurnRequest, run_turn
 from mcpclient.core.state import Status
 from mcpclient.engine.hub import Hub
 from mcpclient.runtime import set_hub

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 import redis
 
-from boocode.chat.model_history import INTERRUPTED
+from boocode.chat.turn.history import INTERRUPTED
 from tests.support.live import create_accounts, fresh_database, live_daphne
 from tests.support.llm import Call, ScriptedLLM, Stall, Text, ToolCalls
 from tests.support.processes import PYTHON, ROOT, redis_url, toolbox_entry
@@ -197,7 +197,7 @@ async def test_a_turn_whose_lock_was_lost_ends_saying_so(
 
     Redis lost its keys (a restart without persistence): the lock and the open-turn marker go.
     """
-    from boocode.chat.turn_registry import LOCK_LOST
+    from boocode.chat.turn.registry import LOCK_LOST
 
     port_a, _ = ports
     account = accounts[4]

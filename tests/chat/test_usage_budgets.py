@@ -30,8 +30,9 @@ from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
 
-from boocode.chat import audit, budgets, daily_usage, titles
+from boocode.chat.ledger import audit, budgets, daily_usage
 from boocode.chat.models import Conversation, DailyUsage, Message, TokenBudget, ToolCallAudit
+from boocode.chat.turn import titles
 from tests.support.accounts import conversation_of, login, stored
 from tests.support.llm import Call, Error, ScriptedLLM, Stall, Text, ToolCalls
 from tests.support.tabs import Tab, finished

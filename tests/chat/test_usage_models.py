@@ -14,11 +14,11 @@ import pytest
 from asgiref.sync import sync_to_async
 from django.test import AsyncClient, Client
 
-from boocode.chat import llm as llm_client
-from boocode.chat import status
-from boocode.chat import titles as turns
+from boocode.chat.llm import client as llm_client
+from boocode.chat.llm import status
 from boocode.chat.models import Conversation, Message
-from boocode.chat.titles import TITLE_PROMPT
+from boocode.chat.turn import titles as turns
+from boocode.chat.turn.titles import TITLE_PROMPT
 from tests.support.accounts import client_of, conversation_of, login
 from tests.support.llm import MODELS, Call, Error, ScriptedLLM, Text, ToolCalls
 from tests.support.processes import PYTHON, ROOT

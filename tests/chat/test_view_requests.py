@@ -17,8 +17,9 @@ from asgiref.sync import sync_to_async
 from django.contrib.auth import get_user_model
 from django.test import AsyncClient
 
-from boocode.chat import audit, view_requests
+from boocode.chat.ledger import audit
 from boocode.chat.models import ToolApproval, ToolCall, ToolCallAudit
+from boocode.chat.web import view_requests
 from mcpclient.core.state import Status
 from mcpclient.engine.hub import Hub
 from mcpclient.runtime import set_hub

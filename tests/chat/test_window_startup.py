@@ -52,7 +52,7 @@ def _warnings(log: str) -> dict[str, str]:
     """The start-up window warnings in ``log``, by agent."""
     found = {}
     for line in log.splitlines():
-        if " WARNING boocode.chat.window_check: " in line:
+        if " WARNING boocode.chat.turn.window_check: " in line:
             agent = re.search(r'cannot hold agent "([^"]+)"', line)
             assert agent is not None, line
             found[agent.group(1)] = line

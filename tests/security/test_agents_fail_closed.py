@@ -15,7 +15,7 @@ from django.contrib.auth import get_user_model
 
 from agents.models import Agent
 from boocode.chat.models import Conversation, Message
-from boocode.chat.turn import TurnRequest, run_turn
+from boocode.chat.turn.loop import TurnRequest, run_turn
 from boocode.tools.agent_rules import agent_tools
 from tests.support.llm import ScriptedLLM, Text
 

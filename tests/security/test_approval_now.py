@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from asgiref.sync import sync_to_async
 
-from boocode.chat.approval_requests import allowance, begin_approval
+from boocode.chat.calls.approvals import allowance, begin_approval
 from boocode.chat.models import Conversation
 from boocode.tools.agent_rules import agent_tools
 from boocode.tools.approval_gate import GatedTool, approving

@@ -35,7 +35,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
-from boocode.chat.llm import LLMError, LLMSettings, fetch_models
+from boocode.chat.llm.client import LLMError, LLMSettings, fetch_models
 from mcpclient.core import mcp_apps
 from mcpclient.core.egress import EgressAllow, declared, refusal
 from mcpclient.engine.authorization import ConsentFailed

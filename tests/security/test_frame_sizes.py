@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from boocode.chat.sizes import DELTA_CHARS
+from boocode.chat.wire.sizes import DELTA_CHARS
 from tests.support.live import Live, live_server
 from tests.support.llm import MODEL, ScriptedLLM, Text
 from tests.support.tabs import Tab

@@ -15,7 +15,7 @@ from asgiref.sync import sync_to_async
 from django.contrib.auth import get_user_model
 
 from boocode.chat.models import Conversation, Message
-from boocode.chat.turn import TurnRequest, run_turn
+from boocode.chat.turn.loop import TurnRequest, run_turn
 from boocode.tools.execution import execute_tool
 from tests.support.accounts import conversation_of_new, login
 from tests.support.llm import Raw, ScriptedLLM

@@ -222,7 +222,7 @@ async def test_one_model_request_carries_at_most_512_tools_and_the_person_is_tol
     hub: Hub, llm: Any, agents_file: Any
 ) -> None:
     from boocode.chat.models import Message
-    from boocode.chat.turn import TurnRequest, run_turn
+    from boocode.chat.turn.loop import TurnRequest, run_turn
     from mcpclient.runtime import set_hub
     from tests.support.accounts import new_conversation
     from tests.support.llm import Text

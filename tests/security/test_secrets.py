@@ -26,7 +26,7 @@ from django.test import Client
 from django.urls import reverse
 
 from boocode.chat.models import Message
-from boocode.chat.turn import TurnRequest, run_turn
+from boocode.chat.turn.loop import TurnRequest, run_turn
 from mcpclient import runtime
 from mcpclient.admin.changes import MASK
 from mcpclient.models import McpServer

@@ -26,7 +26,7 @@ from django.utils import timezone
 
 from boocode.asgi import application
 from boocode.chat.models import Conversation, Message, ToolCall
-from boocode.chat.turn_registry import registry
+from boocode.chat.turn.registry import registry
 from tests.support.accounts import conversation_of, login, stored
 from tests.support.llm import Call, ScriptedLLM, Stall, Text, ToolCalls
 from tests.support.processes import PYTHON, ROOT
@@ -128,7 +128,7 @@ async def test_deactivating_a_user_closes_their_sockets_at_once() -> None:
 
 
 async def test_an_expired_session_closes_a_silent_socket(monkeypatch: pytest.MonkeyPatch) -> None:
-    from boocode.chat import consumers
+    from boocode.chat.web import consumers
 
     monkeypatch.setattr(consumers, "SESSION_CHECK_INTERVAL", 0.1)
     tab = await logged_in_tab()
@@ -314,7 +314,7 @@ async def test_tool_call_arguments_the_database_refuses_are_stored_safely(llm: S
 
 
 def test_tool_output_the_database_refuses_is_stored_safely() -> None:
-    from boocode.chat import conversations as services
+    from boocode.chat.turn import conversations as services
     from mcpclient.core.results import ToolResult
 
     user = get_user_model().objects.create_user("alice")

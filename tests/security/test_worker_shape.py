@@ -11,9 +11,10 @@ from typing import Any
 
 import pytest
 
-from boocode.chat import console, turn
 from boocode.chat.models import Message
-from boocode.chat.turn import TurnRequest, run_turn
+from boocode.chat.turn import console
+from boocode.chat.turn import loop as turn
+from boocode.chat.turn.loop import TurnRequest, run_turn
 from mcpclient.runtime import WorkerUnavailable
 from tests.support.accounts import new_conversation
 from tests.support.llm import ScriptedLLM, Text

@@ -4,7 +4,7 @@ import django.db.models.deletion
 from django.conf import settings
 from django.db import migrations, models
 
-# Conversation search (boocode.chat.search) on PostgreSQL: full-text indexes whose expressions
+# Conversation search (boocode.chat.web.search) on PostgreSQL: full-text indexes whose expressions
 # are exactly those the search query uses. SQLite searches with LIKE and needs none.
 FTS_INDEXES = (
     ("chat_message_content_fts", "chat_message", "content"),
@@ -29,65 +29,103 @@ def drop_fts_indexes(apps, schema_editor):
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('chat', '0001_initial'),
+        ("chat", "0001_initial"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='conversation',
-            name='model',
-            field=models.CharField(blank=True, help_text="Empty: the agent's model (or BOOCODE_LLM_MODEL).", max_length=200),
+            model_name="conversation",
+            name="model",
+            field=models.CharField(
+                blank=True, help_text="Empty: the agent's model (or BOOCODE_LLM_MODEL).", max_length=200
+            ),
         ),
         migrations.AddField(
-            model_name='message',
-            name='completion_tokens',
+            model_name="message",
+            name="completion_tokens",
             field=models.PositiveIntegerField(blank=True, null=True),
         ),
         migrations.AddField(
-            model_name='message',
-            name='model',
-            field=models.CharField(blank=True, help_text='The model that answered (assistant messages).', max_length=200),
+            model_name="message",
+            name="model",
+            field=models.CharField(
+                blank=True, help_text="The model that answered (assistant messages).", max_length=200
+            ),
         ),
         migrations.AddField(
-            model_name='message',
-            name='prompt_tokens',
-            field=models.PositiveIntegerField(blank=True, help_text='Empty: the model server sent no usage for this answer.', null=True),
+            model_name="message",
+            name="prompt_tokens",
+            field=models.PositiveIntegerField(
+                blank=True, help_text="Empty: the model server sent no usage for this answer.", null=True
+            ),
         ),
         migrations.AddField(
-            model_name='message',
-            name='superseded_at',
-            field=models.DateTimeField(blank=True, help_text='When a regenerated answer or an edited message replaced it (empty: current).', null=True),
+            model_name="message",
+            name="superseded_at",
+            field=models.DateTimeField(
+                blank=True,
+                help_text="When a regenerated answer or an edited message replaced it (empty: current).",
+                null=True,
+            ),
         ),
         migrations.AddField(
-            model_name='toolcall',
-            name='server',
-            field=models.CharField(blank=True, help_text='The MCP server that served the tool (empty: a native tool).', max_length=100),
+            model_name="toolcall",
+            name="server",
+            field=models.CharField(
+                blank=True,
+                help_text="The MCP server that served the tool (empty: a native tool).",
+                max_length=100,
+            ),
         ),
         migrations.AddField(
-            model_name='toolcall',
-            name='structured',
-            field=models.JSONField(blank=True, help_text="The result's structuredContent (left out when over the output cap).", null=True),
+            model_name="toolcall",
+            name="structured",
+            field=models.JSONField(
+                blank=True,
+                help_text="The result's structuredContent (left out when over the output cap).",
+                null=True,
+            ),
         ),
         migrations.AddField(
-            model_name='toolcall',
-            name='title',
-            field=models.CharField(blank=True, help_text="The tool's display name from its server.", max_length=255),
+            model_name="toolcall",
+            name="title",
+            field=models.CharField(
+                blank=True, help_text="The tool's display name from its server.", max_length=255
+            ),
         ),
         migrations.AddField(
-            model_name='toolcall',
-            name='tool',
+            model_name="toolcall",
+            name="tool",
             field=models.CharField(blank=True, help_text="The tool's name on its server.", max_length=255),
         ),
         migrations.CreateModel(
-            name='Preference',
+            name="Preference",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('theme', models.CharField(choices=[('system', 'System'), ('light', 'Light'), ('dark', 'Dark')], default='system', max_length=10)),
-                ('updated_at', models.DateTimeField(auto_now=True)),
-                ('user', models.OneToOneField(on_delete=django.db.models.deletion.CASCADE, related_name='chat_preference', to=settings.AUTH_USER_MODEL)),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                (
+                    "theme",
+                    models.CharField(
+                        choices=[("system", "System"), ("light", "Light"), ("dark", "Dark")],
+                        default="system",
+                        max_length=10,
+                    ),
+                ),
+                ("updated_at", models.DateTimeField(auto_now=True)),
+                (
+                    "user",
+                    models.OneToOneField(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="chat_preference",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
             ],
         ),
         migrations.RunPython(create_fts_indexes, drop_fts_indexes),

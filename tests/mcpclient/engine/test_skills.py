@@ -21,9 +21,9 @@ import pytest
 
 from mcpclient.core.skills import Skill, SkillError
 from mcpclient.core.state import Status
-from mcpclient.engine import skills
+from mcpclient.engine import skill_entries, skills
 from mcpclient.engine.hub import Hub
-from mcpclient.engine.skills import HeldSkill
+from mcpclient.engine.skill_entries import HeldSkill
 from tests.support.hubs import make_config
 from tests.support.processes import PYTHON, ROOT, TEST_COMMANDS, TOOLBOX, HttpServer, free_port
 
@@ -62,7 +62,7 @@ async def listed(hub: Hub, name: str = "box", user_id: int | None = None) -> ski
 
 # --- reading entries (no server) ---------------------------------------------------------------
 def test_a_valid_entry_is_held_with_its_manifest_and_frontmatter() -> None:
-    held = skills.held("box", entry())
+    held = skill_entries.held("box", entry())
     assert isinstance(held, HeldSkill)
     assert held.skill == Skill(
         server="box",
@@ -121,7 +121,7 @@ def test_a_valid_entry_is_held_with_its_manifest_and_frontmatter() -> None:
 def test_an_entry_against_the_extensions_rules_is_held_with_its_problem(
     changes: dict[str, Any], problem: str
 ) -> None:
-    held = skills.held("box", entry(**changes))
+    held = skill_entries.held("box", entry(**changes))
     assert isinstance(held, HeldSkill)
     assert problem in held.skill.problem and held.files == ()
 
@@ -138,17 +138,17 @@ def test_an_entry_against_the_extensions_rules_is_held_with_its_problem(
     ],
 )
 def test_an_entry_that_cannot_be_named_is_left_out(raw: Any, why: str) -> None:
-    left_out = skills.held("box", raw)
+    left_out = skill_entries.held("box", raw)
     assert isinstance(left_out, str) and why in left_out
 
 
 def test_names_two_skills_share_are_told_apart_by_their_paths() -> None:
     entries = [
-        skills.held("box", entry("skill://acme/billing/refunds/SKILL.md")),
-        skills.held("box", entry("skill://acme/support/refunds/SKILL.md")),
-        skills.held("box", entry("skill://git-workflow/SKILL.md")),
+        skill_entries.held("box", entry("skill://acme/billing/refunds/SKILL.md")),
+        skill_entries.held("box", entry("skill://acme/support/refunds/SKILL.md")),
+        skill_entries.held("box", entry("skill://git-workflow/SKILL.md")),
     ]
-    labelled = skills.labelled([item for item in entries if isinstance(item, HeldSkill)])
+    labelled = skill_entries.labelled([item for item in entries if isinstance(item, HeldSkill)])
     assert [item.skill.label for item in labelled] == [
         "acme/billing/refunds",
         "acme/support/refunds",
@@ -165,7 +165,7 @@ def test_names_two_skills_share_are_told_apart_by_their_paths() -> None:
 
 def test_the_frontmatter_is_read_as_json_has_it() -> None:
     text = '---\nname: x\ndescription: "A: b"\ndate: 2026-01-02\nversion: 1.0\nflag: true\n---\n# Body\n'
-    assert skills.frontmatter_of(text) == {
+    assert skill_entries.frontmatter_of(text) == {
         "name": "x",
         "description": "A: b",
         "date": "2026-01-02",  # no timestamps: rendered as JSON, a date is a string
@@ -174,24 +174,23 @@ def test_the_frontmatter_is_read_as_json_has_it() -> None:
     }
     # Aliases could make a few bytes into gigabytes when compared: refused.
     bomb = "---\na: &a [x, x]\nb: &b [*a, *a]\nc: [*b, *b]\n---\n"
-    assert "aliases are not allowed" in str(skills.frontmatter_of(bomb))
-    assert (
-        skills.frontmatter_of("# No frontmatter\n") == "it does not begin with a YAML frontmatter block (---)"
-    )
-    assert skills.frontmatter_of("---\nname: x\n") == "its frontmatter block is not closed (---)"
+    assert "aliases are not allowed" in str(skill_entries.frontmatter_of(bomb))
+    no_block = skill_entries.frontmatter_of("# No frontmatter\n")
+    assert no_block == "it does not begin with a YAML frontmatter block (---)"
+    assert skill_entries.frontmatter_of("---\nname: x\n") == "its frontmatter block is not closed (---)"
     # JSON equality: one number type, booleans apart.
-    assert skills.same({"v": 1, "w": [1.0]}, {"v": 1.0, "w": [1]})
-    assert not skills.same({"v": True}, {"v": 1}) and not skills.same({"v": "1"}, {"v": 1})
+    assert skill_entries.same({"v": 1, "w": [1.0]}, {"v": 1.0, "w": [1]})
+    assert not skill_entries.same({"v": True}, {"v": 1}) and not skill_entries.same({"v": "1"}, {"v": 1})
 
 
 def test_a_path_never_leaves_its_skill() -> None:
-    held = skills.held("box", entry())
+    held = skill_entries.held("box", entry())
     assert isinstance(held, HeldSkill)
-    assert skills.relative(held, "") == "skill://pdf-forms/SKILL.md"
-    assert skills.relative(held, "./references/FORMS.md") == "skill://pdf-forms/references/FORMS.md"
+    assert skill_entries.relative(held, "") == "skill://pdf-forms/SKILL.md"
+    assert skill_entries.relative(held, "./references/FORMS.md") == "skill://pdf-forms/references/FORMS.md"
     for path in ("../other/SKILL.md", "/etc/passwd", "references\\FORMS.md", "a//b"):
         with pytest.raises(SkillError) as refused:
-            skills.relative(held, path)
+            skill_entries.relative(held, path)
         assert refused.value.status == 404 and "not a path within the skill" in str(refused.value)
 
 

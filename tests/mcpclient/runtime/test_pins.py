@@ -22,7 +22,7 @@ from django.core.management import call_command
 from django.test import AsyncClient
 from django.urls import reverse
 
-from boocode.chat.approval_requests import allowance
+from boocode.chat.calls.approvals import allowance
 from boocode.tools.execution import execute_tool
 from boocode.tools.registry import available_tools
 from mcpclient import runtime

@@ -6,7 +6,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand
 
-from boocode.chat.audit import prune
+from boocode.chat.ledger.audit import prune
 
 
 class Command(BaseCommand):
