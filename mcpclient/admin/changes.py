@@ -46,8 +46,8 @@ from mcpclient.config.shapes import entry_for
 from mcpclient.config.writeback import WritebackError, file_shape, set_enabled, update_server
 from mcpclient.core.pinning import PIN_BLOCK, PIN_MODES
 from mcpclient.core.redaction import MASK, mask_args, redact_url
+from mcpclient.engine.api import HubApi
 from mcpclient.engine.authorization import signed_in_servers
-from mcpclient.engine.hub import Hub
 from mcpclient.models import LOG_LEVELS, McpServer, McpState, McpTool
 from mcpclient.runtime import composition
 from mcpclient.runtime.commands import discover_servers
@@ -409,7 +409,7 @@ def validate_entry(name: str, entry: object, *, check_command: bool = True) -> S
 def _apply_live() -> None:
     """Let this process's hub (if any) apply the new version now and persist its state."""
 
-    async def apply(hub: Hub) -> None:
+    async def apply(hub: HubApi) -> None:
         await composition.ensure_hub()
         await hub.drain_listeners()
 
@@ -570,7 +570,7 @@ def reconnect_servers(*, names: Sequence[str]) -> bool:
     Waits for the hub and for its database writes: call it outside a transaction.
     """
 
-    async def reconnect(hub: Hub) -> None:
+    async def reconnect(hub: HubApi) -> None:
         await asyncio.gather(*(hub.reconnect(name) for name in names))
         await hub.drain_listeners()
 
@@ -586,7 +586,7 @@ def rediscover_servers(*, names: Sequence[str]) -> None:
     :func:`reconnect_servers`).
     """
 
-    async def rediscover(hub: Hub) -> None:
+    async def rediscover(hub: HubApi) -> None:
         await asyncio.gather(*(hub.rediscover(name) for name in names))
         await hub.drain_listeners()
 
@@ -627,7 +627,7 @@ def set_log_level(*, name: str, level: str) -> str:
         raise ServerChangeError(f'no MCP server "{name}"')
     outcome: list[str] = []
 
-    async def apply(hub: Hub) -> None:
+    async def apply(hub: HubApi) -> None:
         outcome.append(await hub.set_log_level(name, level))
 
     if not composition.run_on_hub_loop(apply):
@@ -653,7 +653,7 @@ def reconnect_servers_using(changed: Collection[str]) -> tuple[list[str], bool]:
     if not names:
         return [], composition.get_hub() is not None
 
-    async def reconnect(hub: Hub) -> None:
+    async def reconnect(hub: HubApi) -> None:
         await asyncio.gather(*(hub.reconnect(name) for name in names))
         await hub.drain_listeners()
 

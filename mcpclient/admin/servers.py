@@ -10,18 +10,14 @@ linked from the change page): where each value comes from, and for staff who may
 server a password field per input. Values go to the encrypted secret store
 (:mod:`mcpclient.secrets.inputs`), never to mcp.json, and are never rendered back.
 
-Discovered tools are read-only pages (the server is their source): the server's page lists
-them with their titles, each links to its own page with the schemas and icons. Everything a
-server sent is shown as escaped text; an icon is its address, never an ``<img>`` or a link.
-Whether a tool is read-only is written as "yes" or "no": a rejected tool is the guard doing
-its job, not a failure, so it gets no red icon.
+The server's page lists its discovered tools (:class:`mcpclient.admin.tools.McpToolInline`) and
+its log part (:class:`mcpclient.admin.logs.ServerLogsAdmin`).
 
 The admin site carries the product's name (:data:`SITE_NAME`), and the server list keeps to
 seven short columns so that it fits a 1280-pixel screen next to the admin's navigation.
 
 Registered with the admin site on import (the package's face imports this module, so Django's
-admin autodiscovery registers it): :class:`McpServerAdmin`, :class:`McpToolAdmin`,
-:class:`PersonalServerAdmin`, and through :mod:`mcpclient.admin.pins` the tool definitions' pages.
+admin autodiscovery registers it): :class:`McpServerAdmin`.
 """
 
 from __future__ import annotations
@@ -50,14 +46,11 @@ from mcpclient.admin.access import server_groups, who_can_use
 from mcpclient.admin.changes import ServerChangeError
 from mcpclient.admin.forms import McpServerForm
 from mcpclient.admin.logs import ServerLogsAdmin
-from mcpclient.admin.pins import ToolPinAdmin as ToolPinAdmin  # registers the tool definitions' pages
-from mcpclient.admin.pins import findings_list
-from mcpclient.core import mcp_apps
-from mcpclient.core.approval import asking_summary, stored_approval_reason
+from mcpclient.admin.tools import McpToolInline, approval_reasons
+from mcpclient.core.approval import asking_summary
 from mcpclient.core.redaction import masked_entry
 from mcpclient.core.words import counted
-from mcpclient.models import McpServer, McpTool, PersonalServer
-from mcpclient.runtime import personal
+from mcpclient.models import McpServer
 from mcpclient.runtime.composition import get_hub
 from mcpclient.secrets import inputs
 from mcpclient.secrets.store import SecretStoreError
@@ -70,223 +63,12 @@ admin.site.index_title = f"{SITE_NAME}: MCP servers, agents, conversations and u
 BOTH = [ActionLocation.CHANGE_LIST, ActionLocation.CHANGE_FORM]
 ERROR_SHOWN = 60  # characters of a last error in the server list (the whole error is its tooltip)
 CHANGE_ACTIONS = ("enable", "disable", "reconnect", "rediscover")
-DATA_URI_SHOWN = 48  # characters of a data: icon shown before "…"
-
-
-class McpToolInline(admin.TabularInline):
-    """The tools discovered on a server, read-only (the server is their source)."""
-
-    model = McpTool
-    fields = (
-        "prefixed_name",
-        "title",
-        "description",
-        "read_only",
-        "offered",
-        "approval",
-        "reject_reason",
-        "warning",
-    )
-    readonly_fields = fields
-    extra = 0
-    can_delete = False
-    show_change_link = True
-    verbose_name_plural = "discovered tools"
-
-    def has_add_permission(self, request: HttpRequest, obj: McpServer | None = None) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: McpServer | None = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: McpServer | None = None) -> bool:
-        return False
-
-    def has_view_permission(self, request: HttpRequest, obj: McpServer | None = None) -> bool:
-        """Whoever may see the server sees its tools."""
-        user = request.user
-        return user.has_perm("mcpclient.view_mcpserver") or user.has_perm("mcpclient.change_mcpserver")
-
-    @admin.display(description="read-only")
-    def read_only(self, tool: McpTool) -> str:
-        return read_only_text(tool)
-
-    @admin.display(description="offered")
-    def offered(self, tool: McpTool) -> str:
-        """The tool's state: offered, rejected (read-only guard) or filtered (includeTools/excludeTools)."""
-        return tool_state(tool)
-
-    @admin.display(description="needs approval")
-    def approval(self, tool: McpTool) -> str:
-        return approval_text(tool)
-
-
-def yes_no(value: bool) -> str:
-    """ "yes" or "no" as text (Django's boolean icons make a rejected tool look like a failure)."""
-    return "yes" if value else "no"
 
 
 def with_held_count(servers: QuerySet[McpServer]) -> QuerySet[McpServer]:
     """``servers`` each with ``held_count``: its tools held for review that would be offered otherwise."""
     held = Q(tools__held=True, tools__rejected=False, tools__filtered=False)
     return servers.annotate(held_count=Count("tools", filter=held))
-
-
-def read_only_text(tool: McpTool) -> str:
-    """What the server declares: "yes" (readOnlyHint true), "no" (false) or that it says nothing,
-    which the MCP schema reads as "may change things"."""
-    declared = (tool.annotations or {}).get("readOnlyHint")
-    if isinstance(declared, bool):
-        return yes_no(declared)
-    return "not declared (may change things)"
-
-
-def _offered(tool: McpTool) -> bool:
-    return not (tool.filtered or tool.rejected or tool.held) and mcp_apps.MODEL in (tool.visibility or ())
-
-
-def approval_reasons(server: McpServer) -> list[str]:
-    """Why each offered tool of ``server`` asks before each call ("" for one that does not)."""
-    return [
-        stored_approval_reason(server.config, tool.name, tool.annotations)
-        for tool in server.tools.all()
-        if _offered(tool)
-    ]
-
-
-def tool_state(tool: McpTool) -> str:
-    """offered, rejected (read-only guard), filtered (includeTools/excludeTools), or "views only"
-    / "not callable" (its ``_meta.ui.visibility`` leaves the model out), as a span."""
-    if tool.filtered or tool.rejected:
-        state = label = "filtered" if tool.filtered else "rejected"
-    elif tool.held:
-        state, label = "held", "held for review"
-    elif mcp_apps.MODEL in (tool.visibility or ()):
-        state = label = "offered"
-    else:
-        state, label = "hidden", "views only" if mcp_apps.APP in (tool.visibility or ()) else "not callable"
-    return format_html('<span class="mcp-tool-{}">{}</span>', state, label)
-
-
-def approval_text(tool: McpTool) -> str:
-    """Why each call of an offered tool needs the person's approval ("no" when it does not)."""
-    if tool.rejected or tool.filtered:
-        return "-"
-    return stored_approval_reason(tool.server.config, tool.name, tool.annotations) or "no"
-
-
-def json_block(value: Any, css_class: str) -> str:
-    """``value`` as indented JSON in a ``<pre>`` (escaped), or "-" when there is none."""
-    if value is None:
-        return "-"
-    return format_html('<pre class="{}">{}</pre>', css_class, json.dumps(value, indent=2, ensure_ascii=False))
-
-
-def icon_text(src: str) -> str:
-    """An icon's address as text: a data: URI is cut short and its size given instead."""
-    if src[:5].lower() == "data:" and len(src) > DATA_URI_SHOWN:
-        return f"{src[:DATA_URI_SHOWN]}… ({len(src.encode())} bytes)"
-    return src
-
-
-@admin.register(McpTool)
-class McpToolAdmin(admin.ModelAdmin):
-    """Discovered tools, read-only: whoever may see the servers sees their tools' pages."""
-
-    list_display = ("prefixed_name", "title", "server", "state", "read_only", "approval")
-    list_filter = ("server", "rejected", "filtered", "held")
-    list_select_related = ("server",)
-    search_fields = ("name", "prefixed_name", "title", "description")
-    fieldsets = (
-        (None, {"fields": ("server", "name", "prefixed_name", "title", "description")}),
-        ("State", {"fields": ("state", "read_only", "approval", "reject_reason", "warning")}),
-        ("Definition", {"fields": ("digest", "pin_note", "flagged")}),
-        ("View (MCP Apps)", {"fields": ("ui_resource_uri", "visibility")}),
-        ("Schemas", {"fields": ("input_schema_display", "output_schema_display")}),
-        ("Annotations and icons", {"fields": ("annotations_display", "icons_display")}),
-    )
-    readonly_fields = (
-        "server",
-        "name",
-        "prefixed_name",
-        "title",
-        "description",
-        "state",
-        "read_only",
-        "approval",
-        "reject_reason",
-        "warning",
-        "digest",
-        "pin_note",
-        "flagged",
-        "ui_resource_uri",
-        "visibility",
-        "input_schema_display",
-        "output_schema_display",
-        "annotations_display",
-        "icons_display",
-    )
-
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: McpTool | None = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: McpTool | None = None) -> bool:
-        return False
-
-    def has_view_permission(self, request: HttpRequest, obj: McpTool | None = None) -> bool:
-        """Whoever may see the servers sees their tools (as on the server's page)."""
-        user = request.user
-        return user.has_perm("mcpclient.view_mcpserver") or user.has_perm("mcpclient.change_mcpserver")
-
-    @admin.display(description="state")
-    def state(self, tool: McpTool) -> str:
-        return tool_state(tool)
-
-    @admin.display(description="needs approval")
-    def approval(self, tool: McpTool) -> str:
-        return approval_text(tool)
-
-    @admin.display(description="read-only")
-    def read_only(self, tool: McpTool) -> str:
-        return read_only_text(tool)
-
-    @admin.display(description="flagged")
-    def flagged(self, tool: McpTool) -> str:
-        """What the poisoning check found in its description."""
-        return findings_list(tool.findings)
-
-    @admin.display(description="input schema")
-    def input_schema_display(self, tool: McpTool) -> str:
-        return json_block(tool.input_schema, "mcp-input-schema")
-
-    @admin.display(description="output schema")
-    def output_schema_display(self, tool: McpTool) -> str:
-        return json_block(tool.output_schema, "mcp-output-schema")
-
-    @admin.display(description="annotations")
-    def annotations_display(self, tool: McpTool) -> str:
-        return json_block(tool.annotations, "mcp-annotations")
-
-    @admin.display(description="icons")
-    def icons_display(self, tool: McpTool) -> str:
-        """Each icon's address as text with its type, sizes and theme: never fetched or linked."""
-        icons = [icon for icon in tool.icons or () if isinstance(icon, dict)]
-        if not icons:
-            return "-"
-        rows = []
-        for icon in icons:
-            details = [
-                str(icon.get("mimeType") or ""),
-                " ".join(map(str, icon.get("sizes") or ())),
-                str(icon.get("theme") or ""),
-            ]
-            shown = ", ".join(detail for detail in details if detail)
-            rows.append((icon_text(str(icon.get("src", ""))), f" ({shown})" if shown else ""))
-        items = format_html_join("", '<li><code class="mcp-icon-src">{}</code>{}</li>', rows)
-        return format_html('<ul class="mcp-icons">{}</ul>', items)
 
 
 def _retry_plan(server: McpServer) -> str:
@@ -443,7 +225,7 @@ class McpServerAdmin(ServerLogsAdmin, admin.ModelAdmin):
             return super().changeform_view(request, object_id, form_url, extra_context)
         except ServerChangeError as exc:
             # Nothing was changed (the transaction rolled back): show the submitted form again.
-            request._mcp_save_error = (str(exc), exc.field)  # type: ignore[attr-defined]
+            request._mcp_save_error = (str(exc), exc.field)
             return super().changeform_view(request, object_id, form_url, extra_context)
 
     def delete_view(
@@ -581,7 +363,8 @@ class McpServerAdmin(ServerLogsAdmin, admin.ModelAdmin):
 
     def _live(self, request: HttpRequest, queryset: QuerySet[McpServer], verb: str) -> list[str]:
         """The enabled, valid servers of ``queryset``; the others are reported and skipped."""
-        names, skipped = [], []
+        names: list[str] = []
+        skipped: list[str] = []
         for server in queryset:
             (names if server.enabled and not server.config_error else skipped).append(server.name)
         if skipped:
@@ -808,27 +591,3 @@ class McpServerAdmin(ServerLogsAdmin, admin.ModelAdmin):
         entry = masked_entry(changes.current_entry(server))
         text = json.dumps(entry, indent=2, ensure_ascii=False)
         return format_html('<pre class="mcp-entry">{}</pre>', text)
-
-
-@admin.register(PersonalServer)
-class PersonalServerAdmin(admin.ModelAdmin):
-    """People's own servers (mcpclient.runtime.personal): who added which, read-only; deleting one
-    deletes its header's value and OAuth tokens too, as the person's *Remove* does."""
-
-    list_display = ("name", "owner", "url", "transport", "sign_in", "header_name", "writes", "created_at")
-    list_filter = ("transport", "sign_in", "writes")
-    search_fields = ("name", "url", "owner__username")
-    readonly_fields = ("owner", "name", "url", "transport", "sign_in", "header_name", "writes", "created_at")
-
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False  # a person adds their own on the chat page
-
-    def has_change_permission(self, request: HttpRequest, obj: PersonalServer | None = None) -> bool:
-        return False
-
-    def delete_model(self, request: HttpRequest, obj: PersonalServer) -> None:
-        personal.remove(obj.owner_id, obj.pk)
-
-    def delete_queryset(self, request: HttpRequest, queryset: QuerySet[PersonalServer]) -> None:
-        for row in list(queryset):
-            personal.remove(row.owner_id, row.pk)

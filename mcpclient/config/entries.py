@@ -535,7 +535,7 @@ def _oauth_of(check: EntryChecker, transport: str, headers: Mapping[str, str]) -
     client_id, client_secret = oauth.string("clientId"), oauth.string("clientSecret")
     private_key = oauth.string("privateKey")
     method = oauth.string("tokenEndpointAuthMethod")
-    methods = TOKEN_ENDPOINT_AUTH_METHODS
+    methods: tuple[str, ...] = TOKEN_ENDPOINT_AUTH_METHODS
     if grant == CLIENT_CREDENTIALS:
         methods = ("client_secret_basic", "client_secret_post", PRIVATE_KEY_JWT)
     elif grant == IDENTITY_ASSERTION:

@@ -7,9 +7,9 @@ other enabled server by its shared session; a server with ``groups`` by none for
 them (:mod:`mcpclient.core.access`). A person's own server may have the name of a shared server
 hidden from them: for them the name means their own server (:func:`pick`), whose session the hub
 keeps apart from the shared server's (:func:`~mcpclient.config.model.session_name`).
-:class:`Session` and :class:`Sessions` are what the prompt, resource and skill code needs of a
-session and of a hub, so that code works the same on :class:`~mcpclient.engine.hub.Hub` and on
-:class:`~mcpclient.worker.client.RemoteHub`.
+:class:`Session` and :class:`Sessions` are what the prompt, resource and skill code (and the
+admin's log part) needs of a session and of a hub, so that code works the same on
+:class:`~mcpclient.engine.hub.Hub` and on :class:`~mcpclient.worker.client.RemoteHub`.
 """
 
 from __future__ import annotations
@@ -24,8 +24,14 @@ from mcpclient.core.access import may_use
 from mcpclient.core.state import ServerSnapshot, Status
 
 
+class LogNote(Protocol):
+    """A session's log part as the admin reads it (:class:`mcpclient.engine.server_logs.ServerLogs`)."""
+
+    note: str  # what became of the log level asked of the server
+
+
 class Session(Protocol):
-    """One live session as prompts and resources see it."""
+    """One live session as prompts, resources and the admin see it."""
 
     name: str
     config: ServerConfig
@@ -39,6 +45,9 @@ class Session(Protocol):
 
     @property
     def tools(self) -> Sequence[Any]: ...  # its discovered tools (mcpclient.core.state.DiscoveredTool)
+
+    @property
+    def logs(self) -> LogNote: ...
 
     def mark_unavailable_if_closed(self, exc: MCPError) -> bool: ...
 
