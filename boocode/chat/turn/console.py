@@ -21,7 +21,7 @@ from boocode.chat.turn import conversations
 from boocode.chat.wire.events import Emit
 from boocode.tools.registry import Tool, agent_tools
 
-# "/compact" is run by the turn itself (boocode.chat.turn.loop): it asks the model for a summary.
+# "/compact" is run by the turn itself (boocode.chat.turn.compacting): it asks the model for a summary.
 COMMANDS = ("/tools", "/call", "/compact", "/help")
 CONSOLE_HELP = (
     "**Tool console**\n\n"

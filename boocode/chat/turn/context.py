@@ -46,6 +46,11 @@ from boocode.tools.registry import (
 )
 from mcpclient.runtime.signin import remember_person
 
+NOT_CONFIGURED = (
+    "No model is configured: set BOOCODE_LLM_BASE_URL and BOOCODE_LLM_MODEL. "
+    "The tool console still works: /tools lists the agent's tools, /call <tool> {json} runs one."
+)
+
 
 @dataclass
 class TurnContext:
