@@ -22,7 +22,7 @@ from boocode.chat.wire.events import Emit
 from boocode.tools.agent_rules import agent_tools
 from boocode.tools.tool import Tool
 
-# "/compact" is run by the turn itself (boocode.chat.turn.loop): it asks the model for a summary.
+# "/compact" is run by the turn itself (boocode.chat.turn.compacting): it asks the model for a summary.
 COMMANDS = ("/tools", "/call", "/compact", "/help")
 CONSOLE_HELP = (
     "**Tool console**\n\n"

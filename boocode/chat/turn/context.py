@@ -41,6 +41,11 @@ from boocode.tools.deferred import DeferredTools, search_on
 from boocode.tools.tool import MAX_MODEL_TOOL_BYTES, MAX_MODEL_TOOLS, Tool, within_model_bounds
 from mcpclient.runtime.signin import remember_person
 
+NOT_CONFIGURED = (
+    "No model is configured: set BOOCODE_LLM_BASE_URL and BOOCODE_LLM_MODEL. "
+    "The tool console still works: /tools lists the agent's tools, /call <tool> {json} runs one."
+)
+
 
 @dataclass
 class TurnContext:

@@ -8,7 +8,7 @@ conversation's group), so a dropped socket does not stop it and every open tab s
 Order: what the user sent is stored in one write unit while the first model request goes out,
 and no event of the answer is handled before that unit has finished, so frames and rows keep
 their order (``message`` echo, ``message_start``, ``reasoning_delta``, ``text_delta``...). The
-tool calls of one step run concurrently (:mod:`boocode.chat.calls.execution`) and go back to the
+tool calls of one step run concurrently (:mod:`boocode.chat.turn.tool_step`) and go back to the
 model in the order it asked for them; they go out while the answer and their rows are written
 (one write, which may wait behind other turns' writes on the database thread), and what the tabs hear of them
 (``message_complete``, ``tool_call``, then their approvals, questions, progress and results)
@@ -20,9 +20,8 @@ Bounds: at most the agent's ``max_tool_calls`` tool calls run per turn; then the
 once more without tools and a notice says so. Each write is one short
 ``database_sync_to_async`` call and the model is never awaited inside one; the one read before
 the first model request runs on the loop's worker threads (``thread_sensitive=False``), so it
-never queues behind other turns' writes. Streamed text is saved every :data:`SAVE_INTERVAL`
-seconds (a reloaded page shows it) and sent at most every :data:`DELTA_INTERVAL` seconds; its
-HTML follows, rendered off the loop at a pace of its own (:mod:`boocode.chat.wire.live_markdown`).
+never queues behind other turns' writes. The answer being streamed, its pace of frames and
+saves and its HTML, is :mod:`boocode.chat.turn.answer`.
 
 Cancellation: a stop (:meth:`~boocode.chat.turn.registry.TurnRegistry.cancel`) cancels the task
 wherever it waits: in the model stream (the HTTP response is closed) or in the tool calls (the
@@ -36,29 +35,24 @@ everything stored before stays. A prompt that cannot be got ends it ``failed`` w
 A person whose daily token budget is spent (:mod:`boocode.chat.ledger.budgets`, checked in the read
 before the model request, and before every model request with the requests in flight counted)
 gets the turn ended ``failed`` with code ``budget_spent``, what they sent stored and that model
-request not made. A request's hold on the budget is released with the write that counts its
-answer, or when the turn ends without it (:meth:`Turn._settle`).
+request not made. A request's hold on the budget (:mod:`boocode.chat.turn.budget_hold`) is
+released with the write that counts its answer, or when the turn ends without it
+(:meth:`Turn._settle`).
 
 Context: what the turn gathers before its model request (the read, the agent's tools, the
-history, the window the request is fitted to) is :mod:`boocode.chat.turn.context`.
-
-Length: this module is longer than the chat's 700 lines because it holds one thing, the
-:class:`Turn` state machine (about 750 of its lines): its methods share the state of the answer
-being streamed, the tool step and the ending (the registry reads that state for a reconnecting
-tab), and each ending path relies on the order of the others' writes. Cutting it would put one
-object's state into several modules, or rewrite it; neither is a move.
+history, the window the request is fitted to) is :mod:`boocode.chat.turn.context`; the tool step
+(one answer's calls, run concurrently) is :mod:`boocode.chat.turn.tool_step`; summarising the
+earlier turns (before a request, or ``/compact``) is :mod:`boocode.chat.turn.compacting`.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from datetime import datetime
 from functools import partial
 from typing import Any
 
@@ -68,36 +62,26 @@ from django.core.exceptions import ObjectDoesNotExist
 from django.db import DatabaseError
 
 from agents.models import Agent
-from boocode.chat.calls.execution import call_scope, execute, prepare_hub, server_of
+from boocode.chat.calls.execution import prepare_hub
 from boocode.chat.calls.questions import forms
 from boocode.chat.ledger import budgets
 from boocode.chat.ledger import metrics as chat_metrics
-from boocode.chat.ledger.audit import AuditRecord
 from boocode.chat.llm import client as llm_client
-from boocode.chat.llm import compaction, windows
-from boocode.chat.llm.client import (
-    Completion,
-    LLMError,
-    LLMSettings,
-    ReasoningDelta,
-    TextDelta,
-    ToolCallRequest,
-    stream_chat,
-)
+from boocode.chat.llm import windows
+from boocode.chat.llm.client import Completion, LLMError, LLMSettings, stream_chat
 from boocode.chat.llm.model_windows import server_window
-from boocode.chat.llm.request_budget import (
-    Counter,
-    TooLarge,
-    calibration,
-    fit,
-)
+from boocode.chat.llm.request_budget import calibration
 from boocode.chat.llm.status import status_payload
-from boocode.chat.models import Message, ToolCall
+from boocode.chat.models import Message
 from boocode.chat.turn import agent_choice, conversations, titles
 from boocode.chat.turn import history as model_history
 from boocode.chat.turn.agent_skills import start_with_skills
+from boocode.chat.turn.answer import Answer
+from boocode.chat.turn.budget_hold import BudgetHold
+from boocode.chat.turn.compacting import compact, compact_command
 from boocode.chat.turn.console import parse_command, run_command
 from boocode.chat.turn.context import (
+    NOT_CONFIGURED,
     Read,
     TurnContext,
     admitted_read,
@@ -109,26 +93,16 @@ from boocode.chat.turn.context import (
     turn_context,
 )
 from boocode.chat.turn.prompt_insertion import PromptRequest, insert_prompt
+from boocode.chat.turn.tool_step import ToolCalls, run_calls
 from boocode.chat.wire import payloads
 from boocode.chat.wire.attachments import model_content, read_for_turn, unread
 from boocode.chat.wire.events import Emit
-from boocode.chat.wire.live_markdown import LiveHtml
-from boocode.chat.wire.sizes import delta_pieces, utf16_length
-from mcpclient.core.results import ToolResult
 from mcpclient.runtime import WorkerUnavailable
 from mcpclient.telemetry import tracing
 
 logger = logging.getLogger(__name__)
 
-SAVE_INTERVAL = 0.25  # seconds between saves of the text being streamed
-# Text arriving within this many seconds of the last frame waits and goes out with the next one:
-# fewer frames for every open tab, no visible difference. The first text is never held back.
-DELTA_INTERVAL = 0.03
 MAX_MESSAGE_CHARS = 32_000
-NOT_CONFIGURED = (
-    "No model is configured: set BOOCODE_LLM_BASE_URL and BOOCODE_LLM_MODEL. "
-    "The tool console still works: /tools lists the agent's tools, /call <tool> {json} runs one."
-)
 INTERNAL_ERROR = "Internal error while running this turn; the details are in the server log."
 EMPTY_AT_LENGTH = (
     'The model stopped at its length limit (finish_reason "length") before it wrote any answer: the '
@@ -179,14 +153,6 @@ class TurnRequest:
     admission: Admission | None = None
 
 
-@dataclass
-class ToolCalls:
-    """The calls one model step asked for: ``rows`` (filled in once written) and the write."""
-
-    rows: list[dict[str, Any]]
-    recorded: asyncio.Future[None] | None = None
-
-
 def _stale_agent_notice(agent: Agent) -> str:
     """Said when the agent's section in AGENTS.md is invalid and its last valid definition is used."""
     return (
@@ -205,11 +171,6 @@ def _only_thinking_notice(completion: Completion) -> str:
     return "The model only thought and gave no answer (its thinking is shown above). Ask again to get one."
 
 
-def _eager[T](coroutine: Coroutine[Any, Any, T]) -> asyncio.Task[T]:
-    """A task that runs ``coroutine`` now, up to its first real wait (saves a loop iteration)."""
-    return asyncio.eager_task_factory(asyncio.get_running_loop(), coroutine)
-
-
 db = database_sync_to_async
 # Reads on the loop's worker threads: they do not wait behind the writes on the database thread.
 db_read = partial(database_sync_to_async, thread_sensitive=False)
@@ -223,16 +184,7 @@ class Turn:
         self.conversation_id = request.conversation_id
         self._emit_event = emit
         self.request_message_id: int | None = None  # the stored user message or console command
-        self.message_id: int | None = None  # the assistant message being streamed
-        self.message_created_at: datetime | None = None
-        self.parts: list[str] = []  # its text so far
-        self.unsent: list[str] = []  # text not yet sent in a text_delta
-        self.sent = 0  # UTF-16 length of the text sent so far
-        self.thought: list[str] = []  # its thinking so far (reasoning_delta frames, stored apart)
-        self.unsent_thought: list[str] = []
-        self.sent_thought = 0  # UTF-16 length of the thinking sent so far
-        self.live_html: LiveHtml | None = None  # its HTML for the pages while it streams (text_html)
-        self.last_emit = 0.0
+        self.answer = Answer(self.emit)  # the assistant message being streamed (the registry reads it)
         self.cap_hit = False
         self.interrupted = ""  # why the server stopped the turn (registry.cancel with a reason)
         self.storing: asyncio.Task[None] | None = None  # the start being stored (first model request)
@@ -241,20 +193,8 @@ class Turn:
         self.announcing: asyncio.Future[None] | None = None  # the conversation frame of a new title
         self.attachments: list[dict[str, Any]] = []  # the attached resources as read (stored)
         self.prefetched: Read | None = None  # the read before the model request, done by the admission
-        self.stream_ended: float | None = None  # when the last model stream ended (time.monotonic())
-        self.spender: int | None = None  # whose usage of the day the answers count in (the owner)
-        self.standing: budgets.Standing | None = None  # the owner's budget, when one applies (> 0)
-        self.held = 0  # tokens the model request in flight holds on the owner's budget (budgets.reserve)
+        self.hold = BudgetHold()  # the owner's budget: whose usage counts, what a request holds
         self.code = ""  # why the turn failed, for clients (turn_end's code): "budget_spent"
-
-    @property
-    def text(self) -> str:
-        return "".join(self.parts)
-
-    @property
-    def reasoning(self) -> str:
-        """The thinking of the message being streamed, so far."""
-        return "".join(self.thought)
 
     async def emit(self, event: dict[str, Any]) -> None:
         try:
@@ -304,7 +244,7 @@ class Turn:
                     await self._supersede()
                 agent = await self._store_command()
                 if command[0] == "/compact":
-                    await self._compact_command()
+                    await compact_command(self.conversation_id, self.request.user_id, self.emit, self._notice)
                 else:
                     await run_command(
                         *command,
@@ -412,7 +352,7 @@ class Turn:
         """
         if self.request.kind in ("regenerate", "prompt"):  # the history already ends with the question
             if answer:
-                await self._open_message(
+                await self.answer.open(
                     await db(conversations.add_message)(
                         self.conversation_id,
                         Message.Role.ASSISTANT,
@@ -432,7 +372,7 @@ class Turn:
         self.request_message_id = payload["id"]
         await self.emit({"type": "message", "message": payload})
         if opened is not None:
-            await self._open_message(opened)
+            await self.answer.open(opened)
         if self.titled:
             # The new title goes out while the answer streams (its read waits on nothing here).
             self.announcing = asyncio.ensure_future(self._send_conversation())
@@ -500,8 +440,7 @@ class Turn:
                 self.storing = asyncio.ensure_future(self._store_message(answer=False))
                 raise
             history[-1] = {"role": "user", "content": model_content(text, self.attachments)}
-        self.spender = standing.user_id
-        self.standing = standing if standing.budget > 0 else None
+        self.hold.start(standing)
         if standing.exhausted:  # the model is not asked; the message (and what it attached) is kept
             self.storing = asyncio.ensure_future(self._store_message(answer=False))
             raise budgets.BudgetSpent(budgets.refusal(standing))
@@ -542,7 +481,7 @@ class Turn:
             await self._notice(skills_notice)
         if context.deferred is not None:
             context.deferred.warm()  # its index is ready (or nearly) when the model searches
-        await self._compact(context)
+        await compact(context, context.offered() if not self.cap_hit else None, self.emit)
         used = 0
         refused: LLMError | None = None
         while True:
@@ -556,13 +495,22 @@ class Turn:
                     raise LLMError(refused_again(exc, context), kind="context_length") from None
                 refused = exc
                 await self._notice(refit(context, exc))
-                await self._compact(context)
+                await compact(context, context.offered() if not self.cap_hit else None, self.emit)
                 continue
             llm_client.note_success()
             if calls is None:
                 break
             budget = max(context.max_tool_calls - used, 0)
-            results = await self._run_calls(context, completion.tool_calls, calls, budget)
+            results = await run_calls(
+                context,
+                completion.tool_calls,
+                calls,
+                budget,
+                conversation_id=self.conversation_id,
+                user_id=self.request.user_id,
+                emit=self.emit,
+                stream_ended=self.answer.stream_ended,
+            )
             used += min(len(calls.rows), budget)
             if context.deferred is not None:
                 context.deferred.called([call.name for call in completion.tool_calls])
@@ -587,75 +535,6 @@ class Turn:
             payload = await db(conversations.add_message)(self.conversation_id, Message.Role.NOTICE, notice)
             await self.emit({"type": "message", "message": payload})
 
-    async def _compact_command(self) -> None:
-        """``/compact``: summarise everything before the newest question now, and say what was done."""
-        agent, model, history, _, prior = await db_read(read_for_model)(self.conversation_id, None)
-        llm = LLMSettings.from_settings(model or agent.model)
-        if not llm.configured:
-            raise LLMError(NOT_CONFIGURED, kind="not_configured")
-        window = await windows.window_for(agent, llm.model, await server_window(llm, llm.model))
-        context = turn_context(agent, history, self.request.user_id, model, window, self.conversation_id)
-        context.ids, context.summary = prior.ids, prior.summary
-        try:
-            payload = await self._compact(context, asked=True)
-        except LLMError as exc:
-            await self._notice(f"Nothing was summarised: {exc}")
-            return
-        if payload is None:
-            await self._notice(
-                "Nothing to summarise: the earlier messages are summarised already, or there are none."
-            )
-            return
-        await self._notice(
-            f"The {payload['messages']:,} earlier messages are summarised for the model, which reads the "
-            "summary instead of them from now on; the page keeps them all (the divider shows the summary)."
-        )
-
-    async def _compact(self, context: TurnContext, *, asked: bool = False) -> dict[str, Any] | None:
-        """Summarise the earlier turns when the next request would pass its share of the window
-        or leave turns out (with ``asked``: whatever it would do); see :mod:`boocode.chat.llm.compaction`."""
-        fitted = fit_request(context, context.offered() if not self.cap_hit else None)
-        share = context.window.tokens * settings.LLM_COMPACT_PERCENT // 100
-        if not asked and fitted.tokens <= share and not fitted.left_out:
-            return None
-        # What a request of half the window would leave out is summarised: the next turns have room.
-        calibrated = calibration(context.conversation_id, context.llm.base_url, context.llm.model)
-        half = windows.Window(max(context.window.tokens // 2, 1024), context.window.source)
-        try:
-            plan = fit(context.messages, fitted.tools, half, calibrated, Counter(), keep=context.keep)
-            count = plan.left_out
-        except TooLarge:
-            count = fitted.left_out
-        start = (1 if context.messages and context.messages[0].get("role") == "system" else 0) + context.keep
-        sources = context.ids[start:]
-        if asked:  # everything before the newest question
-            count = max(
-                (i for i, m in enumerate(context.messages[start:]) if m.get("role") == "user"), default=0
-            )
-        while count and (count >= len(sources) or sources[count - 1] == 0):
-            count -= 1  # only stored messages are summarised
-        if count <= 0:
-            return None
-        up_to = sources[count - 1]
-        if context.summary is not None and context.summary.up_to >= up_to:
-            return None  # the summary in use covers them already
-        done = context.summarised()
-        previous = context.summary.text if context.summary is not None else ""
-        body = context.messages[start:]
-        try:
-            text, usage = await compaction.summarise(context.llm, previous, body[done:count], context.window)
-        except LLMError as exc:  # the oldest turns are left out with a note instead
-            logger.warning("conversation %s: no summary of the earlier turns (%s)", self.conversation_id, exc)
-            if asked:
-                raise
-            return None
-        payload = await db(compaction.store_summary)(
-            self.conversation_id, up_to, count, context.llm.model, text, usage
-        )
-        context.summary = compaction.Summary(text, up_to)
-        await self.emit({"type": "context_summary", "conversation": self.conversation_id, "summary": payload})
-        return payload
-
     async def _stream_step(
         self, context: TurnContext, tools: list[dict[str, Any]] | None
     ) -> tuple[Completion, ToolCalls | None]:
@@ -665,8 +544,7 @@ class Turn:
         # What the request needs of the window, its answer's room included: the budget holds it,
         # and Ollama's num_ctx is sized to it.
         needed = fitted.tokens + windows.answer_tokens(fitted.window)
-        if self.standing is not None:
-            await self._reserve(needed)
+        await self.hold.reserve(needed)
         stream = stream_chat(
             fitted.messages,
             llm=context.llm,
@@ -675,65 +553,7 @@ class Turn:
             top_p=context.top_p,
             num_ctx=needed,
         )
-        completion: Completion | None = None
-        async with contextlib.aclosing(stream):
-            # Each next event is awaited as a task: the request goes out while the message rows
-            # are written, and text waiting for its frame is flushed while the model is silent.
-            # The tasks start eagerly (the request is on its way before the first one is
-            # awaited; an event already received costs no loop iteration). The generator must
-            # be idle again before aclosing() closes it.
-            upcoming = _eager(anext(stream))
-            try:
-                if self.storing is not None:  # the first request: the start is being stored meanwhile
-                    # Shielded: a stop now must not cancel the echo; the ending waits for it.
-                    await asyncio.shield(self.storing)
-                    self.storing = None
-                if self.message_id is None:
-                    await self._open_message(
-                        await db(conversations.add_message)(
-                            self.conversation_id,
-                            Message.Role.ASSISTANT,
-                            status=Message.Status.STREAMING,
-                            model=context.llm.model,
-                        )
-                    )
-                last_save = time.monotonic()
-                while True:
-                    if self.unsent or self.unsent_thought:
-                        wait = DELTA_INTERVAL - (time.monotonic() - self.last_emit)
-                        if wait > 0:
-                            await asyncio.wait([upcoming], timeout=wait)
-                        if not upcoming.done():
-                            await self._flush()
-                    try:
-                        event = await upcoming
-                    except StopAsyncIteration:
-                        break
-                    if isinstance(event, TextDelta | ReasoningDelta):
-                        if isinstance(event, TextDelta):
-                            self.parts.append(event.text)
-                            self.unsent.append(event.text)
-                        else:
-                            self.thought.append(event.text)
-                            self.unsent_thought.append(event.text)
-                        if time.monotonic() - self.last_emit >= DELTA_INTERVAL:
-                            await self._flush()
-                        if time.monotonic() - last_save >= SAVE_INTERVAL:
-                            await db(conversations.save_partial)(self.message_id, self.text, self.reasoning)
-                            last_save = time.monotonic()
-                    else:
-                        completion = event
-                        self.stream_ended = time.monotonic()  # the tool step begins (calls.execute)
-                    upcoming = _eager(anext(stream))
-            except BaseException:
-                upcoming.cancel()
-                await asyncio.wait([upcoming])
-                if not upcoming.cancelled():
-                    upcoming.exception()  # retrieved: the error that matters is the one raised here
-                raise
-            await self._flush()
-        self._end_live_html()
-        assert completion is not None  # stream_chat always ends with a Completion or raises
+        completion = await self.answer.receive(stream, partial(self._ready, context.llm.model))
         empty = not completion.text.strip() and not completion.tool_calls
         if completion.finish_reason == "length" and empty and not completion.reasoning.strip():
             raise LLMError(EMPTY_AT_LENGTH, kind="length")  # (all thinking: its notice says why)
@@ -746,20 +566,19 @@ class Turn:
             call.name: conversations.tool_identity(call.name, self.request.user_id) for call in requested
         }
         record = db(conversations.finish_message)(
-            self.message_id,
+            self.answer.message_id,
             content=completion.text,
             status=Message.Status.COMPLETE,
             tool_calls=[(call.id, call.name, call.arguments) for call in requested],
             identities=identities,
-            created_at=self.message_created_at,
+            created_at=self.answer.created_at,
             conversation_id=self.conversation_id,
             model=completion.model or context.llm.model,
             usage=completion.usage,
-            counted_for=self.spender,
+            counted_for=self.hold.spender,
             reasoning=completion.reasoning,
-            released=self.held,
+            released=self.hold.given_back(),  # given back by that write
         )
-        self.held = 0  # given back by that write
         if not requested:
             await self._announce(record, [])
             return completion, None
@@ -769,141 +588,30 @@ class Turn:
         calls.recorded = self.storing = asyncio.ensure_future(self._announce(record, calls.rows))
         return completion, calls
 
-    async def _reserve(self, tokens: int) -> None:
-        """Hold the next model request's ``tokens`` on the owner's budget, or raise ``BudgetSpent``.
-
-        One statement, on the loop's worker threads: it does not queue behind the start being
-        stored on the database thread, which the first request goes out beside.
-        """
-        assert self.standing is not None
-        hold = asyncio.ensure_future(db_read(budgets.reserve)(self.standing, tokens))
-        try:
-            refused = await asyncio.shield(hold)
-        except asyncio.CancelledError:  # stopped meanwhile: a hold made all the same is given back
-            with contextlib.suppress(Exception):
-                if await hold is None:
-                    self.held = tokens
-            raise
-        if refused is not None:
-            raise budgets.BudgetSpent(budgets.refusal(refused))
-        self.held = tokens
-
-    async def _release(self) -> None:
-        """Give back the hold of a request whose answer was not counted (the turn failed or stopped)."""
-        held, self.held = self.held, 0
-        if held and self.spender is not None:
-            try:
-                await db(budgets.release)(self.spender, held)
-            except DatabaseError:  # the hold stops counting on its own (budgets.RESERVATION_SECONDS)
-                logger.warning(
-                    "could not release %s held tokens (user %s)", held, self.spender, exc_info=True
+    async def _ready(self, model: str) -> None:
+        """The first model request is on its way: let the start being stored finish, and open
+        the answer's message if none is open."""
+        if self.storing is not None:  # the first request: the start is being stored meanwhile
+            # Shielded: a stop now must not cancel the echo; the ending waits for it.
+            await asyncio.shield(self.storing)
+            self.storing = None
+        if self.answer.message_id is None:
+            await self.answer.open(
+                await db(conversations.add_message)(
+                    self.conversation_id, Message.Role.ASSISTANT, status=Message.Status.STREAMING, model=model
                 )
+            )
 
     async def _announce(self, record: Awaitable[dict[str, Any]], rows: list[dict[str, Any]]) -> None:
         """Wait for the answer's final write, fill in its calls' ``rows``, then tell the tabs:
         ``message_complete`` and a ``tool_call`` for each."""
         final = await record
-        self.message_id = None
+        self.answer.message_id = None
         for row, call in zip(rows, final["tool_calls"], strict=True):
             row.update(call)
         await self.emit({"type": "message_complete", "message": final})
         for row in rows:
             await self.emit({"type": "tool_call", "call": dict(row)})
-
-    async def _open_message(self, payload: dict[str, Any]) -> None:
-        """Start streaming into the assistant message ``payload`` (just created)."""
-        self.message_id, self.parts, self.unsent, self.sent = payload["id"], [], [], 0
-        self.thought, self.unsent_thought, self.sent_thought = [], [], 0
-        self._end_live_html()
-        self.live_html = LiveHtml(payload["id"], lambda: self.text, self.emit)
-        self.message_created_at = datetime.fromisoformat(payload["created_at"])
-        self.last_emit = 0.0  # the first text goes out at once
-        await self.emit({"type": "message_start", "message": payload})
-
-    async def _flush(self) -> None:
-        """Send the thinking and the text not yet sent as one ``reasoning_delta`` and one
-        ``text_delta`` (deltas are coalesced per DELTA_INTERVAL)."""
-        if self.message_id is None:
-            return
-        if self.unsent_thought:
-            thought = "".join(self.unsent_thought)
-            self.unsent_thought.clear()
-            self.last_emit = time.monotonic()
-            for piece in delta_pieces(thought):
-                offset = self.sent_thought
-                self.sent_thought += utf16_length(piece)
-                frame = {
-                    "type": "reasoning_delta",
-                    "message_id": self.message_id,
-                    "offset": offset,
-                    "text": piece,
-                }
-                await self.emit(frame)
-        if not self.unsent:
-            return
-        text = "".join(self.unsent)
-        self.unsent.clear()
-        self.last_emit = time.monotonic()
-        for piece in delta_pieces(text):  # a model may send megabytes at once: frames stay small
-            offset = self.sent
-            self.sent += utf16_length(piece)
-            delta = {"type": "text_delta", "message_id": self.message_id, "offset": offset, "text": piece}
-            await self.emit(delta)
-        if self.live_html is not None:
-            self.live_html.poke()
-
-    def _end_live_html(self) -> None:
-        """The streamed message is over: no text_html after its final frame (which has its html)."""
-        if self.live_html is not None:
-            self.live_html.close()
-            self.live_html = None
-
-    async def _run_calls(
-        self,
-        context: TurnContext,
-        requests: list[ToolCallRequest],
-        calls: ToolCalls,
-        budget: int,
-    ) -> list[ToolResult]:
-        """Run one step's tool calls concurrently, as their rows are written; calls beyond
-        ``budget`` are skipped."""
-        recorded = calls.recorded
-        assert recorded is not None
-
-        async def run_one(request: ToolCallRequest, call: dict[str, Any], allowed: bool) -> ToolResult:
-            if not allowed:
-                await asyncio.shield(recorded)
-                result = ToolResult(
-                    output=f"Not run: the limit of {context.max_tool_calls} tool calls per turn was reached.",
-                    is_error=True,
-                )
-                skipped = ToolCall.Status.SKIPPED
-                chat_metrics.TOOL_CALLS.labels(server_of(request.name, context.tools), "skipped").inc()
-                final = await db(conversations.finish_tool_call)(call, result, 0, status=skipped)
-            else:
-                started = time.monotonic()
-                with call_scope(self.conversation_id, call, self.emit, recorded):
-                    result = await execute(
-                        request.name,
-                        request.arguments,
-                        context.tools,
-                        stream_ended=self.stream_ended,
-                        audit=AuditRecord(
-                            "model", self.request.user_id, self.conversation_id, agent=context.agent_name
-                        ),
-                    )
-                duration = int((time.monotonic() - started) * 1000)
-                await asyncio.shield(recorded)  # its row (and card) first
-                final = await db(conversations.finish_tool_call)(call, result, duration)
-            await self.emit({"type": "tool_result", "call": final})
-            return result
-
-        async with asyncio.TaskGroup() as group:
-            tasks = [
-                group.create_task(run_one(request, call, index < budget))
-                for index, (request, call) in enumerate(zip(requests, calls.rows, strict=True))
-            ]
-        return [task.result() for task in tasks]
 
     async def _notice(self, text: str) -> None:
         payload = await db(conversations.add_message)(self.conversation_id, Message.Role.NOTICE, text)
@@ -918,14 +626,14 @@ class Turn:
 
     async def _settle(self, status: str, error: str, call_output: str) -> None:
         """Store how the turn ended (text so far, unfinished calls) and tell the clients."""
-        self._end_live_html()
-        await self._release()
+        self.answer.end_live_html()
+        await self.hold.release()
         try:
             message, created, calls = await db(conversations.settle_turn)(
                 self.conversation_id,
-                self.message_id,
-                content=self.text if self.message_id is not None else "",
-                reasoning=self.reasoning if self.message_id is not None else "",
+                self.answer.message_id,
+                content=self.answer.text if self.answer.message_id is not None else "",
+                reasoning=self.answer.reasoning if self.answer.message_id is not None else "",
                 status=status,
                 error=error,
                 call_output=call_output,
@@ -935,7 +643,7 @@ class Turn:
                 "conversation %s: could not save how the turn ended", self.conversation_id, exc_info=True
             )
             return
-        self.message_id = None
+        self.answer.message_id = None
         if message is not None:
             await self.emit({"type": "message" if created else "message_complete", "message": message})
         for call in calls:

@@ -154,16 +154,17 @@ class TurnRegistry:
     def live_text(self, conversation_id: int) -> tuple[int, str] | None:
         """``(message id, text so far)`` of the message being streamed, if any."""
         turn = self._turns.get(conversation_id)
-        if turn is None or turn.message_id is None or not self.running(conversation_id):
+        if turn is None or turn.answer.message_id is None or not self.running(conversation_id):
             return None
-        return turn.message_id, turn.text
+        return turn.answer.message_id, turn.answer.text
 
     def live_html(self, conversation_id: int) -> dict[str, Any] | None:
         """The HTML sent so far of the message being streamed (its ``text_html``), if any."""
         turn = self._turns.get(conversation_id)
-        if turn is None or turn.live_html is None or not self.running(conversation_id):
+        if turn is None or turn.answer.live_html is None or not self.running(conversation_id):
             return None
-        return turn.live_html.state() if turn.live_html.message_id == turn.message_id else None
+        live_html = turn.answer.live_html
+        return live_html.state() if live_html.message_id == turn.answer.message_id else None
 
     # --- across processes (Redis channel layer; see boocode.chat.turn.locks) ----------------------
 
