@@ -6,7 +6,7 @@ questions groups); the scripted model asks for ``request_meta``, which answers w
 receiver in the test (tests/support/otlp.py), which decodes them with opentelemetry-proto: the
 tests check names, parents and that the ``traceparent`` the server received names BooCode's MCP
 request span. The metrics are read from ``GET /metrics`` as Prometheus reads them. The hop
-through the hub worker is tested in tests/mcpclient/test_hub_worker.py.
+through the hub worker is tested in tests/mcpclient/runtime/test_hub_worker.py.
 """
 
 from __future__ import annotations
