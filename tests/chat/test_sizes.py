@@ -137,6 +137,7 @@ async def test_a_frame_over_the_limit_is_replaced_by_an_error_the_page_can_act_o
     # set below the size of a history frame, the history is what trips it.
     monkeypatch.setattr(consumers, "MAX_SENT_FRAME_BYTES", 300)
     assert sizes.MAX_SENT_FRAME_BYTES < 1024 * 1024  # the real limit is under Daphne's 1 MiB
+    # Connected by hand, not logged_in_tab(): the first frame is this error, not the greeting.
     cookie = await login("alice")
     tab = Tab(await conversation_of("alice"), cookie)
     connected, _ = await tab.ws.connect(timeout=5)
