@@ -27,21 +27,6 @@ XSS = ['<script>alert("x")</script>', "<img src=x onerror=alert(1)>", '"><svg on
 
 
 @pytest.fixture
-def alice() -> Any:
-    return get_user_model().objects.create_user("alice")
-
-
-@pytest.fixture
-def client_for(alice: Any) -> Callable[..., Client]:
-    def make(user: Any = alice) -> Client:
-        client = Client()
-        client.force_login(user)
-        return client
-
-    return make
-
-
-@pytest.fixture
 def mallory(client_for: Callable[..., Client]) -> Client:
     return client_for(get_user_model().objects.create_user("mallory"))
 

@@ -11,8 +11,7 @@ from __future__ import annotations
 import csv
 import io
 import json
-from collections.abc import AsyncIterator, Callable
-from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -25,14 +24,13 @@ from agents.parser import parse_agents_text
 from agents.policy import approval_rule
 from boocode.chat.ledger import audit
 from boocode.chat.models import ToolApproval, ToolCallAudit
-from mcpclient.core.state import Status
 from mcpclient.engine.hub import Hub
 from mcpclient.runtime import set_hub
-from tests.support.accounts import login, new_conversation
+from tests.support.accounts import new_conversation
 from tests.support.hubs import make_config
 from tests.support.llm import Call, ScriptedLLM, Text, ToolCalls
 from tests.support.processes import toolbox_entry
-from tests.support.tabs import Tab
+from tests.support.tabs import logged_in_tab
 
 AGENTS = """## Careful
 ---
@@ -72,27 +70,6 @@ def test_bad_rules_name_the_key(front: str, message: str) -> None:
 # --- through the chat ---------------------------------------------------------------------------
 
 
-@pytest.fixture
-async def notes_hub(hub: Hub, tmp_path: Path) -> AsyncIterator[Hub]:
-    entry = toolbox_entry(
-        "--feature", "writes", writeTools="approve", env={"TOOLBOX_WRITES_LOG": str(tmp_path / "w.jsonl")}
-    )
-    await hub.start([make_config("notes", entry)])
-    assert hub.snapshots()[0].status is Status.READY
-    set_hub(hub)
-    yield hub
-    set_hub(None)
-
-
-async def _careful(agents_file: Callable[[str], Any]) -> tuple[Tab, int]:
-    agents_file(AGENTS)
-    cookie = await login("alice")
-    conversation = await new_conversation("alice", "Careful")
-    tab = Tab(conversation, cookie)
-    await tab.open()
-    return tab, conversation
-
-
 @sync_to_async
 def audit_rows(conversation: int) -> list[ToolCallAudit]:
     return list(
@@ -103,9 +80,11 @@ def audit_rows(conversation: int) -> list[ToolCallAudit]:
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.processes
 async def test_rules_ask_for_a_read_tool_deny_a_tool_and_never_waive_the_servers_approval(
-    llm: ScriptedLLM, notes_hub: Hub, agents_file: Callable[[str], Any]
+    llm: ScriptedLLM, writes_hub: Hub, agents_file: Callable[[str], Any]
 ) -> None:
-    tab, conversation = await _careful(agents_file)
+    agents_file(AGENTS)
+    tab = await logged_in_tab("alice", await new_conversation("alice", "Careful"))
+    conversation = tab.conversation_id
     llm.script(
         ToolCalls([Call("notes_read_notes", {})]),
         ToolCalls([Call("notes_write_note", {"key": "a", "text": "sk-abcdefghijklmnopqrstuvwxyz123456"})]),
@@ -268,10 +247,8 @@ async def test_allow_vouches_for_a_tool_that_declares_nothing_on_the_record(
     await hub.start([make_config("gl", toolbox_entry("--feature", "undeclared"))])
     set_hub(hub)
     agents_file(VOUCHING)
-    cookie = await login("alice")
-    conversation = await new_conversation("alice", "Vouching")
-    tab = Tab(conversation, cookie)
-    await tab.open()
+    tab = await logged_in_tab("alice", await new_conversation("alice", "Vouching"))
+    conversation = tab.conversation_id
     llm.script(
         ToolCalls([Call("gl_create_issue", {"title": "first"})]),
         ToolCalls([Call("gl_issue_count", {})]),

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -27,31 +26,13 @@ from boocode.tools import runners as tool_runners
 from mcpclient.core.state import Status
 from mcpclient.engine.hub import Hub
 from mcpclient.runtime import set_hub
-from tests.support.accounts import conversation_of, login
+from tests.support.accounts import conversation_of
 from tests.support.hubs import make_config
 from tests.support.llm import Call, ScriptedLLM, Text, ToolCalls
 from tests.support.processes import ROOT, toolbox_entry
-from tests.support.tabs import Tab
+from tests.support.tabs import Tab, logged_in_tab
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.processes]
-
-
-@pytest.fixture
-def writes_log(tmp_path: Path) -> Path:
-    return tmp_path / "writes.jsonl"
-
-
-@pytest.fixture
-async def writes_hub(hub: Hub, writes_log: Path) -> AsyncIterator[Hub]:
-    """The process hub with the toolbox's write tools offered behind approval (tools ``notes_*``)."""
-    entry = toolbox_entry(
-        "--feature", "writes", writeTools="approve", env={"TOOLBOX_WRITES_LOG": str(writes_log)}
-    )
-    await hub.start([make_config("notes", entry)])
-    assert hub.snapshots()[0].status is Status.READY
-    set_hub(hub)
-    yield hub
-    set_hub(None)
 
 
 def writes(log: Path) -> list[dict[str, Any]]:
@@ -90,10 +71,8 @@ def allowed_tools(conversation_id: int) -> list[str]:
 async def test_approved_call_runs_with_the_card_showing_what_it_does(
     llm: ScriptedLLM, writes_hub: Hub, writes_log: Path
 ) -> None:
-    cookie = await login("alice")
-    conversation = await conversation_of("alice")
-    tab = Tab(conversation, cookie)
-    await tab.open()
+    tab = await logged_in_tab()
+    conversation = tab.conversation_id
     [card] = await ask(llm, tab, Call("notes_write_note", {"key": "a", "text": "<b>hi</b>"}))
     assert (card["server"], card["tool"], card["name"], card["title"]) == (
         "notes",
@@ -121,10 +100,8 @@ async def test_approved_call_runs_with_the_card_showing_what_it_does(
 async def test_denied_call_never_reaches_the_server_and_the_model_is_told(
     llm: ScriptedLLM, writes_hub: Hub, writes_log: Path
 ) -> None:
-    cookie = await login("alice")
-    conversation = await conversation_of("alice")
-    tab = Tab(conversation, cookie)
-    await tab.open()
+    tab = await logged_in_tab()
+    conversation = tab.conversation_id
     [card] = await ask(llm, tab, Call("notes_delete_notes", {}))
     assert card["hints"]["destructive"] is True
     await tab.send(answer(card, "deny"))
@@ -142,10 +119,8 @@ async def test_denied_call_never_reaches_the_server_and_the_model_is_told(
 async def test_remembered_tool_runs_without_asking_again_in_that_conversation_only(
     llm: ScriptedLLM, writes_hub: Hub, writes_log: Path
 ) -> None:
-    cookie = await login("alice")
-    conversation = await conversation_of("alice")
-    tab = Tab(conversation, cookie)
-    await tab.open()
+    tab = await logged_in_tab()
+    conversation, cookie = tab.conversation_id, tab.cookie
     # Two calls of the same tool in one step: each gets its card; remembering one settles both.
     first, second = await ask(
         llm,
@@ -184,9 +159,7 @@ async def test_remembered_tool_runs_without_asking_again_in_that_conversation_on
 
 
 async def test_the_console_asks_too(llm: ScriptedLLM, writes_hub: Hub, writes_log: Path) -> None:
-    cookie = await login("alice")
-    tab = Tab(await conversation_of("alice"), cookie)
-    await tab.open()
+    tab = await logged_in_tab()
     await tab.send({"type": "user_message", "text": '/call notes_write_note {"key": "k", "text": "v"}'})
     card = (await tab.next("approval"))["approval"]
     assert card["arguments"] == {"key": "k", "text": "v"}
@@ -201,10 +174,8 @@ async def test_an_unanswered_call_expires_denied_and_the_call_limit_waits(
 ) -> None:
     settings.APPROVAL_TIMEOUT = 0.5
     monkeypatch.setattr(tool_runners, "MCP_GRACE", 0.0)
-    cookie = await login("alice")
-    conversation = await conversation_of("alice")
-    tab = Tab(conversation, cookie)
-    await tab.open()
+    tab = await logged_in_tab()
+    conversation = tab.conversation_id
     await ask(llm, tab, Call("notes_write_note", {"key": "a", "text": "1"}))
     assert (await tab.next("approval_end"))["decision"] == "expired"
     result = (await tab.next("tool_result"))["call"]
@@ -219,10 +190,8 @@ async def test_an_unanswered_call_expires_denied_and_the_call_limit_waits(
 async def test_a_closed_tab_leaves_the_call_waiting_and_a_new_tab_answers_it(
     llm: ScriptedLLM, writes_hub: Hub, writes_log: Path
 ) -> None:
-    cookie = await login("alice")
-    conversation = await conversation_of("alice")
-    tab = Tab(conversation, cookie)
-    await tab.open()
+    tab = await logged_in_tab()
+    conversation, cookie = tab.conversation_id, tab.cookie
     [card] = await ask(llm, tab, Call("notes_write_note", {"key": "a", "text": "1"}))
     await tab.close()
 
@@ -245,16 +214,12 @@ async def test_a_closed_tab_leaves_the_call_waiting_and_a_new_tab_answers_it(
 async def test_answers_are_validated_and_only_the_owner_decides(
     llm: ScriptedLLM, writes_hub: Hub, writes_log: Path
 ) -> None:
-    alice = await login("alice")
-    conversation = await conversation_of("alice")
-    tab = Tab(conversation, alice)
-    await tab.open()
+    tab = await logged_in_tab()
+    conversation, alice = tab.conversation_id, tab.cookie
     [card] = await ask(llm, tab, Call("notes_delete_notes", {}))
 
     # Mallory, on her own conversation, with the card's id: as if it did not exist.
-    mallory_cookie = await login("mallory")
-    mallory = Tab(await conversation_of("mallory"), mallory_cookie)
-    await mallory.open()
+    mallory = await logged_in_tab("mallory")
     await mallory.send(answer(card, "approve"))
     assert (await mallory.next("error"))["code"] == "unknown_approval"
     # Alice herself, from another conversation: the approval belongs to this one only.
@@ -289,15 +254,14 @@ async def test_answers_are_validated_and_only_the_owner_decides(
 async def test_the_time_limit_of_the_call_waits_for_the_person(
     llm: ScriptedLLM, hub: Hub, writes_log: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    # Not writes_hub: the 0.3 s limit under test lives only here (a loaded machine would meet it elsewhere).
     entry = toolbox_entry(
         "--feature", "writes", writeTools="approve", timeout=300, env={"TOOLBOX_WRITES_LOG": str(writes_log)}
     )
     await hub.start([make_config("notes", entry)])
     set_hub(hub)
     monkeypatch.setattr(tool_runners, "MCP_GRACE", 0.1)
-    cookie = await login("alice")
-    tab = Tab(await conversation_of("alice"), cookie)
-    await tab.open()
+    tab = await logged_in_tab()
     [card] = await ask(llm, tab, Call("notes_write_note", {"key": "slow", "text": "1"}))
     await asyncio.sleep(0.8)  # the time under test: the person takes longer than the 0.3 s limit
     await tab.send(answer(card, "approve"))
@@ -309,10 +273,8 @@ async def test_the_time_limit_of_the_call_waits_for_the_person(
 
 @pytest.mark.django_db(transaction=True)
 async def test_staff_see_every_decision_read_only(llm: ScriptedLLM, writes_hub: Hub) -> None:
-    cookie = await login("alice")
-    conversation = await conversation_of("alice")
-    tab = Tab(conversation, cookie)
-    await tab.open()
+    tab = await logged_in_tab()
+    conversation = tab.conversation_id
     [card] = await ask(llm, tab, Call("notes_write_note", {"key": "secret-plan", "text": "x"}))
     await tab.send(answer(card, "approve", remember=True))
     await tab.until_turn_end()
@@ -353,10 +315,7 @@ async def test_a_write_tool_of_server_everything_runs_after_approval(llm: Script
     assert toggle.approval_reason and toggle.annotations["readOnlyHint"] is False
     assert not offered["every_echo"].approval_reason
     set_hub(hub)
-    cookie = await login("alice")
-    conversation = await conversation_of("alice")
-    tab = Tab(conversation, cookie)
-    await tab.open()
+    tab = await logged_in_tab()
     [card] = await ask(llm, tab, Call("every_toggle-simulated-logging", {}))
     assert card["title"] == "Toggle Simulated Logging"
     assert card["hints"] == {"readOnly": False, "destructive": False, "idempotent": False, "openWorld": False}
@@ -371,10 +330,8 @@ async def test_a_write_tool_of_server_everything_runs_after_approval(llm: Script
 async def test_each_call_of_a_step_gets_its_own_card_and_decision(
     llm: ScriptedLLM, writes_hub: Hub, writes_log: Path
 ) -> None:
-    cookie = await login("alice")
-    conversation = await conversation_of("alice")
-    tab = Tab(conversation, cookie)
-    await tab.open()
+    tab = await logged_in_tab()
+    conversation = tab.conversation_id
     write, delete = await ask(
         llm, tab, Call("notes_write_note", {"key": "keep", "text": "1"}), Call("notes_delete_notes", {})
     )
@@ -394,9 +351,7 @@ async def test_an_untrusted_servers_read_only_tool_asks_too(
 ) -> None:
     await hub.start([toolbox_config("toolbox", trusted=False)])
     set_hub(hub)
-    cookie = await login("alice")
-    tab = Tab(await conversation_of("alice"), cookie)
-    await tab.open()
+    tab = await logged_in_tab()
     [card] = await ask(llm, tab, Call("toolbox_echo", {"text": "hi"}))
     assert card["hints"]["readOnly"] is True and "not trusted" in card["reason"]
     await tab.send(answer(card, "approve"))
@@ -411,10 +366,8 @@ async def test_a_tool_that_declares_nothing_waits_for_the_person(
     # As the GitLab server's create_issue: no annotations, so it may write (the MCP defaults).
     await hub.start([toolbox_config("gl", "--feature", "undeclared")])
     set_hub(hub)
-    cookie = await login("alice")
-    conversation = await conversation_of("alice")
-    tab = Tab(conversation, cookie)
-    await tab.open()
+    tab = await logged_in_tab()
+    conversation = tab.conversation_id
     [card] = await ask(llm, tab, Call("gl_create_issue", {"title": "first"}))
     assert card["hints"] == {"readOnly": None, "destructive": None, "idempotent": None, "openWorld": None}
     assert card["reason"].startswith('it does not declare "readOnlyHint": true, so it may change things')

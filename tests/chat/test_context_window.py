@@ -16,14 +16,14 @@ from typing import Any
 
 import pytest
 from asgiref.sync import sync_to_async
-from django.contrib.auth import get_user_model
 
 from boocode.chat.llm.client import context_refusal
 from boocode.chat.llm.compaction import SUMMARY_PROMPT
-from boocode.chat.models import ContextSummary, Conversation, Message, ToolCall
+from boocode.chat.models import ContextSummary, Message, ToolCall
 from boocode.chat.turn.loop import TurnRequest, run_turn
 from mcpclient.engine.hub import Hub
 from mcpclient.runtime import set_hub
+from tests.support.accounts import new_conversation
 from tests.support.hubs import make_config
 from tests.support.llm import REFUSALS, Call, Error, Raw, Reply, ScriptedLLM, Text, ToolCalls
 from tests.support.processes import NODE_DIR
@@ -35,12 +35,6 @@ LAST_LINE = "2026-12-07 23:59:59,999 ERROR payments: the LAST-LINE of the log, c
 
 async def drop(event: dict[str, Any]) -> None:
     """The turn's frames are not what these tests look at."""
-
-
-@sync_to_async
-def new_conversation() -> int:
-    user, _ = get_user_model().objects.get_or_create(username="alice")
-    return Conversation.objects.create(owner=user).pk
 
 
 @sync_to_async

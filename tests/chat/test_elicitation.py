@@ -20,11 +20,11 @@ from boocode.tools import runners as tool_runners
 from mcpclient.core.state import Status
 from mcpclient.engine.hub import Hub
 from mcpclient.runtime import set_hub
-from tests.support.accounts import conversation_of, login
+from tests.support.accounts import conversation_of
 from tests.support.hubs import make_config
 from tests.support.llm import Call, ScriptedLLM, Text, ToolCalls
 from tests.support.processes import PYTHON, ROOT
-from tests.support.tabs import Tab
+from tests.support.tabs import Tab, logged_in_tab
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.processes]
 
@@ -92,9 +92,7 @@ async def finish(tab: Tab) -> tuple[str, str]:
 async def test_the_person_fills_the_form_and_the_tool_gets_the_answer(
     llm: ScriptedLLM, forms_hub: Hub, tool: str
 ) -> None:
-    cookie = await login("alice")
-    tab = Tab(await conversation_of("alice"), cookie)
-    await tab.open()
+    tab = await logged_in_tab()
 
     form = await start_turn(llm, tab, tool)
     assert form["message"] == "Tell me about <b>you</b>"  # text: the page shows it with textContent
@@ -122,9 +120,7 @@ async def test_the_person_fills_the_form_and_the_tool_gets_the_answer(
 
 
 async def test_declined(llm: ScriptedLLM, forms_hub: Hub) -> None:
-    cookie = await login("alice")
-    tab = Tab(await conversation_of("alice"), cookie)
-    await tab.open()
+    tab = await logged_in_tab()
     form = await start_turn(llm, tab, "legacy_ask_profile")
     await tab.send(answer(form, "decline"))
     assert await finish(tab) == ("declined", "decline")
@@ -135,9 +131,7 @@ async def test_an_unanswered_form_expires_and_is_declined(
     llm: ScriptedLLM, forms_hub: Hub, settings: Any
 ) -> None:
     settings.ELICITATION_TIMEOUT = 0.3
-    cookie = await login("alice")
-    tab = Tab(await conversation_of("alice"), cookie)
-    await tab.open()
+    tab = await logged_in_tab()
     await start_turn(llm, tab, "forms_ask_profile")
     assert await finish(tab) == ("expired", "decline")
     await tab.close()
@@ -146,15 +140,12 @@ async def test_an_unanswered_form_expires_and_is_declined(
 async def test_only_the_owner_answers_and_bad_answers_change_nothing(
     llm: ScriptedLLM, forms_hub: Hub
 ) -> None:
-    alice = await login("alice")
-    tab = Tab(await conversation_of("alice"), alice)
-    await tab.open()
+    tab = await logged_in_tab()
+    alice = tab.cookie
     form = await start_turn(llm, tab, "forms_ask_profile")
 
     # Mallory, on her own conversation, with the form's id: as if it did not exist.
-    mallory_cookie = await login("mallory")
-    mallory = Tab(await conversation_of("mallory"), mallory_cookie)
-    await mallory.open()
+    mallory = await logged_in_tab("mallory")
     await mallory.send(answer(form, "accept", name="M"))
     assert (await mallory.next("error"))["code"] == "unknown_elicitation"
     # Alice herself, from another of her conversations: the form belongs to this one only.
@@ -175,7 +166,7 @@ async def test_only_the_owner_answers_and_bad_answers_change_nothing(
     for frame, code in bad:
         await tab.send({"type": "elicitation_answer", **frame})
         assert (await tab.next("error"))["code"] == code, frame
-    assert [f["id"] for f in forms.pending(tab_conversation(tab))] == [form["id"]]  # still open
+    assert [f["id"] for f in forms.pending(tab.conversation_id)] == [form["id"]]  # still open
 
     await tab.send(answer(form, "cancel"))
     assert await finish(tab) == ("cancelled", "cancel")
@@ -186,17 +177,11 @@ async def test_only_the_owner_answers_and_bad_answers_change_nothing(
         await other.close()
 
 
-def tab_conversation(tab: Tab) -> int:
-    return int(tab.ws.scope["path"].strip("/").split("/")[-1])
-
-
 async def test_a_reconnecting_tab_gets_the_open_form_and_a_stop_cancels_it(
     llm: ScriptedLLM, forms_hub: Hub
 ) -> None:
-    cookie = await login("alice")
-    conversation = await conversation_of("alice")
-    tab = Tab(conversation, cookie)
-    await tab.open()
+    tab = await logged_in_tab()
+    conversation, cookie = tab.conversation_id, tab.cookie
     form = await start_turn(llm, tab, "legacy_ask_profile")
     await tab.close()  # the browser went away; the turn and its form wait
 
@@ -217,9 +202,7 @@ async def test_the_time_limits_of_the_call_wait_for_the_person(
 ) -> None:
     # "legacy" allows 0.3 s per call, and the registry gives up 0.1 s after that.
     monkeypatch.setattr(tool_runners, "MCP_GRACE", 0.1)
-    cookie = await login("alice")
-    tab = Tab(await conversation_of("alice"), cookie)
-    await tab.open()
+    tab = await logged_in_tab()
     form = await start_turn(llm, tab, "legacy_ask_profile")
     await asyncio.sleep(0.8)  # the time under test: the person takes longer than both limits
     await tab.send(answer(form, "accept", name="Slow"))

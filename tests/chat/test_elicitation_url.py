@@ -20,11 +20,10 @@ from boocode.chat.calls.questions import forms
 from mcpclient.core.state import Status
 from mcpclient.engine.hub import Hub
 from mcpclient.runtime import set_hub
-from tests.support.accounts import conversation_of, login
 from tests.support.hubs import make_config
 from tests.support.llm import Call, ScriptedLLM, Text, ToolCalls
 from tests.support.processes import PYTHON, ROOT, TOOLBOX
-from tests.support.tabs import Tab
+from tests.support.tabs import Tab, logged_in_tab
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.processes]
 
@@ -65,20 +64,12 @@ async def start_turn(llm: ScriptedLLM, tab: Tab, tool: str, arguments: dict[str,
     return elicitation
 
 
-async def open_tab(user: str = "alice", conversation: int | None = None) -> Tab:
-    cookie = await login(user)
-    tab = Tab(conversation or await conversation_of(user), cookie)
-    await tab.open()
-    return tab
-
-
 @pytest.mark.parametrize("server", ["q26", "q25"])
 async def test_the_link_is_shown_opened_and_the_turn_resumes_when_the_page_is_completed(
     llm: ScriptedLLM, links_hub: Hub, server: str
 ) -> None:
-    tab = await open_tab()
-    second = Tab(tab_conversation(tab), await login("alice"))  # the same person, another tab
-    await second.open()
+    tab = await logged_in_tab()
+    second = await logged_in_tab("alice", tab.conversation_id)  # the same person, another tab
     link = await start_turn(llm, tab, f"{server}_ask_link")
     assert (await second.next("elicitation"))["elicitation"]["id"] == link["id"]
     assert (link["mode"], link["state"], link["server"]) == ("url", "asking", server)
@@ -93,7 +84,7 @@ async def test_the_link_is_shown_opened_and_the_turn_resumes_when_the_page_is_co
     await second.send({"type": "elicitation_answer", "id": link["id"], "action": "decline"})
     assert (await second.next("error"))["code"] == "unknown_elicitation"
     # A reconnecting tab sees the link waiting.
-    assert forms.pending(tab_conversation(tab))[0]["state"] == "waiting"
+    assert forms.pending(tab.conversation_id)[0]["state"] == "waiting"
 
     await asyncio.to_thread(submit, link["url"], "Ada")
     for each in (tab, second):
@@ -106,15 +97,11 @@ async def test_the_link_is_shown_opened_and_the_turn_resumes_when_the_page_is_co
     await second.close()
 
 
-def tab_conversation(tab: Tab) -> int:
-    return int(tab.ws.scope["path"].strip("/").split("/")[-1])
-
-
 async def test_a_link_nobody_opens_expires_and_is_declined(
     llm: ScriptedLLM, links_hub: Hub, settings: Any
 ) -> None:
     settings.ELICITATION_TIMEOUT = 0.3
-    tab = await open_tab()
+    tab = await logged_in_tab()
     await start_turn(llm, tab, "q25_ask_link")
     assert (await tab.next("elicitation_end"))["outcome"] == "expired"
     assert (await tab.next("tool_result"))["call"]["output"] == "decline"
@@ -123,21 +110,21 @@ async def test_a_link_nobody_opens_expires_and_is_declined(
 
 
 async def test_stop_ends_an_opened_link_and_the_call(llm: ScriptedLLM, links_hub: Hub) -> None:
-    tab = await open_tab()
+    tab = await logged_in_tab()
     link = await start_turn(llm, tab, "q26_ask_link")
     await tab.send({"type": "elicitation_answer", "id": link["id"], "action": "accept"})
     await tab.next("elicitation_waiting")
     await tab.send({"type": "cancel"})
     assert (await tab.next("elicitation_end"))["outcome"] == "stopped"
     assert (await tab.until_turn_end())["status"] == "stopped"
-    assert forms.pending(tab_conversation(tab)) == []
+    assert forms.pending(tab.conversation_id) == []
     await tab.close()
 
 
 async def test_a_link_with_a_scheme_other_than_http_never_reaches_the_page(
     llm: ScriptedLLM, links_hub: Hub
 ) -> None:
-    tab = await open_tab()
+    tab = await logged_in_tab()
     llm.script(ToolCalls([Call("q25_ask_link", {"url": "javascript:alert(1)"})]), Text("Ok."))
     await tab.send({"type": "user_message", "text": "connect me"})
     result = (await tab.next("tool_result"))["call"]
@@ -150,7 +137,7 @@ async def test_a_link_with_a_scheme_other_than_http_never_reaches_the_page(
 async def test_a_url_elicitation_required_error_is_shown_then_the_call_is_retried(
     llm: ScriptedLLM, links_hub: Hub
 ) -> None:
-    tab = await open_tab()
+    tab = await logged_in_tab()
     link = await start_turn(llm, tab, "q25_needs_link", {"account": "chat-1"})
     assert (link["mode"], link["required"], link["message"]) == ("url", True, "Connect chat-1")
     await tab.send({"type": "elicitation_answer", "id": link["id"], "action": "accept"})
@@ -164,7 +151,7 @@ async def test_a_url_elicitation_required_error_is_shown_then_the_call_is_retrie
 
 async def test_the_person_says_done_when_the_server_never_reports(llm: ScriptedLLM, links_hub: Hub) -> None:
     """The spec's manual control: the -32042 page was used elsewhere, the server stays silent."""
-    tab = await open_tab()
+    tab = await logged_in_tab()
     link = await start_turn(llm, tab, "q25_needs_link", {"account": "chat-2"})
     await tab.send({"type": "elicitation_answer", "id": link["id"], "action": "accept"})
     await tab.next("elicitation_waiting")
@@ -180,7 +167,7 @@ async def test_the_person_says_done_when_the_server_never_reports(llm: ScriptedL
 
 
 async def test_sampling_is_refused_and_the_model_reads_why(llm: ScriptedLLM, links_hub: Hub) -> None:
-    tab = await open_tab()
+    tab = await logged_in_tab()
     llm.script(ToolCalls([Call("q26_ask_sampling", {}), Call("q25_ask_sampling", {})]), Text("Ok."))
     await tab.send({"type": "user_message", "text": "sample"})
     await tab.until_turn_end()

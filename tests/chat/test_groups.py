@@ -35,11 +35,11 @@ from mcpclient.core.state import Status
 from mcpclient.engine.hub import Hub
 from mcpclient.models import McpServer
 from mcpclient.runtime import hub_call, people, personal, set_hub, signin
-from tests.support.accounts import login, new_conversation, stored
+from tests.support.accounts import join, login, new_conversation, stored, web_client
 from tests.support.hubs import make_config
 from tests.support.llm import Call, ScriptedLLM, Text, ToolCalls
 from tests.support.processes import ROOT, TEST_COMMANDS, toolbox_entry
-from tests.support.tabs import Tab
+from tests.support.tabs import Tab, logged_in
 
 AGENTS = """## General
 Everybody's agent.
@@ -143,17 +143,9 @@ async def team(team_hub: Hub, agents_file: Callable[[str], Path]) -> dict[str, A
     agents_file(AGENTS)
     clients = {}
     for name in ("alice", "bob"):
-        await login(name)
-        client = AsyncClient()
-        await client.aforce_login(await get_user_model().objects.aget(username=name))
-        clients[name] = client
-    await _join("alice", "eng")
+        clients[name] = await web_client(name)
+    await join("alice", "eng")
     return clients
-
-
-@sync_to_async
-def _join(username: str, group: str) -> None:
-    get_user_model().objects.get(username=username).groups.add(Group.objects.get_or_create(name=group)[0])
 
 
 @sync_to_async
@@ -244,9 +236,7 @@ async def test_every_endpoint_gives_a_person_outside_the_groups_nothing_of_the_s
 async def test_a_turn_and_the_console_of_a_person_outside_the_groups_reach_nothing_of_the_server(
     llm: ScriptedLLM, team: dict[str, AsyncClient]
 ) -> None:
-    await login("bob")
-    conversation = await new_conversation("bob")
-    async with Tab(conversation, await login("bob")) as tab:
+    async with logged_in("bob") as tab:
         llm.script(ToolCalls([Call("team_echo", {"text": "psst"})]), Text("Done."))
         await tab.send({"type": "user_message", "text": "use the team's echo"})
         result = (await tab.next("tool_result"))["call"]
@@ -271,7 +261,7 @@ async def test_a_turn_and_the_console_of_a_person_outside_the_groups_reach_nothi
     # database): the turn is refused before the model is asked, and his message is kept.
     picked = await new_conversation("bob", "Eng")
     asked = len(llm.requests)
-    async with Tab(picked, await login("bob")) as tab:
+    async with logged_in("bob", picked) as tab:
         await tab.send({"type": "user_message", "text": "hello engineers"})
         end = await tab.until_turn_end()
         assert end["status"] == "failed"
@@ -316,8 +306,7 @@ async def test_a_hidden_server_answers_as_one_that_does_not_exist_on_every_path(
     assert {key: (status, _as_ghost(body)) for key, (status, body) in hidden.items()} == unknown
     assert all(status >= 400 for status, _ in unknown.values())
 
-    conversation = await new_conversation("bob")
-    async with Tab(conversation, await login("bob")) as tab:
+    async with logged_in("bob") as tab:
         outputs = {}
         for server in ("team", "ghost"):
             await tab.send({"type": "user_message", "text": f'/call {server}_echo {{"text": "psst"}}'})
@@ -369,7 +358,7 @@ async def test_a_hidden_server_answers_as_one_that_does_not_exist_on_every_path(
         ("ghost", "not_connected"),
         ("team", "not_connected"),
     ]
-    await _join("bob", "eng")
+    await join("bob", "eng")
     listed = await sync_to_async(personal.listing)(bob, lambda name: None)
     assert [(server["name"], server["status"], server["reason"]) for server in listed] == [
         ("ghost", "not_connected", ""),
@@ -416,7 +405,7 @@ async def test_a_view_of_the_servers_stops_answering_when_its_person_leaves_the_
     llm: ScriptedLLM, team: dict[str, AsyncClient]
 ) -> None:
     conversation = await new_conversation("alice")
-    async with Tab(conversation, await login("alice")) as tab:
+    async with logged_in("alice", conversation) as tab:
         llm.script(ToolCalls([Call("team_show_clock", {"city": "Rome"})]), Text("Done."))
         await tab.send({"type": "user_message", "text": "what time is it?"})
         call = (await tab.next("tool_result"))["call"]

@@ -13,29 +13,20 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from django.test import AsyncClient, Client
+from django.test import Client
 
 from boocode.chat.turn.loop import TurnRequest, run_turn
-from tests.support.accounts import conversation_of, login, new_conversation
+from tests.support.accounts import new_conversation
 from tests.support.llm import Call, Error, ScriptedLLM, Text, ToolCalls
-from tests.support.scrape import Figures
-from tests.support.tabs import Tab
+from tests.support.scrape import TOKEN, scrape
+from tests.support.tabs import logged_in
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-TOKEN = "a-metrics-token-for-the-tests"
 
 
 @pytest.fixture(autouse=True)
 def metrics_token(settings: Any) -> None:
     settings.METRICS_TOKEN = TOKEN
-
-
-async def scrape() -> Figures:
-    """What this process's ``/metrics`` says now (read with the token, as Prometheus would)."""
-    response = await AsyncClient().get("/metrics", headers={"Authorization": f"Bearer {TOKEN}"})
-    assert response.status_code == 200, response.content[:300]
-    return Figures.parse(response.content)
 
 
 async def ignore(event: dict[str, Any]) -> None:
@@ -119,10 +110,9 @@ async def test_a_failed_model_request_fails_its_turn_and_both_are_counted(
 
 
 async def test_open_chat_sockets_are_counted_while_they_are_open() -> None:
-    cookie = await login("alice")
-    conversation = await conversation_of("alice")
+    conversation = await new_conversation("alice")
     before = await scrape()
-    async with Tab(conversation, cookie), Tab(conversation, cookie):
+    async with logged_in("alice", conversation), logged_in("alice", conversation):
         during = await scrape()
     after = await scrape()
     assert during.delta(before, "boocode_websockets_open") == 2

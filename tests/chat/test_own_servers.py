@@ -16,8 +16,7 @@ from typing import Any
 import pytest
 from asgiref.sync import sync_to_async
 from django.contrib.auth import get_user_model
-from django.contrib.auth.models import Group
-from django.test import AsyncClient, Client
+from django.test import Client
 from django.urls import reverse
 
 from boocode.chat.llm.status import status_payload
@@ -26,11 +25,11 @@ from mcpclient.engine.hub import Hub
 from mcpclient.models import McpServer, PersonalServer, StoredSecret
 from mcpclient.runtime import people, personal, set_hub
 from mcpclient.secrets import store as secret_store
-from tests.support.accounts import login, new_conversation
+from tests.support.accounts import join, login, new_conversation, web_client
 from tests.support.hubs import make_config
 from tests.support.llm import Call, ScriptedLLM, Text, ToolCalls
 from tests.support.processes import ROOT, TEST_COMMANDS, HttpServer, toolbox_entry
-from tests.support.tabs import Tab
+from tests.support.tabs import logged_in
 
 TOKEN = "Bearer sk-own-server-0123456789abcdef"
 
@@ -149,19 +148,13 @@ async def own_hub(settings: Any) -> AsyncIterator[Hub]:
         await hub.stop()
 
 
-async def client_of(username: str) -> AsyncClient:
-    await login(username)
-    client = AsyncClient()
-    await client.aforce_login(await get_user_model().objects.aget(username=username))
-    return client
-
-
 async def offered(
-    llm: ScriptedLLM, conversation: int, cookie: str, calls: list[Call]
+    llm: ScriptedLLM, username: str, calls: list[Call], conversation: int | None = None
 ) -> tuple[set[str], list[Any]]:
-    """One turn in which the model makes ``calls``: the tools it was offered and the calls' results."""
+    """One turn of ``username`` (on ``conversation``, by default a new one) in which the model makes
+    ``calls``: the tools it was offered and the calls' results."""
     asked = len(llm.requests)
-    async with Tab(conversation, cookie) as tab:
+    async with logged_in(username, conversation) as tab:
         llm.script(*([ToolCalls(calls)] if calls else []), Text("Done."))
         await tab.send({"type": "user_message", "text": "go"})
         end = await tab.until_turn_end()
@@ -176,7 +169,7 @@ async def test_a_persons_server_is_theirs_alone_under_the_rules_of_a_shared_one(
     llm: ScriptedLLM, own_hub: Hub, http_toolbox: Callable[..., HttpServer]
 ) -> None:
     server = http_toolbox("--feature", "meta", "--feature", "writes", "--feature", "prompts")
-    alice, bob = await client_of("alice"), await client_of("bob")
+    alice, bob = await web_client("alice"), await web_client("bob")
     added = await alice.post(
         "/servers/add/",
         form(url=server.url, sign_in="header", header_name="Authorization", header_value=TOKEN),
@@ -190,7 +183,7 @@ async def test_a_persons_server_is_theirs_alone_under_the_rules_of_a_shared_one(
 
     conversation = await new_conversation("alice")
     tools, results = await offered(
-        llm, conversation, await login("alice"), [Call("mine_request_header", {"name": "Authorization"})]
+        llm, "alice", [Call("mine_request_header", {"name": "Authorization"})], conversation
     )
     # Her tools, signed in with her header; the write tools behind the read-only guard.
     assert {"mine_echo", "mine_request_header", "shared_echo"} <= tools
@@ -206,8 +199,7 @@ async def test_a_persons_server_is_theirs_alone_under_the_rules_of_a_shared_one(
     assert {p["server"] for p in prompts} == {"mine"}
 
     # Bob: nothing of it on any path.
-    bobs = await new_conversation("bob")
-    tools, results = await offered(llm, bobs, await login("bob"), [Call("mine_echo", {"text": "psst"})])
+    tools, results = await offered(llm, "bob", [Call("mine_echo", {"text": "psst"})])
     assert "shared_echo" in tools and not any(name.startswith("mine_") for name in tools)
     assert [s["name"] for s in status_payload(await _id("bob"))["servers"]] == ["shared"]
     assert results[0]["is_error"] and "psst" not in results[0]["output"]
@@ -222,7 +214,7 @@ async def test_a_persons_server_is_theirs_alone_under_the_rules_of_a_shared_one(
     # Removed: its tools go at once, its header's value with it.
     removed = await alice.post(theirs, {"next": "/"})
     assert removed.status_code == 302
-    tools, _ = await offered(llm, conversation, await login("alice"), [])
+    tools, _ = await offered(llm, "alice", [], conversation)
     assert not any(name.startswith("mine_") for name in tools)
     assert not await sync_to_async(StoredSecret.objects.filter(kind=personal.HEADERS_KIND).exists)()
 
@@ -237,10 +229,9 @@ async def test_writes_wait_for_the_person_and_a_private_address_is_refused_by_th
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     server = http_toolbox("--feature", "writes")
-    alice = await client_of("alice")
+    alice = await web_client("alice")
     assert (await alice.post("/servers/add/", form(url=server.url, writes="on"))).status_code == 302
-    conversation = await new_conversation("alice")
-    async with Tab(conversation, await login("alice")) as tab:
+    async with logged_in() as tab:
         llm.script(ToolCalls([Call("mine_delete_everything", {"path": "/tmp/x"})]), Text("Done."))
         await tab.send({"type": "user_message", "text": "clean up"})
         card = (await tab.next("approval"))["approval"]
@@ -252,10 +243,9 @@ async def test_writes_wait_for_the_person_and_a_private_address_is_refused_by_th
     # The same server without the egress policy's leave: a loopback address is never reached on a
     # person's word (an administrator's server in mcp.json would be).
     settings.EGRESS_ALLOW = EgressAllow()
-    bob = await client_of("bob")
+    bob = await web_client("bob")
     assert (await bob.post("/servers/add/", form(url=server.url))).status_code == 302
-    bobs = await new_conversation("bob")
-    tools, _ = await offered(llm, bobs, await login("bob"), [])
+    tools, _ = await offered(llm, "bob", [])
     assert not any(name.startswith("mine_") for name in tools)
     # Bob reads a sentence for him, not a setting he cannot change nor "connection refused"; the
     # operator's side (the session's last error, the log) names the rule and the setting.
@@ -278,11 +268,6 @@ def _added(page: str) -> str:
     return re.sub(r'"[^"]+"', '"X"', said.group(0))
 
 
-@sync_to_async
-def _join(username: str, group: str) -> None:
-    get_user_model().objects.get(username=username).groups.add(Group.objects.get_or_create(name=group)[0])
-
-
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.processes
 async def test_a_hidden_servers_name_is_free_for_ones_own_server_and_the_two_never_meet(
@@ -296,9 +281,9 @@ async def test_a_hidden_servers_name_is_free_for_ones_own_server_and_the_two_nev
     entry = {"type": "http", "url": shared.url, "groups": ["eng"]}
     await McpServer.objects.acreate(name="team", config=entry)  # (as mcp.json's sync would)
     await own_hub.apply([*[c for c in (own_hub.config("shared"),) if c], make_config("team", entry)])
-    bob = await client_of("bob")
+    bob = await web_client("bob")
     await login("alice")
-    await _join("alice", "eng")
+    await join("alice", "eng")
     ids = {"alice": await _id("alice"), "bob": await _id("bob")}
 
     # Accepted in the words of any free name.
@@ -315,9 +300,9 @@ async def test_a_hidden_servers_name_is_free_for_ones_own_server_and_the_two_nev
 
     # His calls of team_* reach his server (signed in with his header); Alice's the shared one.
     ask = [Call("team_request_header", {"name": "Authorization"})]
-    tools, results = await offered(llm, await new_conversation("bob"), await login("bob"), ask)
+    tools, results = await offered(llm, "bob", ask)
     assert "team_request_header" in tools and results[0]["output"] == TOKEN, results
-    tools, results = await offered(llm, await new_conversation("alice"), await login("alice"), ask)
+    tools, results = await offered(llm, "alice", ask)
     assert "team_request_header" in tools and results[0]["output"] == "", results
     header = {"name": "Authorization"}
     assert (await own_hub.call_tool("team_request_header", header, user_id=ids["bob"])).output == TOKEN
@@ -333,8 +318,8 @@ async def test_a_hidden_servers_name_is_free_for_ones_own_server_and_the_two_nev
     assert own_hub.session_for("team", ids["alice"]) is own_hub.connection("team")
 
     # Bob joins eng: "team" is the shared server's for him now, his own is refused in its words.
-    await _join("bob", "eng")
-    tools, results = await offered(llm, await new_conversation("bob"), await login("bob"), ask)
+    await join("bob", "eng")
+    tools, results = await offered(llm, "bob", ask)
     assert results[0]["output"] == "", results
     [state] = [s for s in (await bob.get("/api/servers/")).json()["servers"] if s["name"] == "team"]
     assert (state["status"], state["reason"]) == (

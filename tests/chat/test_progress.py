@@ -18,7 +18,6 @@ from boocode.chat.calls import progress
 from mcpclient.core.state import Status
 from mcpclient.engine.hub import Hub
 from mcpclient.runtime import set_hub
-from tests.support.accounts import conversation_of, login
 from tests.support.llm import Call, ScriptedLLM, Text, ToolCalls
 from tests.support.tabs import Tab, logged_in_tab
 
@@ -48,10 +47,9 @@ async def frames_until(tab: Tab, kind: str) -> list[dict[str, Any]]:
 async def test_each_step_reaches_every_tab_of_the_owner_only(
     llm: ScriptedLLM, progress_hub: Hub, tmp_path: Path
 ) -> None:
-    alice = await login("alice")
-    conversation = await conversation_of("alice")
-    tab, other_tab = Tab(conversation, alice), Tab(conversation, alice)
-    await tab.open()
+    tab = await logged_in_tab()
+    conversation, alice = tab.conversation_id, tab.cookie
+    other_tab = Tab(conversation, alice)
     await other_tab.open()
     mallory = await logged_in_tab("mallory")
 

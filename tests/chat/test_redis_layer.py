@@ -11,9 +11,9 @@ import pytest
 from channels.layers import channel_layers, get_channel_layer
 
 from mcpclient.worker.signing import layer_key
-from tests.support.accounts import conversation_of, login, stored
+from tests.support.accounts import stored
 from tests.support.llm import ScriptedLLM, Text
-from tests.support.tabs import Tab
+from tests.support.tabs import Tab, logged_in_tab
 
 TEXT = "Hello from the model, streamed in small pieces."
 
@@ -55,10 +55,9 @@ async def test_two_tabs_get_every_event_through_redis(redis_layer: None, llm: Sc
     from channels_redis.pubsub import RedisPubSubChannelLayer
 
     assert isinstance(get_channel_layer(), RedisPubSubChannelLayer)
-    cookie = await login("alice")
-    conversation = await conversation_of("alice")
-    first, second = Tab(conversation, cookie), Tab(conversation, cookie)
-    await first.open()
+    first = await logged_in_tab()
+    conversation = first.conversation_id
+    second = Tab(conversation, first.cookie)
     await second.open()
     llm.script(Text(TEXT))
     await first.send({"type": "user_message", "text": "hi"})

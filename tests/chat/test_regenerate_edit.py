@@ -13,7 +13,7 @@ import pytest
 from asgiref.sync import sync_to_async
 
 from boocode.chat.models import Message, ToolCall
-from tests.support.accounts import conversation_of, login
+from tests.support.accounts import conversation_of
 from tests.support.llm import Call, ScriptedLLM, Stall, Text, ToolCalls
 from tests.support.tabs import Tab, finished, logged_in_tab
 
@@ -93,10 +93,9 @@ async def test_regenerate_supersedes_the_answer_and_asks_again(llm: ScriptedLLM,
 
 
 async def test_edit_replaces_the_message_and_what_followed(llm: ScriptedLLM) -> None:
-    cookie = await login("alice")
-    conversation = await conversation_of("alice")
-    first, second = Tab(conversation, cookie), Tab(conversation, cookie)
-    await first.open()
+    first = await logged_in_tab()
+    conversation = first.conversation_id
+    second = Tab(conversation, first.cookie)
     await second.open()
     llm.script(Text("Paris is nice."), Text("Pack light."))
     await chat(first, "Plan a trip to Paris")
@@ -132,11 +131,9 @@ async def test_edit_replaces_the_message_and_what_followed(llm: ScriptedLLM) -> 
 
 
 async def test_edit_and_regenerate_errors(llm: ScriptedLLM) -> None:
-    cookie = await login("alice")
-    conversation = await conversation_of("alice")
+    tab = await logged_in_tab()
+    conversation = tab.conversation_id
     other = await conversation_of("alice")
-    tab = Tab(conversation, cookie)
-    await tab.open()
 
     await tab.send({"type": "regenerate"})
     assert (await tab.next("error"))["code"] == "nothing_to_regenerate"

@@ -13,14 +13,13 @@ from typing import Any
 
 import pytest
 from asgiref.sync import sync_to_async
-from django.contrib.auth import get_user_model
 from django.test import AsyncClient
 
 from boocode.chat.models import Message
 from boocode.chat.turn.loop import TurnRequest, run_turn
 from boocode.chat.wire.attachments import MAX_ATTACHMENTS
 from mcpclient.engine.hub import Hub
-from tests.support.accounts import conversation_of, new_conversation
+from tests.support.accounts import conversation_of, new_conversation, web_client
 from tests.support.llm import ScriptedLLM, Text
 from tests.support.processes import ROOT
 from tests.support.tabs import Tab, logged_in_tab
@@ -28,17 +27,6 @@ from tests.support.tabs import Tab, logged_in_tab
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.processes]
 
 SCRIPT = ROOT / "tests" / "servers" / "toolbox_resources.py"
-
-
-@pytest.fixture
-async def web() -> Callable[..., Any]:
-    async def client_for(username: str = "alice") -> AsyncClient:
-        user, _ = await get_user_model().objects.aget_or_create(username=username)
-        client = AsyncClient()
-        await client.aforce_login(user)
-        return client
-
-    return client_for
 
 
 # --- the endpoints ---------------------------------------------------------------------------
@@ -53,8 +41,8 @@ async def test_the_endpoints_need_a_login(box_hub: Hub) -> None:
         assert response.status_code == 302 and "/login/" in response["location"], url
 
 
-async def test_the_picker_lists_and_searches(box_hub: Hub, web: Callable[..., Any]) -> None:
-    client = await web()
+async def test_the_picker_lists_and_searches(box_hub: Hub) -> None:
+    client = await web_client()
     listed = (await client.get("/api/resources/")).json()
     assert listed["servers"] == [{"name": "box", "completions": True, "error": ""}]
     assert len(listed["resources"]) == 6
@@ -73,10 +61,10 @@ async def test_the_picker_lists_and_searches(box_hub: Hub, web: Callable[..., An
 
 
 async def test_the_picker_follows_the_conversations_agent_and_owner(
-    box_hub: Hub, web: Callable[..., Any], agents_file: Callable[[str], Any]
+    box_hub: Hub, agents_file: Callable[[str], Any]
 ) -> None:
     agents_file("## Boxed\n---\ntools: [box_*]\n---\nBox.\n\n## Native\n---\ntools: [grep]\n---\nFiles.\n")
-    client = await web()
+    client = await web_client()
     boxed = await new_conversation(agent_name="Boxed")
     native = await new_conversation(agent_name="Native")
     theirs = await new_conversation("mallory")
@@ -97,8 +85,8 @@ async def test_the_picker_follows_the_conversations_agent_and_owner(
         assert response.status_code == 404 and response.json() == {"error": "No such conversation."}
 
 
-async def test_reading_for_the_viewer(box_hub: Hub, web: Callable[..., Any]) -> None:
-    client = await web()
+async def test_reading_for_the_viewer(box_hub: Hub) -> None:
+    client = await web_client()
     text = (await client.get("/api/resources/read/?server=box&uri=toolbox://data/config.json")).json()
     assert text["contents"] == [
         {
@@ -120,8 +108,8 @@ async def test_reading_for_the_viewer(box_hub: Hub, web: Callable[..., Any]) -> 
     assert bad.status_code == 400 and bad.json() == {"error": '"uri" is required.'}
 
 
-async def test_a_server_that_is_down_is_a_clear_error(box_hub: Hub, web: Callable[..., Any]) -> None:
-    client = await web()
+async def test_a_server_that_is_down_is_a_clear_error(box_hub: Hub) -> None:
+    client = await web_client()
     await box_hub.call_tool("box_crash", {})
     await box_hub.wait_until(lambda: box_hub.snapshots()[0].status.value == "unavailable", 10)
 
@@ -130,8 +118,8 @@ async def test_a_server_that_is_down_is_a_clear_error(box_hub: Hub, web: Callabl
     assert (await client.get("/api/resources/")).json()["servers"] == []
 
 
-async def test_completions_endpoint(box_hub: Hub, web: Callable[..., Any]) -> None:
-    client = await web()
+async def test_completions_endpoint(box_hub: Hub) -> None:
+    client = await web_client()
     base = "/api/complete/?server=box&ref=resource&name=toolbox://cities/{city}&argument=city"
     assert (await client.get(base + "&value=l")).json() == {
         "values": ["Lisbon", "London"],

@@ -26,8 +26,8 @@ from boocode.chat.wire.sizes import (
     delta_pieces,
     encoded_size,
 )
-from tests.support.accounts import conversation_of, login
-from tests.support.tabs import Tab
+from tests.support.accounts import conversation_of, login, new_conversation
+from tests.support.tabs import Tab, logged_in_tab
 
 
 def _message(content: str, **extra: object) -> dict[str, object]:
@@ -137,6 +137,7 @@ async def test_a_frame_over_the_limit_is_replaced_by_an_error_the_page_can_act_o
     # set below the size of a history frame, the history is what trips it.
     monkeypatch.setattr(consumers, "MAX_SENT_FRAME_BYTES", 300)
     assert sizes.MAX_SENT_FRAME_BYTES < 1024 * 1024  # the real limit is under Daphne's 1 MiB
+    # Connected by hand, not logged_in_tab(): the first frame is this error, not the greeting.
     cookie = await login("alice")
     tab = Tab(await conversation_of("alice"), cookie)
     connected, _ = await tab.ws.connect(timeout=5)
@@ -155,14 +156,13 @@ async def test_a_history_over_the_limit_leaves_its_oldest_messages_to_the_older_
     # be read page by page. With the limit below the whole history, the oldest ones give way.
     limit = 3000
     monkeypatch.setattr(consumers, "MAX_SENT_FRAME_BYTES", limit)
-    cookie = await login("alice")
-    conversation = await conversation_of("alice")
+    conversation = await new_conversation("alice")
     for index in range(10):
         text = f"m{index} " + "w" * 200
         await Message.objects.acreate(conversation_id=conversation, role="user", content=text)
-    tab = Tab(conversation, cookie)
-    history = await tab.open()
+    tab = await logged_in_tab("alice", conversation)
     await tab.close()
+    history = tab.history
     contents = [message["content"].split()[0] for message in history["messages"]]
     assert 1 <= len(contents) < 10 and contents == [f"m{index}" for index in range(10 - len(contents), 10)]
     assert history["more"] is True

@@ -14,7 +14,6 @@ from typing import Any
 
 import pytest
 from asgiref.sync import sync_to_async
-from django.contrib.auth import get_user_model
 from django.test import AsyncClient
 
 from boocode.chat.models import Conversation, Message, ToolCall
@@ -22,7 +21,7 @@ from boocode.chat.turn.loop import TurnRequest, run_turn
 from boocode.chat.web import exports
 from mcpclient.engine.hub import Hub
 from mcpclient.runtime import set_hub
-from tests.support.accounts import new_conversation
+from tests.support.accounts import new_conversation, web_client
 from tests.support.hubs import make_config
 from tests.support.llm import Call, ScriptedLLM, Text, ToolCalls
 from tests.support.processes import PYTHON, TOOLBOX
@@ -42,17 +41,6 @@ async def skills_hub(hub: Hub) -> AsyncIterator[Hub]:
     set_hub(hub)
     yield hub
     set_hub(None)
-
-
-@pytest.fixture
-async def web() -> Callable[..., Any]:
-    async def client_for(username: str = "alice") -> AsyncClient:
-        user, _ = await get_user_model().objects.aget_or_create(username=username)
-        client = AsyncClient()
-        await client.aforce_login(user)
-        return client
-
-    return client_for
 
 
 async def turn(conversation: int, text: str = "Fill in my form.", **keys: Any) -> list[dict[str, Any]]:
@@ -79,10 +67,8 @@ async def test_the_endpoints_need_a_login(skills_hub: Hub) -> None:
         assert response.status_code == 302 and "/login/" in response["location"], url
 
 
-async def test_the_menu_lists_every_skill_with_its_server_and_why_one_cannot_load(
-    skills_hub: Hub, web: Callable[..., Any]
-) -> None:
-    client = await web()
+async def test_the_menu_lists_every_skill_with_its_server_and_why_one_cannot_load(skills_hub: Hub) -> None:
+    client = await web_client()
     listed = (await client.get("/api/skills/")).json()
     assert listed["truncated"] is False
     assert [(s["server"], s["label"], s["uri"]) for s in listed["skills"]] == [
@@ -97,8 +83,8 @@ async def test_the_menu_lists_every_skill_with_its_server_and_why_one_cannot_loa
     assert 'generated ("resources": "dynamic")' in listed["skills"][3]["problem"]
 
 
-async def test_the_viewer_reads_a_skills_skill_md_verified(skills_hub: Hub, web: Callable[..., Any]) -> None:
-    client = await web()
+async def test_the_viewer_reads_a_skills_skill_md_verified(skills_hub: Hub) -> None:
+    client = await web_client()
     read = (await client.get("/api/skills/read/?server=box&skill=pdf-forms")).json()
     assert read["server"] == "box" and read["uri"] == PDF_FORMS and read["name"] == "pdf-forms"
     head, body = read["contents"]

@@ -6,7 +6,7 @@ questions groups); the scripted model asks for ``request_meta``, which answers w
 receiver in the test (tests/support/otlp.py), which decodes them with opentelemetry-proto: the
 tests check names, parents and that the ``traceparent`` the server received names BooCode's MCP
 request span. The metrics are read from ``GET /metrics`` as Prometheus reads them. The hop
-through the hub worker is tested in tests/mcpclient/test_hub_worker.py.
+through the hub worker is tested in tests/mcpclient/runtime/test_hub_worker.py.
 """
 
 from __future__ import annotations
@@ -18,24 +18,22 @@ from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import pytest
-from django.test import AsyncClient
 
 from boocode.chat.turn.loop import TurnRequest, run_turn
 from mcpclient.core.state import Status
 from mcpclient.engine.hub import Hub
 from mcpclient.runtime import set_hub
 from mcpclient.telemetry import tracing
-from tests.support.accounts import conversation_of, login, new_conversation
+from tests.support.accounts import new_conversation
 from tests.support.hubs import make_config
 from tests.support.llm import Call, ScriptedLLM, Text, ToolCalls
 from tests.support.otlp import OtlpReceiver, Span, ancestry, exporting
 from tests.support.processes import PYTHON, ROOT, HttpServer
-from tests.support.scrape import Figures
-from tests.support.tabs import Tab
+from tests.support.scrape import TOKEN, scrape
+from tests.support.tabs import logged_in
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.processes]
 
-TOKEN = "a-metrics-token-for-the-tests"
 GROUPS = ("--feature", "meta", "--feature", "writes", "--feature", "questions")
 
 
@@ -62,12 +60,6 @@ class Outputs:
     async def __call__(self, event: dict[str, Any]) -> None:
         if event["type"] == "tool_result":
             self.results.append(event["call"]["output"])
-
-
-async def scrape() -> Figures:
-    response = await AsyncClient().get("/metrics", headers={"Authorization": f"Bearer {TOKEN}"})
-    assert response.status_code == 200
-    return Figures.parse(response.content)
 
 
 def one(spans: list[Span], name: str) -> Span:
@@ -174,8 +166,7 @@ async def test_the_mcp_side_counts_calls_the_tool_step_and_the_servers_states(
 async def test_calls_waiting_for_approval_and_forms_waiting_for_a_person_are_counted(
     llm: ScriptedLLM, toolbox: Hub
 ) -> None:
-    cookie = await login("alice")
-    async with Tab(await conversation_of("alice"), cookie) as tab:
+    async with logged_in() as tab:
         before = await scrape()
         llm.script(ToolCalls([Call("toolbox_write_note", {"key": "a", "text": "b"})]), Text("Done."))
         await tab.send({"type": "user_message", "text": "write"})

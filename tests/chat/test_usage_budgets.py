@@ -33,9 +33,9 @@ from django.utils import timezone
 from boocode.chat.ledger import audit, budgets, daily_usage
 from boocode.chat.models import Conversation, DailyUsage, Message, TokenBudget, ToolCallAudit
 from boocode.chat.turn import titles
-from tests.support.accounts import conversation_of, login, stored
+from tests.support.accounts import join, login, stored
 from tests.support.llm import Call, Error, ScriptedLLM, Stall, Text, ToolCalls
-from tests.support.tabs import Tab, finished
+from tests.support.tabs import Tab, finished, logged_in_tab
 
 pytestmark = [
     pytest.mark.django_db(transaction=True),
@@ -98,21 +98,6 @@ def budget(tokens: int, *, user: str | None = None, group: str | None = None) ->
         TokenBudget.objects.create(group=Group.objects.get(name=group), tokens_per_day=tokens)
 
 
-@sync_to_async
-def join(username: str, *groups: str) -> None:
-    user = get_user_model().objects.get(username=username)
-    for name in groups:
-        user.groups.add(Group.objects.get_or_create(name=name)[0])
-
-
-async def person(username: str) -> Tab:
-    """``username`` logged in, with a new conversation open in a tab."""
-    cookie = await login(username)
-    tab = Tab(await conversation_of(username), cookie)
-    await tab.open()
-    return tab
-
-
 async def refused(tab: Tab, frame: dict[str, Any]) -> str:
     """Send ``frame``; the turn ends failed with code ``budget_spent``: its error."""
     await tab.send(frame)
@@ -123,7 +108,7 @@ async def refused(tab: Tab, frame: dict[str, Any]) -> str:
 
 # --- usage per person and day -------------------------------------------------------------------
 async def test_usage_of_two_people_is_counted_per_person_and_day(llm: ScriptedLLM) -> None:
-    alice, bob = await person("alice"), await person("bob")
+    alice, bob = await logged_in_tab(), await logged_in_tab("bob")
     llm.script(
         ToolCalls([Call("list_dir", {"path": "."})], usage=(100, 7)),
         Text("One file.", usage=(120, 5)),
@@ -200,7 +185,7 @@ def test_the_admin_lists_usage_filtered_by_person_and_days_and_exports_it(django
 async def test_a_persons_own_budget_refuses_the_turn_before_the_model_and_keeps_the_message(
     llm: ScriptedLLM,
 ) -> None:
-    tab = await person("alice")
+    tab = await logged_in_tab()
     await budget(1000, user="alice")
     await spent("alice", 1000)
     error = await refused(tab, {"type": "user_message", "text": "Is there a limit?"})
@@ -219,7 +204,7 @@ async def test_a_persons_own_budget_refuses_the_turn_before_the_model_and_keeps_
 
 
 async def test_the_answer_that_passes_the_budget_ends_and_the_next_turn_is_refused(llm: ScriptedLLM) -> None:
-    tab = await person("alice")
+    tab = await logged_in_tab()
     await budget(100, user="alice")
     llm.script(Text("A long answer.", usage=(80, 30)))
     await tab.send({"type": "user_message", "text": "first"})
@@ -241,7 +226,7 @@ async def test_ten_turns_started_at_once_stop_at_the_budget(llm: ScriptedLLM) ->
     budget by what it spends), the nine others are refused before the model is asked, each
     with its message kept and a sentence saying why."""
     await login("alice")
-    tabs = [await person("alice") for _ in range(10)]
+    tabs = [await logged_in_tab() for _ in range(10)]
     await budget(51_600, user="alice")
     await spent("alice", 50_500)
     answer = (9_000, 90)  # one request's worth: 9,090 tokens
@@ -273,7 +258,7 @@ async def test_ten_turns_started_at_once_stop_at_the_budget(llm: ScriptedLLM) ->
 
 
 async def test_a_turn_makes_no_request_past_the_budget_after_a_tool_step(llm: ScriptedLLM) -> None:
-    tab = await person("alice")
+    tab = await logged_in_tab()
     await budget(100, user="alice")
     llm.script(ToolCalls([Call("list_dir", {"path": "."})], usage=(80, 30)), Text("Never asked."))
     await tab.send({"type": "user_message", "text": "look around"})
@@ -291,7 +276,7 @@ async def test_a_turn_makes_no_request_past_the_budget_after_a_tool_step(llm: Sc
 
 
 async def test_a_failed_request_gives_its_hold_back(llm: ScriptedLLM) -> None:
-    tab = await person("alice")
+    tab = await logged_in_tab()
     await budget(100_000, user="alice")
     llm.script(Error(400, "bad request"))
     await tab.send({"type": "user_message", "text": "hello"})
@@ -320,7 +305,7 @@ def test_a_hold_nobody_released_stops_counting(django_user_model: Any) -> None:
 
 
 async def test_the_largest_group_budget_applies_and_names_its_group(llm: ScriptedLLM) -> None:
-    tab = await person("alice")
+    tab = await logged_in_tab()
     await join("alice", "interns", "writers")
     await budget(500, group="interns")
     await budget(2000, group="writers")
@@ -342,7 +327,7 @@ async def test_the_largest_group_budget_applies_and_names_its_group(llm: Scripte
 
 async def test_the_setting_is_everyones_budget(llm: ScriptedLLM, settings: Any) -> None:
     settings.DAILY_TOKEN_BUDGET = 50
-    tab = await person("bob")
+    tab = await logged_in_tab("bob")
     await spent("bob", 50)
     error = await refused(tab, {"type": "user_message", "text": "hello"})
     assert "50 of 50 tokens used today (the budget everyone has, BOOCODE_DAILY_TOKEN_BUDGET)" in error
@@ -357,7 +342,7 @@ async def test_the_setting_is_everyones_budget(llm: ScriptedLLM, settings: Any) 
 
 
 async def test_yesterdays_usage_leaves_today_fresh(llm: ScriptedLLM) -> None:
-    tab = await person("alice")
+    tab = await logged_in_tab()
     await budget(100, user="alice")
     await spent("alice", 5000, day=today() - dt.timedelta(days=1))
     llm.script(Text("A new day.", usage=(10, 2)))
@@ -370,7 +355,7 @@ async def test_yesterdays_usage_leaves_today_fresh(llm: ScriptedLLM) -> None:
 
 
 async def test_regenerate_edit_and_console_when_the_budget_is_spent(llm: ScriptedLLM) -> None:
-    tab = await person("alice")
+    tab = await logged_in_tab()
     await budget(100, user="alice")
     llm.script(Text("The first answer.", usage=(90, 20)))
     await tab.send({"type": "user_message", "text": "question"})

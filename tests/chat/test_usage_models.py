@@ -19,10 +19,10 @@ from boocode.chat.llm import status
 from boocode.chat.models import Conversation, Message
 from boocode.chat.turn import titles as turns
 from boocode.chat.turn.titles import TITLE_PROMPT
-from tests.support.accounts import client_of, conversation_of, login
+from tests.support.accounts import client_of, new_conversation
 from tests.support.llm import MODELS, Call, Error, ScriptedLLM, Text, ToolCalls
 from tests.support.processes import PYTHON, ROOT
-from tests.support.tabs import Tab, finished
+from tests.support.tabs import Tab, finished, logged_in_tab
 
 pytestmark = [
     pytest.mark.django_db(transaction=True),
@@ -34,10 +34,8 @@ pytestmark = [
 
 # --- usage -----------------------------------------------------------------------------------
 async def test_usage_is_asked_for_and_stored_per_answer(models_llm: ScriptedLLM, toolbox_hub: Any) -> None:
-    cookie = await login("alice")
-    conversation = await conversation_of("alice")
-    tab = Tab(conversation, cookie)
-    await tab.open()
+    tab = await logged_in_tab()
+    conversation, cookie = tab.conversation_id, tab.cookie
     models_llm.script(
         ToolCalls([Call("toolbox_echo", {"text": "hi"})], usage=(100, 7)),
         Text("It said hi.", usage=(120, 5)),
@@ -85,10 +83,7 @@ async def test_usage_is_asked_for_and_stored_per_answer(models_llm: ScriptedLLM,
 
 async def test_usage_can_be_left_out_of_the_request(models_llm: ScriptedLLM, settings: Any) -> None:
     settings.LLM_STREAM_USAGE = False
-    cookie = await login("alice")
-    conversation = await conversation_of("alice")
-    tab = Tab(conversation, cookie)
-    await tab.open()
+    tab = await logged_in_tab()
     models_llm.script(Text("ok"))
     await tab.send({"type": "user_message", "text": "hi"})
     await finished(tab)
@@ -139,16 +134,14 @@ def test_models_api_default_follows_the_conversation_agent(models_llm: ScriptedL
 
 
 async def test_the_conversation_model_is_used_for_its_turns(models_llm: ScriptedLLM) -> None:
-    cookie = await login("alice")
-    conversation = await conversation_of("alice")
+    conversation = await new_conversation("alice")
     client, _ = await sync_to_async(client_of)("alice")
     post = sync_to_async(client.post)
     response = await post(f"/c/{conversation}/model/", {"model": "big-model"}, HTTP_ACCEPT="application/json")
     assert response.json() == {"id": conversation, "model": "big-model"}
 
-    tab = Tab(conversation, cookie)
-    history = await tab.open()
-    assert history["conversation_info"]["model"] == "big-model"
+    tab = await logged_in_tab("alice", conversation)
+    assert tab.history["conversation_info"]["model"] == "big-model"
     models_llm.script(Text("Big answer.", usage=(1, 2)))
     await tab.send({"type": "user_message", "text": "hi"})
     info = await finished(tab)
@@ -206,10 +199,8 @@ def test_set_model_needs_the_csrf_token(models_llm: ScriptedLLM) -> None:
 # --- titles ----------------------------------------------------------------------------------
 async def test_title_from_the_model_after_the_first_answer(models_llm: ScriptedLLM, settings: Any) -> None:
     settings.TITLE_FROM_MODEL = True
-    cookie = await login("alice")
-    conversation = await conversation_of("alice")
-    tab = Tab(conversation, cookie)
-    await tab.open()
+    tab = await logged_in_tab()
+    conversation = tab.conversation_id
     models_llm.script(Text("Rome has the Colosseum."), Text('"Visiting **Rome**."'))
     await tab.send({"type": "user_message", "text": "What should I see in *Rome*?"})
     info = await finished(tab)
@@ -238,10 +229,8 @@ async def test_a_failed_title_request_keeps_the_first_message_title(
     models_llm: ScriptedLLM, settings: Any, caplog: pytest.LogCaptureFixture
 ) -> None:
     settings.TITLE_FROM_MODEL = True
-    cookie = await login("alice")
-    conversation = await conversation_of("alice")
-    tab = Tab(conversation, cookie)
-    await tab.open()
+    tab = await logged_in_tab()
+    conversation = tab.conversation_id
     models_llm.script(Text("Sure."), Error(500, "title machine broke"))
     await tab.send({"type": "user_message", "text": "Plan my week"})
     await finished(tab)
@@ -257,11 +246,9 @@ async def test_a_failed_title_request_keeps_the_first_message_title(
 
 # --- the model's status ----------------------------------------------------------------------
 async def test_status_rechecks_the_model_server_on_connect(models_llm: ScriptedLLM) -> None:
-    cookie = await login("alice")
-    conversation = await conversation_of("alice")
+    conversation = await new_conversation("alice")
     models_llm.models_status = 503
-    tab = Tab(conversation, cookie)
-    await tab.open()
+    tab = await logged_in_tab("alice", conversation)
     frame = await tab.next("status")
     while frame["model"]["last_error"] is None:
         frame = await tab.next("status")
@@ -271,7 +258,7 @@ async def test_status_rechecks_the_model_server_on_connect(models_llm: ScriptedL
     # The server is back: the next page to connect (a reconnect) sees the truth at once.
     models_llm.models_status = 200
     status._last_check = float("-inf")
-    again = Tab(conversation, cookie)
+    again = Tab(conversation, tab.cookie)
     await again.open()
     frame = await again.next("status")
     assert frame["model"]["last_error"] is None
@@ -286,10 +273,7 @@ async def test_status_rechecks_the_model_server_in_the_background(
     # Count only this test's socket: one another test left open must not keep the checks alive.
     monkeypatch.setattr(status, "_watchers", 0)
     monkeypatch.setattr(status, "_loop_task", None)
-    cookie = await login("alice")
-    conversation = await conversation_of("alice")
-    tab = Tab(conversation, cookie)
-    await tab.open()
+    tab = await logged_in_tab()
     await models_llm.until(lambda server: server.model_list_requests >= 1)
     models_llm.models_status = 502
     frame = await tab.next("status")
@@ -308,9 +292,7 @@ async def test_a_turn_error_about_the_model_name_survives_a_working_check(models
     _, alice = await sync_to_async(client_of)("alice")
     await client.aforce_login(alice)
     conversation = await Conversation.objects.acreate(owner=alice, model="gone-model")
-    cookie = await login("alice")
-    tab = Tab(conversation.pk, cookie)
-    await tab.open()
+    tab = await logged_in_tab("alice", conversation.pk)
     await tab.send({"type": "user_message", "text": "hi"})
     end = await tab.until_turn_end()
     assert end["status"] == "failed" and "gone-model" in end["error"]

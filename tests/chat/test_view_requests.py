@@ -14,19 +14,13 @@ from typing import Any
 
 import pytest
 from asgiref.sync import sync_to_async
-from django.contrib.auth import get_user_model
-from django.test import AsyncClient
 
 from boocode.chat.ledger import audit
 from boocode.chat.models import ToolApproval, ToolCall, ToolCallAudit
 from boocode.chat.web import view_requests
-from mcpclient.core.state import Status
 from mcpclient.engine.hub import Hub
-from mcpclient.runtime import set_hub
-from tests.support.accounts import conversation_of, login
-from tests.support.hubs import make_config
+from tests.support.accounts import web_client
 from tests.support.llm import Call, ScriptedLLM, Text, ToolCalls
-from tests.support.processes import toolbox_entry
 from tests.support.tabs import Tab, logged_in_tab
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.processes]
@@ -35,32 +29,9 @@ CLOCK_HTML = "<!DOCTYPE html><html><body><p id=clock>clock</p></body></html>"
 
 
 @pytest.fixture
-async def apps_hub(hub: Hub) -> AsyncIterator[Hub]:
-    """The toolbox's apps group as ``tb`` (writes behind approval) and a plain toolbox as ``other``."""
-    await hub.start(
-        [
-            make_config("tb", toolbox_entry("--feature", "apps", writeTools="approve")),
-            make_config("other", toolbox_entry()),
-        ]
-    )
-    assert all(snapshot.status is Status.READY for snapshot in hub.snapshots())
-    set_hub(hub)
-    yield hub
-    set_hub(None)
-
-
-@pytest.fixture
-async def alice(apps_hub: Hub) -> tuple[int, str]:
-    """Alice's conversation and session cookie."""
-    cookie = await login("alice")
-    return await conversation_of("alice"), cookie
-
-
-@pytest.fixture
-async def tab(llm: ScriptedLLM, alice: tuple[int, str]) -> AsyncIterator[Tab]:
+async def tab(llm: ScriptedLLM, apps_hub: Hub) -> AsyncIterator[Tab]:
     """Alice's tab on her conversation, where the model called ``tb_show_clock`` (it has a view)."""
-    opened = Tab(*alice)
-    await opened.open()
+    opened = await logged_in_tab()
     calls = [Call("tb_show_clock", {"city": "Rome"}), Call("tb_echo", {"text": "x"})]
     llm.script(ToolCalls(calls), Text("Done."))
     await opened.send({"type": "user_message", "text": "what time is it?"})
@@ -151,11 +122,9 @@ async def test_a_view_calls_only_its_own_servers_tools_for_views_and_reads_its_r
     assert (await tab.next("error"))["code"] == "bad_frame"
 
 
-async def test_replies_go_to_the_asking_tab_and_another_persons_view_is_unknown(
-    tab: Tab, alice: tuple[int, str]
-) -> None:
+async def test_replies_go_to_the_asking_tab_and_another_persons_view_is_unknown(tab: Tab) -> None:
     view_id = calls_of(tab)["show_clock"]["id"]
-    other_tab = Tab(*alice)
+    other_tab = Tab(tab.conversation_id, tab.cookie)
     await other_tab.open()
     mallory = await logged_in_tab("mallory")
     try:
@@ -169,9 +138,7 @@ async def test_replies_go_to_the_asking_tab_and_another_persons_view_is_unknown(
         await mallory.close()
 
 
-async def test_a_views_write_call_waits_for_the_person_and_says_a_view_asks(
-    tab: Tab, alice: tuple[int, str]
-) -> None:
+async def test_a_views_write_call_waits_for_the_person_and_says_a_view_asks(tab: Tab) -> None:
     view = Asker(tab, calls_of(tab)["show_clock"]["id"])
     sent = await view.send("tools/call", {"name": "set_alarm", "arguments": {"at": "7:00"}})
     approval = (await tab.next("approval"))["approval"]
@@ -191,7 +158,7 @@ async def test_a_views_write_call_waits_for_the_person_and_says_a_view_asks(
 
     @sync_to_async
     def rows() -> list[tuple[str, str, int | None, str]]:
-        found = ToolApproval.objects.filter(conversation_id=alice[0]).order_by("id")
+        found = ToolApproval.objects.filter(conversation_id=tab.conversation_id).order_by("id")
         return [(row.name, row.decision, row.tool_call_id, row.reason[:17]) for row in found]
 
     assert await rows() == [
@@ -204,7 +171,9 @@ async def test_a_views_write_call_waits_for_the_person_and_says_a_view_asks(
 
     @sync_to_async
     def audited() -> list[tuple[str, str, str, str, str]]:
-        found = ToolCallAudit.objects.filter(conversation_id=alice[0], name="tb_set_alarm").order_by("id")
+        found = ToolCallAudit.objects.filter(
+            conversation_id=tab.conversation_id, name="tb_set_alarm"
+        ).order_by("id")
         return [
             (row.origin, row.outcome, row.approval, str(row.decided_by), row.arguments)
             for row in found.select_related("decided_by")
@@ -245,7 +214,7 @@ async def test_requests_are_bounded_and_each_gets_one_answer(
 
 
 async def test_a_views_context_reaches_the_model_on_its_next_request_and_the_exports(
-    tab: Tab, llm: ScriptedLLM, alice: tuple[int, str]
+    tab: Tab, llm: ScriptedLLM
 ) -> None:
     view = Asker(tab, calls_of(tab)["show_clock"]["id"])
     update = {
@@ -270,13 +239,12 @@ async def test_a_views_context_reaches_the_model_on_its_next_request_and_the_exp
     assert '{"alarm": "7:00"}' in last["content"]
 
     # The exports keep the view and its context with the call (the page shows it from them).
-    client = AsyncClient()
-    await client.aforce_login(await get_user_model().objects.aget(username="alice"))
-    exported = (await client.get(f"/c/{alice[0]}/export.json")).json()
+    client = await web_client("alice")
+    exported = (await client.get(f"/c/{tab.conversation_id}/export.json")).json()
     [clock] = [c for m in exported["messages"] for c in m["tool_calls"] if c["tool"] == "show_clock"]
     assert (clock["view"], clock["arguments"]) == ("ui://toolbox/clock.html", '{"city": "Rome"}')
     assert clock["view_context"].startswith("The alarm is set for 7:00.")
-    markdown = (await client.get(f"/c/{alice[0]}/export.md")).content.decode()
+    markdown = (await client.get(f"/c/{tab.conversation_id}/export.md")).content.decode()
     assert "Shown in the view ui://toolbox/clock.html (MCP Apps)." in markdown
     assert "What the view gave the model:\n\n```\nThe alarm is set for 7:00." in markdown
 
@@ -288,8 +256,8 @@ async def test_a_views_context_reaches_the_model_on_its_next_request_and_the_exp
     assert llm.requests[since]["messages"][-1]["content"] == "and now?"
 
 
-async def test_a_closed_tab_cancels_its_views_requests(tab: Tab, alice: tuple[int, str]) -> None:
-    closing = Tab(*alice)
+async def test_a_closed_tab_cancels_its_views_requests(tab: Tab) -> None:
+    closing = Tab(tab.conversation_id, tab.cookie)
     await closing.open()
     view = Asker(closing, calls_of(tab)["show_clock"]["id"])
     await view.send("tools/call", {"name": "set_alarm", "arguments": {"at": "8:00"}})

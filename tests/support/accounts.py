@@ -1,7 +1,8 @@
 """People in the test database: logged-in session cookies, their conversations, what was stored.
 
 The in-process counterpart of :func:`tests.support.live.make_accounts` (which creates accounts
-in a live server's database). ``login`` is the one way a websocket test gets a session cookie.
+in a live server's database). ``login`` is the one way a websocket test gets a session cookie;
+``client_of`` and ``web_client`` are Django's test clients (sync and async) logged in.
 """
 
 from __future__ import annotations
@@ -10,7 +11,8 @@ from typing import Any
 
 from asgiref.sync import sync_to_async
 from django.contrib.auth import get_user_model
-from django.test import Client
+from django.contrib.auth.models import Group
+from django.test import AsyncClient, Client
 
 from boocode.chat.models import Conversation, Message
 
@@ -62,3 +64,19 @@ def client_of(username: str) -> tuple[Client, Any]:
     client = Client()
     client.force_login(user)
     return client, user
+
+
+async def web_client(username: str = "alice") -> AsyncClient:
+    """Django's async test client logged in as ``username`` (created if need be)."""
+    user, _ = await get_user_model().objects.aget_or_create(username=username)
+    client = AsyncClient()
+    await client.aforce_login(user)
+    return client
+
+
+@sync_to_async
+def join(username: str, *groups: str) -> None:
+    """Put an existing user in ``groups`` (each created if need be)."""
+    user = get_user_model().objects.get(username=username)
+    for name in groups:
+        user.groups.add(Group.objects.get_or_create(name=name)[0])

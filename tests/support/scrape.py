@@ -4,14 +4,18 @@
     figures.value("boocode_turns_total", status="complete")    # 0.0 when the series is absent
 
 The process's registry is shared by every test a worker runs, so a test compares two scrapes
-(:meth:`Figures.delta`) rather than reading absolute values.
+(:meth:`Figures.delta`) rather than reading absolute values. ``scrape()`` reads the test process's
+own ``/metrics`` with ``TOKEN`` (the test sets ``settings.METRICS_TOKEN`` to it).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from django.test import AsyncClient
 from prometheus_client.parser import text_string_to_metric_families
+
+TOKEN = "a-metrics-token-for-the-tests"
 
 
 @dataclass(frozen=True)
@@ -43,3 +47,10 @@ class Figures:
 
     def names(self) -> set[str]:
         return {name for name, _ in self.samples}
+
+
+async def scrape() -> Figures:
+    """What this process's ``/metrics`` says now (read with ``TOKEN``, as Prometheus would)."""
+    response = await AsyncClient().get("/metrics", headers={"Authorization": f"Bearer {TOKEN}"})
+    assert response.status_code == 200, response.content[:300]
+    return Figures.parse(response.content)

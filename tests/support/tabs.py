@@ -27,6 +27,7 @@ import asyncio
 import contextlib
 import json
 from collections import deque
+from collections.abc import AsyncIterator
 from typing import Any
 
 import aiohttp
@@ -233,3 +234,15 @@ async def logged_in_tab(username: str = "alice", conversation: int | None = None
     tab = Tab(conversation, cookie, **options)
     await tab.open()
     return tab
+
+
+@contextlib.asynccontextmanager
+async def logged_in(
+    username: str = "alice", conversation: int | None = None, **options: Any
+) -> AsyncIterator[Tab]:
+    """:func:`logged_in_tab` for an ``async with``: the tab is closed when the block ends."""
+    tab = await logged_in_tab(username, conversation, **options)
+    try:
+        yield tab
+    finally:
+        await tab.close()

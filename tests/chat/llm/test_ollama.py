@@ -15,13 +15,13 @@ from typing import Any
 
 import pytest
 from asgiref.sync import sync_to_async
-from django.contrib.auth import get_user_model
 
 from boocode.chat.llm import client as llm_client
 from boocode.chat.llm import ollama
 from boocode.chat.llm.client import Completion, LLMError, LLMSettings, ReasoningDelta, TextDelta, stream_chat
-from boocode.chat.models import Conversation, Message
+from boocode.chat.models import Message
 from boocode.chat.turn.loop import TurnRequest, run_turn
+from tests.support.accounts import new_conversation
 from tests.support.llm import MODEL, Call, Error, Raw, ScriptedLLM, Text, ToolCalls, estimate_tokens
 
 SMALL_DEFAULT = 256  # the server's default window: far too small for a system prompt and tools
@@ -152,12 +152,6 @@ async def test_another_server_keeps_the_openai_route() -> None:
 
 
 # --- a turn --------------------------------------------------------------------------------------
-@sync_to_async
-def new_conversation() -> int:
-    user, _ = get_user_model().objects.get_or_create(username="alice")
-    return Conversation.objects.create(owner=user).pk
-
-
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.processes
 async def test_a_turn_with_a_tool_call_over_api_chat_keeps_its_whole_prompt(

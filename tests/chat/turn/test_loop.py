@@ -9,11 +9,11 @@ from typing import Any
 
 import pytest
 from asgiref.sync import sync_to_async
-from django.contrib.auth import get_user_model
 
 from boocode.chat.models import Conversation, Message, ToolCall
 from boocode.chat.turn.loop import TurnRequest, run_turn
 from boocode.chat.turn.registry import TurnInProgress, registry
+from tests.support.accounts import new_conversation
 from tests.support.hubs import stop_process_hub
 from tests.support.llm import Call, Error, Raw, ScriptedLLM, Stall, Text, ToolCalls
 from tests.support.processes import TEST_COMMANDS, toolbox_entry
@@ -50,12 +50,6 @@ class Recorder:
     @property
     def types(self) -> list[str]:
         return [event["type"] for event in self.events if event["type"] != "status"]
-
-
-@sync_to_async
-def new_conversation(agent_name: str = "") -> int:
-    user, _ = get_user_model().objects.get_or_create(username="alice")
-    return Conversation.objects.create(owner=user, agent_name=agent_name).pk
 
 
 @sync_to_async

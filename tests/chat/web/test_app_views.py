@@ -8,7 +8,6 @@ page's frame fetches it, by the conversation's owner and by others.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -24,7 +23,7 @@ from boocode.chat.turn.loop import TurnRequest, run_turn
 from boocode.chat.web import app_views
 from mcpclient.core import mcp_apps
 from mcpclient.engine.hub import Hub
-from mcpclient.runtime import set_hub
+from tests.support.accounts import web_client
 from tests.support.hubs import make_config
 from tests.support.llm import Call, ScriptedLLM, Text, ToolCalls
 from tests.support.processes import toolbox_entry
@@ -50,21 +49,10 @@ CLOCK_POLICY = (
 )
 
 
-@pytest.fixture
-async def apps_hub(hub: Hub) -> AsyncIterator[Hub]:
-    """The process hub with the toolbox's apps group as server ``tb`` (and ``quiet``, "apps": false)."""
-    entry = toolbox_entry("--feature", "apps")
-    await hub.start([make_config("tb", entry), make_config("quiet", {**entry, "apps": False})])
-    set_hub(hub)
-    yield hub
-    set_hub(None)
-
-
 async def person(name: str) -> tuple[Any, AsyncClient]:
+    """A new person, and a web client logged in as them."""
     user = await get_user_model().objects.acreate(username=name)
-    client = AsyncClient()
-    await client.aforce_login(user)
-    return user, client
+    return user, await web_client(name)
 
 
 async def call(llm: ScriptedLLM, user: Any, *calls: Call) -> tuple[int, list[dict[str, Any]]]:

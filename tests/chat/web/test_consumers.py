@@ -15,9 +15,9 @@ from boocode.asgi import application
 from boocode.chat.turn.loop import MAX_MESSAGE_CHARS
 from boocode.chat.turn.registry import registry
 from boocode.chat.web.consumers import MAX_FRAME_BYTES
-from tests.support.accounts import conversation_of, login, stored
+from tests.support.accounts import login, new_conversation, stored
 from tests.support.llm import Call, ScriptedLLM, Stall, Text, ToolCalls
-from tests.support.tabs import Tab
+from tests.support.tabs import Tab, logged_in, logged_in_tab
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.processes]
 
@@ -31,14 +31,12 @@ async def closed_with(tab: Tab) -> int:
 
 
 async def test_anonymous_users_are_refused() -> None:
-    await login("alice")
-    conversation = await conversation_of("alice")
+    conversation = await new_conversation("alice")
     assert await closed_with(Tab(conversation, None)) == 4401
 
 
 async def test_other_users_conversations_are_refused() -> None:
-    await login("alice")
-    conversation = await conversation_of("alice")
+    conversation = await new_conversation("alice")
     mallory = await login("mallory")
     assert await closed_with(Tab(conversation, mallory)) == 4403
     assert await closed_with(Tab(conversation + 1000, mallory)) == 4403
@@ -46,7 +44,7 @@ async def test_other_users_conversations_are_refused() -> None:
 
 async def test_foreign_origin_is_refused() -> None:
     cookie = await login("alice")
-    conversation = await conversation_of("alice")
+    conversation = await new_conversation("alice")
     ws = WebsocketCommunicator(
         application,
         f"/ws/conversations/{conversation}/",
@@ -57,10 +55,8 @@ async def test_foreign_origin_is_refused() -> None:
 
 
 async def test_bad_frames_get_errors_and_the_socket_stays_up(llm: ScriptedLLM) -> None:
-    cookie = await login("alice")
-    conversation = await conversation_of("alice")
-    tab = Tab(conversation, cookie)
-    await tab.open()
+    tab = await logged_in_tab()
+    conversation = tab.conversation_id
     cases = [
         ("not json", "bad_json"),
         ("[1, 2]", "bad_frame"),
@@ -91,10 +87,9 @@ async def test_bad_frames_get_errors_and_the_socket_stays_up(llm: ScriptedLLM) -
 
 
 async def test_a_turn_with_a_tool_over_the_websocket(llm: ScriptedLLM, toolbox_hub: Any) -> None:
-    cookie = await login("alice")
-    conversation = await conversation_of("alice")
-    tab = Tab(conversation, cookie)
-    history = await tab.open()
+    tab = await logged_in_tab()
+    conversation, cookie = tab.conversation_id, tab.cookie
+    history = tab.history
     assert history["messages"] == [] and history["running"] is False
 
     llm.script(ToolCalls([Call("toolbox_echo", {"text": "<script>alert(1)</script>"})]), Text("Done."))
@@ -145,10 +140,7 @@ async def test_a_tool_call_reaches_its_server_while_its_record_is_still_being_wr
         arrived.set()
 
     watcher = asyncio.ensure_future(watch())
-    cookie = await login("alice")
-    conversation = await conversation_of("alice")
-    tab = Tab(conversation, cookie)
-    await tab.open()
+    tab = await logged_in_tab()
     llm.script(ToolCalls([Call("toolbox_stderr", {"text": "reached the server"})]), Text("Done."))
     await tab.send({"type": "user_message", "text": "call it"})
     end = await tab.until_turn_end()
@@ -175,23 +167,25 @@ async def test_a_message_sent_the_moment_turn_end_arrives_starts_the_next_turn(
         return reading(conversation_id)
 
     monkeypatch.setattr(payloads, "conversation_info", slow_read)
-    cookie = await login("alice")
-    conversation = await conversation_of("alice")
-    async with Tab(conversation, cookie) as tab:
+    async with logged_in() as tab:
         llm.script(Text("one"), Text("two"))
         await tab.send({"type": "user_message", "text": "first"})
         assert (await tab.until_turn_end())["status"] == "complete"
         await tab.send({"type": "user_message", "text": "second"})
         assert (await tab.next_of(("turn_start", "error")))["type"] == "turn_start"
         assert (await tab.until_turn_end())["status"] == "complete"
-    assert [content for _, _, content in await stored(conversation)] == ["first", "one", "second", "two"]
+    assert [content for _, _, content in await stored(tab.conversation_id)] == [
+        "first",
+        "one",
+        "second",
+        "two",
+    ]
 
 
 async def test_two_tabs_see_the_same_turn_and_either_can_stop_it(llm: ScriptedLLM) -> None:
-    cookie = await login("alice")
-    conversation = await conversation_of("alice")
-    first, second = Tab(conversation, cookie), Tab(conversation, cookie)
-    await first.open()
+    first = await logged_in_tab()
+    conversation = first.conversation_id
+    second = Tab(conversation, first.cookie)
     await second.open()
 
     llm.script(Stall(text="thinking hard", seconds=30))
@@ -219,10 +213,8 @@ async def test_two_tabs_see_the_same_turn_and_either_can_stop_it(llm: ScriptedLL
 
 
 async def test_the_turn_survives_a_dropped_socket_and_a_reconnect_sees_it(llm: ScriptedLLM) -> None:
-    cookie = await login("alice")
-    conversation = await conversation_of("alice")
-    tab = Tab(conversation, cookie)
-    await tab.open()
+    tab = await logged_in_tab()
+    conversation, cookie = tab.conversation_id, tab.cookie
     llm.script(Stall(text="first half, ", after="second half", seconds=30))
     await tab.send({"type": "user_message", "text": "long answer please"})
     received = ""
@@ -260,9 +252,7 @@ async def test_status_line_follows_server_changes_at_once(
     from mcpclient import runtime
 
     monkeypatch.setattr(consumers, "STATUS_INTERVAL", 3600.0)  # only the broadcast can update it
-    cookie = await login("alice")
-    tab = Tab(await conversation_of("alice"), cookie)
-    await tab.open()
+    tab = await logged_in_tab()
     hub.add_listener(runtime.broadcast_listener)
     runtime.set_hub(hub)
     try:

@@ -13,21 +13,6 @@ from boocode.chat.models import Conversation, Message, ToolCall
 pytestmark = pytest.mark.django_db
 
 
-@pytest.fixture
-def alice() -> Any:
-    return get_user_model().objects.create_user("alice", password="correct horse battery")
-
-
-@pytest.fixture
-def client_for(alice: Any) -> Any:
-    def make(user: Any = alice) -> Client:
-        client = Client()
-        client.force_login(user)
-        return client
-
-    return make
-
-
 def test_every_page_needs_a_login(alice: Any) -> None:
     conversation = Conversation.objects.create(owner=alice)
     client = Client()
