@@ -6,7 +6,7 @@
 // untrusted text and only ever go in with textContent (dom.js `el`), never as HTML. The hints
 // are what the server declared about its own tool: shown as such, never as a guarantee.
 
-import { announce, clockTime, el, formatCount, icon, showText } from "./dom.js";
+import { announce, el, expiresText, formatCount, icon, showText } from "./dom.js";
 import { addStep, showWaiting } from "./toolcards.js";
 
 const OUTCOMES = {
@@ -33,11 +33,6 @@ function hintBadges(hints) {
   if (hints.openWorld === true) add("reaches outside systems");
   if (hints.openWorld === false) add("closed world");
   return badges;
-}
-
-function expiresText(iso) {
-  const time = clockTime(iso);
-  return time ? `Denied at ${time} if nobody answers.` : "";
 }
 
 function argumentsText(value) {
@@ -105,7 +100,7 @@ function renderApproval(approval, send) {
   for (const button of [approve, deny, remember]) button.type = "button";
   buttons.append(approve, deny, remember);
   card.append(buttons);
-  const expires = expiresText(approval.expires_at);
+  const expires = expiresText(approval.expires_at, "Denied at", "if nobody answers");
   if (expires) card.append(el("p", "note approval-expires", expires));
 
   const answer = (decision, rememberIt) => {

@@ -168,6 +168,12 @@ export function clockTime(iso) {
   return when.toLocaleTimeString([], { hour: "2-digit", minute: "2-digit" });
 }
 
+// A deadline in words: `${before} <local time> ${after}.` ("" when `iso` is not a date).
+export function expiresText(iso, before, after) {
+  const time = clockTime(iso);
+  return time ? `${before} ${time} ${after}.` : "";
+}
+
 // A region that scrolls must be reachable by keyboard (and only then: no useless tab stops).
 // Checked again whenever its size changes (a rotated phone, a drawer, more text).
 function updateScrollable(node) {

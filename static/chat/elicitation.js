@@ -10,7 +10,7 @@
 // button opens it, in a new tab without opener or referrer, and only for http(s) URLs. Nothing
 // is fetched or opened before that click.
 
-import { clockTime, el, showText } from "./dom.js";
+import { el, expiresText, showText } from "./dom.js";
 
 const OUTCOMES = {
   accepted: "You accepted.",
@@ -157,11 +157,6 @@ function readContent(formEl) {
   return content;
 }
 
-function expiresText(iso) {
-  const time = clockTime(iso);
-  return time ? `Expires at ${time} if not answered.` : "";
-}
-
 // The URL as the browser reads it, when it may be opened (http or https), else null. The site
 // shown and the page opened both come from this one object: what the person reads is where
 // Open goes, whatever another parser would make of the text.
@@ -223,7 +218,7 @@ function renderLink(elicitation, send) {
   open.disabled = !canOpen;
   buttons.append(open, button("decline", "Decline"), button("cancel", "Cancel"));
   box.append(buttons);
-  const expires = expiresText(elicitation.expires_at);
+  const expires = expiresText(elicitation.expires_at, "Expires at", "if not answered");
   if (expires) box.append(el("p", "note elicitation-expires", expires));
 
   const answer = (action) => {
@@ -258,8 +253,8 @@ export function markElicitationWaiting(box, frame, send) {
     if (send({ type: "elicitation_answer", id: box.dataset.id, action: "done" })) box.classList.add("sending");
   });
   const expires = box.querySelector(".elicitation-expires");
-  const text = expiresText(frame.expires_at);
-  if (expires && text) expires.textContent = text.replace("if not answered", "if the server does not report");
+  const text = expiresText(frame.expires_at, "Expires at", "if the server does not report");
+  if (expires && text) expires.textContent = text;
 }
 
 // Build the form (or link) of one pending elicitation; `send(frame)` returns false when not connected.
@@ -284,7 +279,7 @@ export function renderElicitation(elicitation, send) {
   cancel.type = "button";
   buttons.append(accept, decline, cancel);
   formEl.append(buttons);
-  const expires = expiresText(elicitation.expires_at);
+  const expires = expiresText(elicitation.expires_at, "Expires at", "if not answered");
   if (expires) formEl.append(el("p", "note", expires));
 
   const answer = (action, content) => {

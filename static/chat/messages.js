@@ -555,6 +555,9 @@ export class Thread {
     const wasNearBottom = this.nearBottom();
     let card = this.calls.get(call.id);
     let entry = this.messages.get(call.message_id);
+    // A finished call never runs again: a frame that crossed its result (the step's own frames,
+    // sent as its row was written) would draw it back as running and take its result away.
+    if (card && call.status === "running" && finished(card)) return;
     if (!card) {
       if (!entry) {
         this.upsert({ id: call.message_id, role: "assistant", status: "streaming", content: "", html: "", error: "" });
@@ -621,6 +624,10 @@ function neighbour(node, side) {
   let other = side < 0 ? node.previousElementSibling : node.nextElementSibling;
   while (other && !other.classList.contains("message")) other = side < 0 ? other.previousElementSibling : other.nextElementSibling;
   return other;
+}
+
+function finished(card) {
+  return [...card.classList].some((name) => name.startsWith("status-") && name !== "status-running");
 }
 
 function isAnswerStep(node) {

@@ -11,7 +11,9 @@
 // result: the view stands for it, and the raw result (text, tables, tree) is folded under it in a
 // <details> closed by default ("Raw result"), as long as the call succeeded. The view's node is
 // never taken out of the card when the card is rendered again (a frame moved in the document
-// loads its page again): the card's other parts are put around it.
+// loads its page again), nor are the steps (a form keeps the focus and what is typed into it):
+// the card's other parts are drawn around them, and the control that had the focus (Show all)
+// gets it back in the redrawn part.
 //
 // Everything from the tool or the model is inserted as text; images only as data: URLs of
 // raster types.
@@ -206,11 +208,13 @@ export function renderCall(card, call, urls) {
   if (argsEl) state.argsOpen = argsEl.open;
 
   const label = toolLabel(call);
-  const steps = [...card.querySelectorAll(":scope > .call-step")]; // kept across re-renders
-  const appView = card.querySelector(":scope > .app-view"); // stays in place (see the top)
+  // The steps (a form being filled in, an approval) and the view stay where they are, untouched:
+  // a node taken out of the document loses the focus and what it is being typed into (see the top).
+  const kept = new Set(card.querySelectorAll(":scope > .call-step, :scope > .app-view"));
   const raw = card.querySelector(":scope > .tool-raw");
   if (raw) state.rawOpen = raw.open;
-  for (const child of [...card.children]) if (child !== appView) child.remove();
+  const focused = focusedPart(card, kept);
+  for (const child of [...card.children]) if (!kept.has(child)) child.remove();
   card.className = `tool-card status-${call.status}${call.is_error ? " is-error" : ""}`;
   card.dataset.id = call.id;
   card.setAttribute("role", "group");
@@ -240,8 +244,7 @@ export function renderCall(card, call, urls) {
     state.argsOpen = args.open;
     if (args.open) markScrollable(argsPre);
   });
-  if (appView) appView.before(head, args, ...steps);
-  else card.append(head, args, ...steps);
+  card.prepend(head, args); // before the steps and the view
   showWaiting(card);
 
   if (call.status !== "running") {
@@ -249,6 +252,23 @@ export function renderCall(card, call, urls) {
     card.append(foldsUnderView(call) ? rawResult(result, state) : result);
   }
   renderProgress(card, call); // the bar of a running call (progress.js)
+  if (focused) refocus(card, focused);
+}
+
+// The control of the card's drawn parts that has the focus (Show all, Arguments), as a selector
+// and its rank among its likes, so that the same control of the redrawn card takes it back.
+function focusedPart(card, kept) {
+  const active = document.activeElement;
+  if (!active || active === card || !card.contains(active)) return null;
+  if ([...kept].some((node) => node.contains(active))) return null; // not redrawn: keeps it
+  const kind = active.classList[0]; // what the control is (a state class such as "clamped" comes later)
+  const selector = kind ? `${active.localName}.${CSS.escape(kind)}` : active.localName;
+  return { selector, index: [...card.querySelectorAll(selector)].indexOf(active) };
+}
+
+function refocus(card, { selector, index }) {
+  const twin = card.querySelectorAll(selector)[Math.max(index, 0)];
+  if (twin && twin !== document.activeElement) twin.focus({ preventScroll: true });
 }
 
 // A call whose view shows its result: the raw result is folded under the view. An error, a

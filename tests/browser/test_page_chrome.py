@@ -1,6 +1,6 @@
 """Around the conversation: dark mode (the system's, or the person's choice, remembered), the
-phone's drawer with its backdrop and close button, the admin link for staff, and a status line
-that tells the truth about the model.
+phone's drawer with its backdrop and close button, the admin link for staff, a status line
+that tells the truth about the model, and a list that keeps its size while Latest comes and goes.
 """
 
 from __future__ import annotations
@@ -20,6 +20,28 @@ LIGHT_BG = "rgb(255, 255, 255)"
 
 def _background(page: Any) -> str:
     return page.evaluate("getComputedStyle(document.body).backgroundColor")
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_latest_coming_and_going_moves_nothing_in_the_list(open_page: Any, site: Site, width: int) -> None:
+    """On a phone Latest has a row of its own: were the row to go with the button, the list would
+    grow as the person reaches its end and move what they were about to tap down under their finger."""
+    from playwright.sync_api import expect
+
+    page = open_page(width)
+    landing(page, site)
+    site.llm.script(Text("\n\n".join(f"Paragraph {n} of a long answer." for n in range(60))))
+    start_conversation(page, "a long answer, please")
+    expect(page.locator(".message.role-assistant").last).to_contain_text("Paragraph 59 of a long answer.")
+    latest = page.locator("#jump-latest")
+    expect(latest).to_be_hidden()
+    at_the_end = page.locator("#messages").bounding_box()
+    page.evaluate("document.getElementById('messages').scrollTop = 0")
+    expect(latest).to_be_visible()
+    assert page.locator("#messages").bounding_box() == at_the_end
+    latest.click()
+    expect(latest).to_be_hidden()
+    assert page.locator("#messages").bounding_box() == at_the_end
 
 
 def _choose_theme(page: Any, label: str) -> None:
