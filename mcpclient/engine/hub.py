@@ -42,10 +42,7 @@ from mcpclient.core.skills import Skill, SkillText
 from mcpclient.core.state import HubTool, Listener, ServerSnapshot, Status
 from mcpclient.engine import prompts, resources, skills
 from mcpclient.engine.api import HubApi, SessionReads
-from mcpclient.engine.authorization import (
-    BrowserConsent,
-    Consent,
-)
+from mcpclient.engine.authorization import BrowserConsent, Consent
 from mcpclient.engine.connection import ServerConnection
 from mcpclient.engine.healing import Healer, HealPolicy
 from mcpclient.engine.resources import refresh_now as resources_refresh_now
